@@ -1,0 +1,250 @@
+//! The on-disk format, version 3: byte-compatible with loaderx 0.7.3.
+//!
+//! Every on-disk struct is defined here once. The byte tables, the limits and
+//! the version history are in `docs/format.md`; comments below point there
+//! instead of repeating the layout.
+//!
+//! All integers are little-endian on disk. The structs are `#[repr(C)]` and
+//! [`bytemuck::Pod`], so they are read and written as plain bytes; the field
+//! accessors convert from little-endian, which makes the code correct on any
+//! host even though every supported host is little-endian.
+
+use bytemuck::{Pod, Zeroable};
+
+/// `meta.zr`: the header and the record table.
+pub const META_FILE: &str = "meta.zr";
+/// `dict.zr`: the raw zstd dictionary, when one was trained.
+pub const DICT_FILE: &str = "dict.zr";
+/// The name a new `meta.zr` is built under before it is renamed into place.
+pub const META_TMP_FILE: &str = "meta.zr.tmp";
+/// The name a new `dict.zr` is written under before it is renamed into place.
+pub const DICT_TMP_FILE: &str = "dict.zr.tmp";
+
+/// The four magic bytes at the start of `meta.zr`.
+pub const MAGIC: [u8; 4] = *b"ZREC";
+/// The one format version this crate reads and writes (loaderx 0.7.3's).
+pub const VERSION: u16 = 3;
+
+/// Largest logical (uncompressed) record: 1 MiB.
+pub const RECORD_BYTES_MAX: u32 = 1 << 20;
+/// Most records a store holds: the table is sized statically for this many.
+pub const RECORDS_MAX: u32 = 1 << 24;
+/// Most chunk files a store has (`0.zr` ..= `4095.zr`).
+pub const CHUNKS_MAX: u32 = 1 << 12;
+/// Largest chunk file: 4 GiB, the reach of a `u32` offset.
+pub const CHUNK_BYTES_MAX: u64 = 1 << 32;
+
+/// Size of the header at offset 0 of `meta.zr`.
+pub const HEADER_BYTES: u64 = 16;
+/// Size of one record table entry.
+pub const ENTRY_BYTES: u64 = 16;
+/// Exact size of `meta.zr`: the header plus the full table (256 MiB + 16).
+pub const META_BYTES: u64 = HEADER_BYTES + RECORDS_MAX as u64 * ENTRY_BYTES;
+
+// The reference's argument for sizing the table statically: the chunks can hold
+// at least as many maximum-size records as the table has slots, so a store
+// always runs out of slots before it runs out of chunks.
+const _: () = assert!(CHUNKS_MAX as u64 * CHUNK_BYTES_MAX / RECORD_BYTES_MAX as u64 >= RECORDS_MAX as u64);
+// A chunk id fits the u16 field, an offset and a length the u32 fields.
+const _: () = assert!(CHUNKS_MAX <= u16::MAX as u32 + 1);
+const _: () = assert!(CHUNK_BYTES_MAX <= u32::MAX as u64 + 1);
+// A record always fits in a chunk, compressed or not.
+const _: () = assert!((RECORD_BYTES_MAX as u64) * 2 < CHUNK_BYTES_MAX);
+
+/// Byte offset of the header's `length` field: written alone, as one aligned
+/// 4-byte store, when an append or a delete commits (see `docs/crash-safety.md`).
+pub const HEADER_LENGTH_OFFSET: u64 = 12;
+/// Byte offset of the header's second 8-byte word (`tail_offset`, `length`).
+pub const HEADER_WORD1_OFFSET: u64 = 8;
+
+/// The 16-byte header of `meta.zr`. Layout: `docs/format.md`, "Header".
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct Header {
+    /// `ZREC`.
+    pub magic: [u8; 4],
+    version: [u8; 2],
+    tail_chunk: [u8; 2],
+    tail_offset: [u8; 4],
+    length: [u8; 4],
+}
+
+const _: () = assert!(size_of::<Header>() == HEADER_BYTES as usize);
+const _: () = assert!(std::mem::offset_of!(Header, version) == 4);
+const _: () = assert!(std::mem::offset_of!(Header, tail_chunk) == 6);
+const _: () = assert!(std::mem::offset_of!(Header, tail_offset) == 8);
+const _: () = assert!(std::mem::offset_of!(Header, length) == HEADER_LENGTH_OFFSET as usize);
+
+impl Header {
+    /// A header for `length` records with the write frontier at `tail`.
+    pub fn new(tail: Tail, length: u32) -> Header {
+        Header {
+            magic: MAGIC,
+            version: VERSION.to_le_bytes(),
+            tail_chunk: tail.chunk.to_le_bytes(),
+            tail_offset: tail.offset.to_le_bytes(),
+            length: length.to_le_bytes(),
+        }
+    }
+    /// The format version field.
+    pub fn version(&self) -> u16 {
+        u16::from_le_bytes(self.version)
+    }
+    /// The write frontier: where the next record goes.
+    pub fn tail(&self) -> Tail {
+        Tail { chunk: u16::from_le_bytes(self.tail_chunk), offset: u32::from_le_bytes(self.tail_offset) }
+    }
+    /// Number of live records.
+    pub fn length(&self) -> u32 {
+        u32::from_le_bytes(self.length)
+    }
+}
+
+/// The write frontier: the chunk new records go to and the first free byte in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Tail {
+    /// The last chunk; chunks `0..=chunk` exist.
+    pub chunk: u16,
+    /// First free byte of that chunk.
+    pub offset: u32,
+}
+
+impl Tail {
+    /// The frontier as one address, `chunk * 4 GiB + offset`.
+    pub fn address(self) -> u64 {
+        u64::from(self.chunk) * CHUNK_BYTES_MAX + u64::from(self.offset)
+    }
+}
+
+/// Per-record compression tag. See `docs/format.md`, "Codecs".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Codec {
+    /// Stored as is.
+    Raw = 0,
+    /// One zstd frame, level 3 by default, with zstd's content checksum.
+    Zstd = 1,
+    /// One zstd frame compressed against the store's dictionary (`dict.zr`).
+    ZstdDict = 2,
+}
+
+impl Codec {
+    /// The codec of an on-disk tag, `None` for an unknown tag.
+    pub fn from_tag(tag: u8) -> Option<Codec> {
+        match tag {
+            0 => Some(Codec::Raw),
+            1 => Some(Codec::Zstd),
+            2 => Some(Codec::ZstdDict),
+            _ => None,
+        }
+    }
+    /// The name the reference's Python API uses: `raw`, `zstd`, `zstd_dict`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Codec::Raw => "raw",
+            Codec::Zstd => "zstd",
+            Codec::ZstdDict => "zstd_dict",
+        }
+    }
+    /// The codec named `name` (`raw`, `zstd`, `zstd_dict`).
+    pub fn from_name(name: &str) -> Option<Codec> {
+        [Codec::Raw, Codec::Zstd, Codec::ZstdDict].into_iter().find(|c| c.name() == name)
+    }
+}
+
+/// One 16-byte record table entry. Layout: `docs/format.md`, "Record table".
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct Entry {
+    offset: [u8; 4],
+    phys_length: [u8; 4],
+    logic_length: [u8; 4],
+    chunk_id: [u8; 2],
+    /// The codec tag; see [`Codec::from_tag`].
+    pub codec: u8,
+    /// 0, except 1 on an empty raw record at chunk 0, offset 0 (see
+    /// `docs/format.md`); ignored on read.
+    pub reserved: u8,
+}
+
+const _: () = assert!(size_of::<Entry>() == ENTRY_BYTES as usize);
+const _: () = assert!(std::mem::offset_of!(Entry, phys_length) == 4);
+const _: () = assert!(std::mem::offset_of!(Entry, logic_length) == 8);
+const _: () = assert!(std::mem::offset_of!(Entry, chunk_id) == 12);
+const _: () = assert!(std::mem::offset_of!(Entry, codec) == 14);
+const _: () = assert!(std::mem::offset_of!(Entry, reserved) == 15);
+
+impl Entry {
+    /// An entry for a record stored at `loc`.
+    pub fn new(loc: Loc, phys_length: u32, logic_length: u32, codec: Codec) -> Entry {
+        Entry {
+            offset: loc.offset.to_le_bytes(),
+            phys_length: phys_length.to_le_bytes(),
+            logic_length: logic_length.to_le_bytes(),
+            chunk_id: loc.chunk.to_le_bytes(),
+            codec: codec as u8,
+            reserved: 0,
+        }
+        .marked()
+    }
+
+    /// Sets `reserved` to 1 on the one entry that would otherwise be all
+    /// zero (an empty raw record at chunk 0, offset 0), so that an all-zero
+    /// entry always means "never written". The reference ignores `reserved`.
+    fn marked(mut self) -> Entry {
+        self.reserved = 0;
+        if self.is_unwritten() {
+            self.reserved = 1;
+        }
+        self
+    }
+    /// Where the stored bytes start.
+    pub fn loc(&self) -> Loc {
+        Loc { chunk: u16::from_le_bytes(self.chunk_id), offset: u32::from_le_bytes(self.offset) }
+    }
+    /// The stored (possibly compressed) size.
+    pub fn phys_length(&self) -> u32 {
+        u32::from_le_bytes(self.phys_length)
+    }
+    /// The original size.
+    pub fn logic_length(&self) -> u32 {
+        u32::from_le_bytes(self.logic_length)
+    }
+    /// This entry moved to `loc`, everything else unchanged.
+    pub fn moved_to(mut self, loc: Loc) -> Entry {
+        self.offset = loc.offset.to_le_bytes();
+        self.chunk_id = loc.chunk.to_le_bytes();
+        self.marked()
+    }
+    /// True for an all-zero entry: a slot that was never written. Neither this
+    /// crate nor the reference writes one (see `docs/format.md`).
+    pub fn is_unwritten(&self) -> bool {
+        *self == Entry::zeroed()
+    }
+}
+
+/// A position in the chunk files: chunk id and byte offset in that chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Loc {
+    /// Chunk id: the file `{chunk}.zr`.
+    pub chunk: u16,
+    /// Byte offset within the chunk.
+    pub offset: u32,
+}
+
+impl Loc {
+    /// The position as one address, `chunk * 4 GiB + offset`.
+    pub fn address(self) -> u64 {
+        u64::from(self.chunk) * CHUNK_BYTES_MAX + u64::from(self.offset)
+    }
+}
+
+/// File name of chunk `id`.
+pub fn chunk_file_name(id: u16) -> String {
+    format!("{id}.zr")
+}
+
+/// Byte offset of table entry `index` in `meta.zr`.
+pub fn entry_offset(index: u32) -> u64 {
+    HEADER_BYTES + u64::from(index) * ENTRY_BYTES
+}

@@ -1,0 +1,179 @@
+//! The I/O boundary: every file operation of the store goes through [`Vfs`].
+//!
+//! The store never touches `std::fs` or `memmap2` itself (`clippy.toml` forbids
+//! it outside [`real`]). [`real::RealFs`] is the implementation on the real
+//! filesystem; the crash simulator substitutes a fault-injecting in-memory one
+//! without any change to store code.
+//!
+//! The operations are the ones the crash-ordering in `docs/crash-safety.md` is
+//! written in: positional reads and writes that may be short, `sync_data`,
+//! `sync_all`, `set_len`, directory listing and fsync, rename, advisory locks,
+//! a shared writable mapping of `meta.zr` with ranged flushes, and read-only
+//! mappings of chunk files.
+
+pub mod real;
+
+use std::fmt;
+use std::io;
+use std::path::Path;
+
+/// What a path names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// Anything else (a socket, a device, ...).
+    Other,
+}
+
+/// How to open a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenMode {
+    /// Read only; the file must exist.
+    Read,
+    /// Read and write; the file must exist.
+    Write,
+    /// Read and write, creating an empty file if it is missing (never truncating).
+    Create,
+}
+
+/// Kinds of advisory lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockKind {
+    /// Many holders.
+    Shared,
+    /// One holder.
+    Exclusive,
+}
+
+/// A filesystem: the store's whole view of the outside world.
+pub trait Vfs: Send + Sync + fmt::Debug {
+    /// What `path` names, `None` if nothing.
+    fn kind(&self, path: &Path) -> io::Result<Option<FileKind>>;
+    /// Creates a directory and its missing parents.
+    fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// The names of the entries of directory `path`.
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>>;
+    /// Makes the directory's entries (creations, removals, renames) durable.
+    fn sync_dir(&self, path: &Path) -> io::Result<()>;
+    /// Opens a file.
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn VfsFile>>;
+    /// Removes a file (durable after [`Vfs::sync_dir`] of its directory).
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Atomically renames `from` to `to`, replacing `to` (durable after
+    /// [`Vfs::sync_dir`]).
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+}
+
+/// An open file.
+pub trait VfsFile: Send + Sync + fmt::Debug {
+    /// The file's current length.
+    fn len(&self) -> io::Result<u64>;
+    /// Reads up to `buf.len()` bytes at `offset`; may read fewer, 0 at the end.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+    /// Writes up to `buf.len()` bytes at `offset`; may write fewer.
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize>;
+    /// Sets the length (durable after [`VfsFile::sync_all`]).
+    fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Makes the written data durable (`fdatasync`).
+    fn sync_data(&self) -> io::Result<()>;
+    /// Makes the data and the metadata, the length included, durable (`fsync`).
+    fn sync_all(&self) -> io::Result<()>;
+    /// Takes an advisory lock without waiting: `Ok(false)` if someone holds a
+    /// conflicting one. Released when the file is closed.
+    fn try_lock(&self, kind: LockKind) -> io::Result<bool>;
+    /// Maps the first `len` bytes shared (the file must be at least that
+    /// long), writable if `writable` (the file must be open for writing).
+    fn map_shared(&self, len: usize, writable: bool) -> io::Result<Box<dyn SharedMap>>;
+    /// Maps the first `len` bytes read-only; `len` may exceed the file's
+    /// length, but only bytes below the length may be read.
+    fn map_read(&self, len: usize) -> io::Result<Box<dyn ReadMap>>;
+}
+
+/// A shared writable mapping of a file (the metadata file).
+///
+/// Stores into it change the file's page cache at once; they become durable
+/// when a [`SharedMap::flush_range`] covering them returns, or earlier, at any
+/// time, by writeback.
+pub trait SharedMap: Send + Sync + fmt::Debug {
+    /// Length of the mapping.
+    fn len(&self) -> usize;
+    /// Copies `dst.len()` bytes at `offset` out of the mapping.
+    ///
+    /// # Safety
+    /// No thread of this process writes those bytes concurrently.
+    unsafe fn read(&self, offset: usize, dst: &mut [u8]);
+    /// Copies `src` into the mapping at `offset`. Panics on a read-only mapping.
+    ///
+    /// # Safety
+    /// No other thread of this process reads or writes those bytes concurrently.
+    unsafe fn write(&self, offset: usize, src: &[u8]);
+    /// Stores one aligned 8-byte word (`offset % 8 == 0`) with a single store,
+    /// so a concurrent writeback sees the old or the new word, never a mix.
+    ///
+    /// # Safety
+    /// As for [`SharedMap::write`].
+    unsafe fn store_word(&self, offset: usize, word: u64);
+    /// Loads the aligned 4-byte word at `offset` (`offset % 4 == 0`) with one
+    /// atomic load; safe against concurrent stores, even by other processes.
+    fn load_u32(&self, offset: usize) -> u32;
+    /// Makes the bytes `offset..offset + len` durable (`msync`).
+    fn flush_range(&self, offset: usize, len: usize) -> io::Result<()>;
+}
+
+/// A read-only mapping of a chunk file.
+pub trait ReadMap: Send + Sync + fmt::Debug {
+    /// The bytes `offset..offset + len`, borrowed from the mapping when it can
+    /// (the real filesystem), otherwise copied into `scratch`.
+    ///
+    /// The caller guarantees the range lies below the file's length; `Err`
+    /// for a range past the mapping.
+    fn bytes<'a>(&'a self, offset: u64, len: usize, scratch: &'a mut Vec<u8>) -> io::Result<&'a [u8]>;
+}
+
+/// Reads exactly `buf.len()` bytes at `offset`, looping over short reads.
+pub fn read_exact_at(file: &dyn VfsFile, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+    while !buf.is_empty() {
+        match file.read_at(buf, offset) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "file ends early")),
+            Ok(n) => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Writes all of `buf` at `offset`, looping over short writes.
+pub fn write_all_at(file: &dyn VfsFile, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
+    while !buf.is_empty() {
+        match file.write_at(buf, offset) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "write made no progress")),
+            Ok(n) => {
+                buf = &buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Reads a whole small file, refusing one longer than `max` bytes (a length
+/// read from disk never sizes an allocation unchecked).
+pub fn read_file(vfs: &dyn Vfs, path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    let file = vfs.open(path, OpenMode::Read)?;
+    let len = file.len()?;
+    if len > max {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{len} bytes, more than the {max} expected")));
+    }
+    let mut buf = vec![0; len as usize];
+    read_exact_at(&*file, &mut buf, 0)?;
+    Ok(buf)
+}

@@ -1,0 +1,243 @@
+//! Append: encode in parallel, place serially, write, sync, commit.
+//! The ordered steps are `docs/crash-safety.md`, "Append".
+
+use std::borrow::Cow;
+use std::sync::atomic::Ordering;
+
+use rayon::prelude::*;
+
+use super::Zrecord;
+use super::codec::{Encoded, Encoding, encode_block};
+use crate::error::{Error, Result};
+use crate::format::{CHUNK_BYTES_MAX, CHUNKS_MAX, Codec, Entry, Loc, RECORD_BYTES_MAX, RECORDS_MAX, Tail};
+
+/// Encoded records of one append, packed back to back.
+struct Packed<'a> {
+    data: Cow<'a, [u8]>,
+    records: Vec<Encoded>,
+}
+
+/// Bytes of input a parallel encoding task takes at least.
+const TASK_BYTES_MIN: usize = 256 << 10;
+
+/// Where a record of `len` stored bytes goes when the frontier is `cursor`,
+/// and the frontier after it; `None` when the chunks are exhausted. A record
+/// never straddles two chunks.
+pub(crate) fn place(cursor: Tail, len: u32) -> Option<(Loc, Tail)> {
+    let mut at = cursor;
+    // `>=`: the frontier must stay representable, so the last byte of a
+    // chunk is never used.
+    if u64::from(at.offset) + u64::from(len) >= CHUNK_BYTES_MAX {
+        at = Tail { chunk: at.chunk.checked_add(1).filter(|c| u32::from(*c) < CHUNKS_MAX)?, offset: 0 };
+    }
+    let next = Tail { chunk: at.chunk, offset: at.offset + len };
+    Some((Loc { chunk: at.chunk, offset: at.offset }, next))
+}
+
+impl Zrecord {
+    /// Appends `n` records of `item_len` bytes each, taken back to back from
+    /// the start of `src`, compressed with `codec`. Returns the index of the
+    /// first. Atomic and durable when it returns: after a crash the store
+    /// holds none or all of them.
+    pub fn append(&self, src: &[u8], n: usize, item_len: usize, codec: Codec) -> Result<u64> {
+        let total = n.checked_mul(item_len).filter(|&t| t <= src.len()).ok_or_else(|| {
+            Error::InvalidArgument(format!("{n} records of {item_len} bytes do not fit a {}-byte buffer", src.len()))
+        })?;
+        if item_len > RECORD_BYTES_MAX as usize {
+            return Err(Error::RecordTooLarge { position: 0, len: item_len as u64 });
+        }
+        let record = |k: usize| &src[k * item_len..(k + 1) * item_len];
+        self.append_records(n, record, (codec == Codec::Raw).then(|| &src[..total]), codec)
+    }
+
+    /// Appends variable-size records: record `k` is
+    /// `src[offsets[k]..offsets[k] + lens[k]]`. Returns the index of the first.
+    /// Atomic and durable as [`Zrecord::append`].
+    pub fn append_var(&self, src: &[u8], offsets: &[u64], lens: &[u32], codec: Codec) -> Result<u64> {
+        if offsets.len() != lens.len() {
+            return Err(Error::InvalidArgument(format!(
+                "{} offsets but {} lengths",
+                offsets.len(),
+                lens.len()
+            )));
+        }
+        let mut contiguous = true;
+        let mut expected = offsets.first().copied().unwrap_or(0);
+        for (position, (&offset, &len)) in offsets.iter().zip(lens).enumerate() {
+            if len > RECORD_BYTES_MAX {
+                return Err(Error::RecordTooLarge { position, len: u64::from(len) });
+            }
+            if offset.checked_add(u64::from(len)).is_none_or(|end| end > src.len() as u64) {
+                return Err(Error::InvalidArgument(format!(
+                    "record {position} ({len} bytes at offset {offset}) runs past the {}-byte buffer",
+                    src.len()
+                )));
+            }
+            contiguous &= offset == expected;
+            expected = offset + u64::from(len);
+        }
+        let record = |k: usize| &src[offsets[k] as usize..][..lens[k] as usize];
+        let whole = (codec == Codec::Raw && contiguous && !offsets.is_empty())
+            .then(|| &src[offsets[0] as usize..expected as usize]);
+        self.append_records(offsets.len(), record, whole, codec)
+    }
+
+    /// `raw_whole`: for codec raw, all the records back to back in one slice
+    /// (written as is, no copy).
+    fn append_records<'a>(
+        &self,
+        n: usize,
+        record: impl Fn(usize) -> &'a [u8] + Sync,
+        raw_whole: Option<&'a [u8]>,
+        codec: Codec,
+    ) -> Result<u64> {
+        self.check_writable()?;
+        if n > RECORDS_MAX as usize {
+            return Err(Error::StoreFull { path: self.path.clone() });
+        }
+        let dict = self.dict.get();
+        if codec == Codec::ZstdDict && dict.is_none() {
+            return Err(Error::NoDictionary { path: self.path.clone(), index: None });
+        }
+        if n == 0 {
+            return Ok(u64::from(self.len()));
+        }
+        let level = if codec == Codec::ZstdDict { self.options.dict_level } else { self.options.zstd_level };
+        let encoding = Encoding { codec, level, dict, min_saving: self.options.min_saving };
+        let packed = match raw_whole {
+            Some(data) => vec![Packed {
+                data: Cow::Borrowed(data),
+                records: (0..n)
+                    .map(|k| {
+                        let len = record(k).len() as u32;
+                        Encoded { phys: len, logic: len, codec: Codec::Raw }
+                    })
+                    .collect(),
+            }],
+            None => self.encode(n, &record, encoding)?,
+        };
+        self.commit_append(&packed)
+    }
+
+    fn encode<'a>(
+        &self,
+        n: usize,
+        record: &(impl Fn(usize) -> &'a [u8] + Sync),
+        encoding: Encoding<'_>,
+    ) -> Result<Vec<Packed<'static>>> {
+        let bytes: usize = (0..n).map(|k| record(k).len()).sum();
+        let tasks = (rayon::current_num_threads() * 4).min(bytes / TASK_BYTES_MIN).clamp(1, n);
+        let per_task = n.div_ceil(tasks);
+        (0..n.div_ceil(per_task))
+            .into_par_iter()
+            .map(|t| {
+                let range = t * per_task..((t + 1) * per_task).min(n);
+                let block = encode_block(range.map(record), encoding)
+                    .map_err(|reason| Error::InvalidArgument(format!("zstd failed to compress: {reason}")))?;
+                Ok(Packed { data: Cow::Owned(block.data), records: block.records })
+            })
+            .collect()
+    }
+
+    /// Places, writes and commits encoded records under the writer lock.
+    fn commit_append(&self, packed: &[Packed<'_>]) -> Result<u64> {
+        let mut writer = self.lock_writer();
+        self.check_writable()?;
+        let n: usize = packed.iter().map(|p| p.records.len()).sum();
+        let first = self.len();
+        if u64::from(first) + n as u64 > u64::from(RECORDS_MAX) {
+            return Err(Error::StoreFull { path: self.path.clone() });
+        }
+
+        // Place every record; coalesce what lands contiguously into runs.
+        let mut cursor = writer.tail;
+        let mut entries = Vec::with_capacity(n);
+        // (where, block, byte range in the block)
+        let mut spans: Vec<(Loc, usize, std::ops::Range<usize>)> = Vec::new();
+        for (b, block) in packed.iter().enumerate() {
+            let mut at = 0usize;
+            for rec in &block.records {
+                let (loc, next) = place(cursor, rec.phys).ok_or_else(|| Error::StoreFull { path: self.path.clone() })?;
+                let range = at..at + rec.phys as usize;
+                match spans.last_mut() {
+                    Some((run, run_block, run_range))
+                        if *run_block == b
+                            && run.chunk == loc.chunk
+                            && run_range.end == range.start
+                            && u64::from(run.offset) + run_range.len() as u64 == u64::from(loc.offset) =>
+                    {
+                        run_range.end = range.end;
+                    }
+                    _ if !range.is_empty() => spans.push((loc, b, range)),
+                    _ => {}
+                }
+                entries.push(Entry::new(loc, rec.phys, rec.logic, rec.codec));
+                at += rec.phys as usize;
+                cursor = next;
+            }
+        }
+        let runs: Vec<(Loc, &[u8])> = spans.into_iter().map(|(loc, b, range)| (loc, &packed[b].data[range])).collect();
+
+        // Write the data, creating chunk files as the frontier reaches them.
+        let mut created = false;
+        for id in writer.tail.chunk..=cursor.chunk {
+            let (_, new) = self.chunks.get_or_create(&*self.vfs, id).map_err(|e| self.io("create chunk", e))?;
+            created |= new;
+        }
+        runs.par_iter().try_for_each(|(loc, data)| {
+            let chunk = self.chunks.get(&*self.vfs, loc.chunk)?.expect("opened above");
+            crate::io::write_all_at(&*chunk.file, data, u64::from(loc.offset))
+        })
+        .map_err(|e| self.io("write chunk", e))?;
+        if created {
+            self.vfs.sync_dir(&self.path).map_err(|e| self.sync_failed(e))?; // SYNC A0
+        }
+        for id in writer.tail.chunk..=cursor.chunk {
+            let chunk = self.chunks.get(&*self.vfs, id).map_err(|e| self.io("open chunk", e))?.expect("opened above");
+            chunk.file.sync_data().map_err(|e| self.sync_failed(e))?; // SYNC A1
+        }
+
+        // The table, then the header; each durable before the next.
+        for (k, entry) in entries.iter().enumerate() {
+            // SAFETY: slots at and past the published length; readers never
+            // read them and the writer lock excludes other appenders.
+            unsafe { self.table.set_entry(first + k as u32, entry) };
+        }
+        let end = first + n as u32;
+        self.table.flush_entries(first, end).map_err(|e| self.sync_failed(e))?; // SYNC A2
+        if cursor.chunk != writer.tail.chunk {
+            // SAFETY: the writer lock is held.
+            unsafe { self.table.set_header_word0(cursor.chunk) };
+            self.table.flush_header().map_err(|e| self.sync_failed(e))?; // SYNC A3a
+        }
+        // SAFETY: the writer lock is held.
+        unsafe { self.table.set_header_word1(cursor.offset, end) };
+        self.table.flush_header().map_err(|e| self.sync_failed(e))?; // SYNC A3b
+
+        // Publish: chunk lengths first, then the length readers go by.
+        for (loc, data) in &runs {
+            let chunk = self.chunks.get(&*self.vfs, loc.chunk).map_err(|e| self.io("open chunk", e))?.expect("opened");
+            chunk.grew_to(u64::from(loc.offset) + data.len() as u64);
+        }
+        self.tail_chunk.store(u32::from(cursor.chunk), Ordering::Release);
+        self.len.store(end, Ordering::Release);
+        writer.tail = cursor;
+        Ok(u64::from(first))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn place_rolls_over_and_never_straddles() {
+        let at = |chunk, offset| Tail { chunk, offset };
+        assert_eq!(place(at(0, 10), 5), Some((Loc { chunk: 0, offset: 10 }, at(0, 15))));
+        let near_end = (CHUNK_BYTES_MAX - 4) as u32;
+        assert_eq!(place(at(0, near_end), 4), Some((Loc { chunk: 1, offset: 0 }, at(1, 4))));
+        assert_eq!(place(at(0, near_end), 3), Some((Loc { chunk: 0, offset: near_end }, at(0, u32::MAX))));
+        assert_eq!(place(at(0, near_end), 0), Some((Loc { chunk: 0, offset: near_end }, at(0, near_end))));
+        assert_eq!(place(at(4095, near_end), 4), None);
+    }
+}

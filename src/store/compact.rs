@@ -1,0 +1,259 @@
+//! Compaction: repack live records in physical order, in place, power-loss
+//! safe and resumable. Steps and the argument: `docs/crash-safety.md`,
+//! "Compaction".
+//!
+//! Moves are batched into rounds. Within a round no destination overlaps a
+//! byte that a durable table entry points to: neither the record's own source
+//! nor the source of any record moved earlier in the round (their entries
+//! still point there until the round's table update is durable). So a round
+//! is: copy, `sync_data` (C1), repoint the entries, `msync` (C2); the sources
+//! become free only after C2, for the next round.
+
+use std::sync::atomic::Ordering;
+
+use super::Zrecord;
+use super::append::place;
+use super::intent::Intent;
+use crate::error::{Corruption, Error, Result};
+use crate::format::{CHUNK_BYTES_MAX, CHUNKS_MAX, Entry, Loc, Tail, chunk_file_name};
+
+/// Most bytes one round copies before it syncs.
+const ROUND_BYTES_MAX: u64 = 64 << 20;
+
+/// What a compaction did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CompactReport {
+    /// Records moved.
+    pub moved_records: u64,
+    /// Bytes moved.
+    pub moved_bytes: u64,
+    /// Rounds (each one data sync and one table sync).
+    pub rounds: u64,
+    /// Chunk bytes before (see [`crate::Stats::chunk_bytes`]).
+    pub bytes_before: u64,
+    /// Chunk bytes after.
+    pub bytes_after: u64,
+    /// Chunk files removed.
+    pub removed_chunks: u32,
+}
+
+/// Live records sharing one stored extent (more than one only in a store
+/// damaged elsewhere, e.g. by a crash of the reference mid-delete).
+struct Group {
+    loc: Loc,
+    phys: u32,
+    indices: Vec<u32>,
+}
+
+struct Move {
+    from: Loc,
+    to: Loc,
+    phys: u32,
+    group: usize,
+}
+
+/// The frontier right after `phys` bytes at `loc`.
+fn end_of(loc: Loc, phys: u32) -> Tail {
+    let end = u64::from(loc.offset) + u64::from(phys);
+    if end >= CHUNK_BYTES_MAX {
+        Tail { chunk: loc.chunk + 1, offset: 0 }
+    } else {
+        Tail { chunk: loc.chunk, offset: end as u32 }
+    }
+}
+
+impl Zrecord {
+    /// Reclaims the space deleted records left behind, in place. Safe to
+    /// interrupt at any point, power loss included: every live record keeps
+    /// reading back its exact bytes, and compacting again finishes the job.
+    pub fn compact(&mut self) -> Result<CompactReport> {
+        self.check_writable()?;
+        let bytes_before = self.stats()?.chunk_bytes;
+        let groups = self.live_groups()?;
+        let mut report = CompactReport { bytes_before, ..CompactReport::default() };
+        let mut ends = vec![0u64; CHUNKS_MAX as usize + 1];
+        let mut cursor = Tail::default();
+        let mut round: Vec<Move> = Vec::new();
+        let mut floor = u64::MAX;
+        let mut round_bytes = 0u64;
+        let mut g = 0;
+        while g < groups.len() {
+            let group = &groups[g];
+            let src = group.loc.address();
+            let Some((to, next)) = place(cursor, group.phys).filter(|(to, _)| to.address() <= src) else {
+                cursor = end_of(group.loc, group.phys); // stays (it cannot move down)
+                note_end(&mut ends, group.loc, group.phys);
+                g += 1;
+                continue;
+            };
+            let to_end = to.address() + u64::from(group.phys);
+            if to.address() == src {
+                // Already in place.
+            } else if to_end <= src && to_end <= floor && round_bytes < ROUND_BYTES_MAX {
+                round.push(Move { from: group.loc, to, phys: group.phys, group: g });
+                floor = floor.min(src);
+                round_bytes += u64::from(group.phys);
+            } else if !round.is_empty() {
+                self.flush_round(&groups, &mut round, &mut report)?;
+                (floor, round_bytes) = (u64::MAX, 0);
+                continue; // the sources are free now: try this record again
+            } else {
+                // It overlaps its own source: it stays.
+                cursor = end_of(group.loc, group.phys);
+                note_end(&mut ends, group.loc, group.phys);
+                g += 1;
+                continue;
+            }
+            note_end(&mut ends, to, group.phys);
+            cursor = next;
+            g += 1;
+        }
+        if !round.is_empty() {
+            self.flush_round(&groups, &mut round, &mut report)?;
+        }
+        self.commit_frontier(cursor, &mut ends, &mut report)?;
+        report.bytes_after = self.stats()?.chunk_bytes;
+        Ok(report)
+    }
+
+    /// The live records grouped by stored extent, in physical order; every
+    /// entry validated, overlapping extents refused.
+    fn live_groups(&self) -> Result<Vec<Group>> {
+        let len = self.len();
+        let mut live: Vec<(Loc, u32, u32)> = Vec::with_capacity(len as usize);
+        let mut scratch = Vec::new();
+        for index in 0..len {
+            let (entry, _) = self.entry(u64::from(index), len)?;
+            self.stored(u64::from(index), &entry, &mut scratch)?; // inside its chunk
+            live.push((entry.loc(), entry.phys_length(), index));
+        }
+        live.sort_unstable();
+        let mut groups: Vec<Group> = Vec::new();
+        for (loc, phys, index) in live {
+            if let Some(last) = groups.last_mut() {
+                if last.loc == loc && last.phys == phys {
+                    last.indices.push(index);
+                    continue;
+                }
+                if last.loc.address() + u64::from(last.phys) > loc.address() {
+                    return Err(Error::Corrupt {
+                        path: self.path.clone(),
+                        index: Some(u64::from(index)),
+                        what: Corruption::Overlap { other: u64::from(last.indices[0]) },
+                    });
+                }
+            }
+            groups.push(Group { loc, phys, indices: vec![index] });
+        }
+        Ok(groups)
+    }
+
+    /// Copies a round's records, makes them durable, then repoints their
+    /// entries durably.
+    fn flush_round(&mut self, groups: &[Group], round: &mut Vec<Move>, report: &mut CompactReport) -> Result<()> {
+        let mut scratch = Vec::new();
+        let mut touched: Vec<u16> = Vec::new();
+        for m in round.iter() {
+            let index = u64::from(groups[m.group].indices[0]);
+            let entry = self.table.entry(index as u32);
+            let bytes = self.stored(index, &entry, &mut scratch)?;
+            let (dst, _) = self.chunks.get_or_create(&*self.vfs, m.to.chunk).map_err(|e| self.io("open chunk", e))?;
+            crate::io::write_all_at(&*dst.file, bytes, u64::from(m.to.offset)).map_err(|e| self.io("write chunk", e))?;
+            dst.grew_to(u64::from(m.to.offset) + u64::from(m.phys));
+            if !touched.contains(&m.to.chunk) {
+                touched.push(m.to.chunk);
+            }
+        }
+        for &id in &touched {
+            let chunk = self.chunks.get(&*self.vfs, id).map_err(|e| self.io("open chunk", e))?.expect("written above");
+            chunk.file.sync_data().map_err(|e| self.sync_failed(e))?; // SYNC C1
+        }
+        let len = self.len();
+        let items: Vec<(u32, Entry)> = round
+            .iter()
+            .flat_map(|m| groups[m.group].indices.iter().map(move |&i| (i, m)))
+            .map(|(i, m)| (i, self.table.entry(i).moved_to(m.to)))
+            .collect();
+        if round.iter().any(|m| m.from.chunk != m.to.chunk) {
+            // A move across chunks changes both 8-byte words of an entry; a
+            // torn entry must be repaired from the intent.
+            let intent = Intent { old_len: len, new_len: len, items };
+            intent.write(&*self.meta).map_err(|e| self.sync_failed(e))?; // SYNC C2a
+            self.apply_intent(&intent)?; // SYNC C2
+            Intent::clear(&*self.meta).map_err(|e| self.sync_failed(e))?; // SYNC C2b
+        } else {
+            let (mut low, mut high) = (u32::MAX, 0);
+            for (index, entry) in &items {
+                // SAFETY: `&mut self`: no reader runs. A move within a chunk
+                // changes only word 0 (offset), stored with one store.
+                unsafe { self.table.set_entry_word0(*index, entry) };
+                (low, high) = (low.min(*index), high.max(*index + 1));
+            }
+            self.table.flush_entries(low, high).map_err(|e| self.sync_failed(e))?; // SYNC C2
+        }
+        report.rounds += 1;
+        report.moved_records += items_count(groups, round);
+        report.moved_bytes += round.iter().map(|m| u64::from(m.phys)).sum::<u64>();
+        round.clear();
+        Ok(())
+    }
+
+    /// Publishes the new frontier, then drops what lies past it: later chunk
+    /// files and the slack at the end of each remaining chunk.
+    fn commit_frontier(&mut self, cursor: Tail, ends: &mut [u64], report: &mut CompactReport) -> Result<()> {
+        let old = self.lock_writer().tail;
+        let len = self.len();
+        if cursor != old {
+            // Offset first: (old chunk, new offset) points past every live
+            // record, as does the final (new chunk, new offset).
+            // SAFETY: `&mut self`: the only writer.
+            unsafe { self.table.set_header_word1(cursor.offset, len) };
+            self.table.flush_header().map_err(|e| self.sync_failed(e))?; // SYNC C3a
+            if cursor.chunk != old.chunk {
+                // SAFETY: as above.
+                unsafe { self.table.set_header_word0(cursor.chunk) };
+                self.table.flush_header().map_err(|e| self.sync_failed(e))?; // SYNC C3b
+            }
+            self.lock_writer().tail = cursor;
+            self.tail_chunk.store(u32::from(cursor.chunk), Ordering::Release);
+        }
+        // Chunk files past the frontier (also any a failed append left).
+        let names = self.vfs.list_dir(&self.path).map_err(|e| self.io("list store directory", e))?;
+        let mut removed = false;
+        for name in names {
+            let Some(id) = name.strip_suffix(".zr").and_then(|s| s.parse::<u16>().ok()) else { continue };
+            if id > cursor.chunk && name == chunk_file_name(id) {
+                self.chunks.forget(id);
+                self.vfs.remove_file(&self.path.join(&name)).map_err(|e| self.io("remove chunk", e))?;
+                report.removed_chunks += 1;
+                removed = true;
+            }
+        }
+        if removed {
+            self.vfs.sync_dir(&self.path).map_err(|e| self.sync_failed(e))?; // SYNC C4
+        }
+        // Trim each remaining chunk to its last record.
+        ends[usize::from(cursor.chunk)] = u64::from(cursor.offset);
+        for id in 0..=cursor.chunk.min(CHUNKS_MAX as u16 - 1) {
+            let end = ends[usize::from(id)];
+            let Some(chunk) = self.chunks.get(&*self.vfs, id).map_err(|e| self.io("open chunk", e))? else { continue };
+            if chunk.file.len().map_err(|e| self.io("stat chunk", e))? > end {
+                let chunk = self.chunks.get_mut(id).expect("opened above");
+                chunk.shrink_to(end);
+                let truncated = chunk.file.set_len(end).and_then(|()| chunk.file.sync_all());
+                truncated.map_err(|e| self.io("truncate chunk", e))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Records that chunk `loc.chunk` holds bytes up to `loc.offset + phys`.
+fn note_end(ends: &mut [u64], loc: Loc, phys: u32) {
+    let end = &mut ends[usize::from(loc.chunk)];
+    *end = (*end).max(u64::from(loc.offset) + u64::from(phys));
+}
+
+fn items_count(groups: &[Group], round: &[Move]) -> u64 {
+    round.iter().map(|m| groups[m.group].indices.len() as u64).sum()
+}

@@ -1,0 +1,150 @@
+//! The read path: gather records straight into the caller's memory, in
+//! parallel, lock-free. Every index and every table entry is validated
+//! before a byte is trusted; a stored length that does not match the caller's
+//! layout is an error, so no slot is ever left holding bytes that are not its
+//! record's.
+
+use rayon::prelude::*;
+
+use super::Zrecord;
+use super::codec;
+use crate::error::{Error, Result};
+
+/// Below this many bytes a gather runs on the calling thread.
+const PARALLEL_BYTES_MIN: usize = 128 << 10;
+
+impl Zrecord {
+    /// Decodes records `indices` into `dst`, record `k` at
+    /// `dst[k * stride..(k + 1) * stride]`. Every record must be exactly
+    /// `stride` bytes long.
+    pub fn gather(&self, indices: &[u64], dst: &mut [u8], stride: usize) -> Result<()> {
+        let need = indices.len().checked_mul(stride).filter(|&need| need <= dst.len()).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{} records of {stride} bytes do not fit a {}-byte buffer",
+                indices.len(),
+                dst.len()
+            ))
+        })?;
+        let len = self.len();
+        if stride == 0 {
+            return indices.iter().try_for_each(|&index| self.read_into(index, len, &mut []));
+        }
+        let slots = dst[..need].chunks_mut(stride);
+        if need < PARALLEL_BYTES_MIN {
+            return slots.zip(indices).try_for_each(|(slot, &index)| self.read_into(index, len, slot));
+        }
+        let min_len = (indices.len() / (rayon::current_num_threads() * 4)).max(1);
+        dst[..need]
+            .par_chunks_mut(stride)
+            .zip(indices.par_iter())
+            .with_min_len(min_len)
+            .try_for_each(|(slot, &index)| self.read_into(index, len, slot))
+    }
+
+    /// Decodes record `indices[k]` into `dst[offsets[k]..offsets[k] + lens[k]]`.
+    /// `lens[k]` must be the record's length ([`Zrecord::lengths`]); the
+    /// regions must lie inside `dst` and not overlap.
+    pub fn gather_var(&self, indices: &[u64], dst: &mut [u8], offsets: &[u64], lens: &[u32]) -> Result<()> {
+        if indices.len() != offsets.len() || indices.len() != lens.len() {
+            return Err(Error::InvalidArgument(format!(
+                "{} indices, {} offsets, {} lengths",
+                indices.len(),
+                offsets.len(),
+                lens.len()
+            )));
+        }
+        let slots = split_regions(dst, offsets, lens)?;
+        let len = self.len();
+        let total: usize = lens.iter().map(|&l| l as usize).sum();
+        if total < PARALLEL_BYTES_MIN {
+            return slots.into_iter().zip(indices).try_for_each(|(slot, &index)| self.read_into(index, len, slot));
+        }
+        let min_len = (indices.len() / (rayon::current_num_threads() * 4)).max(1);
+        slots
+            .into_par_iter()
+            .zip(indices.par_iter())
+            .with_min_len(min_len)
+            .try_for_each(|(slot, &index)| self.read_into(index, len, slot))
+    }
+
+    /// The logical length of each record of `indices`, into `out`.
+    pub fn lengths(&self, indices: &[u64], out: &mut [u32]) -> Result<()> {
+        if indices.len() != out.len() {
+            return Err(Error::InvalidArgument(format!("{} indices but {} outputs", indices.len(), out.len())));
+        }
+        let len = self.len();
+        for (slot, &index) in out.iter_mut().zip(indices) {
+            *slot = self.entry(index, len)?.0.logic_length();
+        }
+        Ok(())
+    }
+
+    /// One record, decoded into a new buffer.
+    pub fn get(&self, index: u64) -> Result<Vec<u8>> {
+        let len = self.len();
+        let logic = self.entry(index, len)?.0.logic_length();
+        let mut out = vec![0; logic as usize];
+        self.read_into(index, len, &mut out)?;
+        Ok(out)
+    }
+
+    /// Decodes record `index` (of a store of `len` records) into `dst`, which
+    /// must be exactly its length.
+    fn read_into(&self, index: u64, len: u32, dst: &mut [u8]) -> Result<()> {
+        let (entry, codec) = self.entry(index, len)?;
+        if entry.logic_length() as usize != dst.len() {
+            return Err(Error::LengthMismatch {
+                path: self.path.clone(),
+                index,
+                stored: entry.logic_length(),
+                expected: dst.len() as u64,
+            });
+        }
+        // Stays empty (no allocation) on the real filesystem.
+        let mut scratch = Vec::new();
+        let src = self.stored(index, &entry, &mut scratch)?;
+        codec::decode(codec, src, dst, self.dict.get()).map_err(|what| Error::Corrupt {
+            path: self.path.clone(),
+            index: Some(index),
+            what,
+        })
+    }
+}
+
+/// Splits `dst` into the disjoint regions `offsets[k]..offsets[k] + lens[k]`,
+/// in the order given; an error if one leaves `dst` or two overlap.
+fn split_regions<'a>(dst: &'a mut [u8], offsets: &[u64], lens: &[u32]) -> Result<Vec<&'a mut [u8]>> {
+    let bad = |k: usize, why: &str| {
+        Error::InvalidArgument(format!("region {k} ({} bytes at offset {}) {why}", lens[k], offsets[k]))
+    };
+    let end = |k: usize| offsets[k].checked_add(u64::from(lens[k]));
+    for k in 0..offsets.len() {
+        if end(k).is_none_or(|e| e > dst.len() as u64) {
+            return Err(bad(k, &format!("runs past the {}-byte buffer", dst.len())));
+        }
+    }
+    // Walk the regions by offset (the given order when sorted, the common case).
+    let sorted = offsets.windows(2).all(|w| w[0] <= w[1]);
+    let order: Vec<usize> = if sorted {
+        (0..offsets.len()).collect()
+    } else {
+        let mut order: Vec<usize> = (0..offsets.len()).collect();
+        order.sort_by_key(|&k| (offsets[k], lens[k]));
+        order
+    };
+    let mut slots: Vec<&mut [u8]> = Vec::with_capacity(offsets.len());
+    slots.resize_with(offsets.len(), Default::default);
+    let mut rest = dst;
+    let mut consumed = 0u64;
+    for &k in &order {
+        if offsets[k] < consumed {
+            return Err(bad(k, "overlaps another region"));
+        }
+        let skip = (offsets[k] - consumed) as usize;
+        let (slot, tail) = std::mem::take(&mut rest)[skip..].split_at_mut(lens[k] as usize);
+        slots[k] = slot;
+        rest = tail;
+        consumed = offsets[k] + u64::from(lens[k]);
+    }
+    Ok(slots)
+}

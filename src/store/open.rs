@@ -1,0 +1,209 @@
+//! Opening a store: creation, validation of the header against the files,
+//! recovery of an interrupted delete or compaction.
+
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU32};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use bytemuck::Zeroable;
+
+use super::chunks::Chunks;
+use super::codec::Dictionary;
+use super::intent::Intent;
+use super::table::Table;
+use super::{Options, Writer, Zrecord};
+use crate::error::{Corruption, Error, Result};
+use crate::format::{
+    CHUNKS_MAX, DICT_FILE, DICT_TMP_FILE, HEADER_BYTES, Header, MAGIC, META_BYTES, META_FILE, META_TMP_FILE,
+    RECORDS_MAX, Tail, VERSION, entry_offset,
+};
+use crate::io::{FileKind, LockKind, OpenMode, Vfs, read_exact_at, read_file, write_all_at};
+
+/// Largest `dict.zr` accepted (the reference caps training at 1 MiB).
+const DICT_BYTES_MAX: u64 = 64 << 20;
+
+pub(super) fn open(vfs: Arc<dyn Vfs>, path: &Path, options: Options) -> Result<Zrecord> {
+    let io_err = |op: &'static str| move |source| Error::Io { path: path.to_path_buf(), op, source };
+    match vfs.kind(path).map_err(io_err("stat store directory"))? {
+        Some(FileKind::Dir) => {}
+        Some(_) => return Err(Error::NotADirectory { path: path.to_path_buf() }),
+        None if options.read_only => return Err(Error::NoStore { path: path.to_path_buf() }),
+        None => {
+            vfs.create_dir_all(path).map_err(io_err("create store directory"))?;
+            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                vfs.sync_dir(parent).map_err(io_err("sync parent directory"))?;
+            }
+        }
+    }
+    let meta_path = path.join(META_FILE);
+    if vfs.kind(&meta_path).map_err(io_err("stat meta.zr"))?.is_none() {
+        let names = vfs.list_dir(path).map_err(io_err("list store directory"))?;
+        let holds_data = names.iter().any(|n| n == DICT_FILE || is_chunk_name(n));
+        if holds_data {
+            return Err(Error::MetaMissing { path: path.to_path_buf() });
+        }
+        if options.read_only {
+            return Err(Error::NoStore { path: path.to_path_buf() });
+        }
+        create(&*vfs, path, &names).map_err(io_err("create store"))?;
+    }
+
+    let mode = if options.read_only { OpenMode::Read } else { OpenMode::Write };
+    let meta = vfs.open(&meta_path, mode).map_err(io_err("open meta.zr"))?;
+    if !options.read_only && !meta.try_lock(LockKind::Exclusive).map_err(io_err("lock meta.zr"))? {
+        return Err(Error::Locked { path: path.to_path_buf() });
+    }
+    let meta_len = meta.len().map_err(io_err("stat meta.zr"))?;
+    if meta_len < HEADER_BYTES {
+        return Err(Error::MetaTruncated { path: path.to_path_buf(), len: meta_len, needed: HEADER_BYTES });
+    }
+    let mut header = Header::zeroed();
+    read_exact_at(&*meta, bytemuck::bytes_of_mut(&mut header), 0).map_err(io_err("read meta.zr"))?;
+    check_header(path, &header)?;
+    let needed = entry_offset(header.length());
+    if meta_len < needed {
+        return Err(Error::MetaTruncated { path: path.to_path_buf(), len: meta_len, needed });
+    }
+    let intent = Intent::read(&*meta).map_err(io_err("read intent"))?;
+    if options.read_only && intent.is_some() {
+        return Err(Error::RecoveryNeeded { path: path.to_path_buf() });
+    }
+    if !options.read_only && meta_len < META_BYTES {
+        // The reference grows a short meta.zr back too; entries past the old
+        // end read as zeros, which no written entry is.
+        meta.set_len(META_BYTES).map_err(io_err("grow meta.zr"))?;
+        meta.sync_all().map_err(io_err("sync meta.zr"))?;
+    }
+    let map_len = meta_len.clamp(HEADER_BYTES, META_BYTES).max(if options.read_only { 0 } else { META_BYTES });
+    let map = meta.map_shared(map_len as usize, !options.read_only).map_err(io_err("map meta.zr"))?;
+
+    let dict = OnceLock::new();
+    let dict_path = path.join(DICT_FILE);
+    if vfs.kind(&dict_path).map_err(io_err("stat dict.zr"))?.is_some() {
+        let bytes = read_file(&*vfs, &dict_path, DICT_BYTES_MAX).map_err(io_err("read dict.zr"))?;
+        let prepared = Dictionary::new(bytes)
+            .map_err(|what| Error::Corrupt { path: path.to_path_buf(), index: None, what })?;
+        let _ = dict.set(prepared);
+    }
+    if !options.read_only {
+        for leftover in [META_TMP_FILE, DICT_TMP_FILE] {
+            remove_if_present(&*vfs, &path.join(leftover)).map_err(io_err("remove leftover file"))?;
+        }
+    }
+
+    let tail = header.tail();
+    let mut store = Zrecord {
+        path: path.to_path_buf(),
+        chunks: Chunks::new(path, !options.read_only),
+        vfs,
+        options,
+        meta,
+        table: Table::new(map),
+        dict,
+        len: AtomicU32::new(header.length()),
+        tail_chunk: AtomicU32::new(u32::from(tail.chunk)),
+        poisoned: AtomicBool::new(false),
+        writer: Mutex::new(Writer { tail }),
+    };
+    if let Some(intent) = intent {
+        store.recover(intent)?;
+    } else if !store.options.read_only && meta_len > META_BYTES {
+        // A torn intent: the mutation it announced never started.
+        Intent::clear(&*store.meta).map_err(|e| store.sync_failed(e))?;
+    }
+    Ok(store)
+}
+
+fn check_header(path: &Path, header: &Header) -> Result<()> {
+    let not_a_store = |reason: String| Error::NotAStore { path: path.to_path_buf(), reason };
+    if header.magic != MAGIC {
+        return Err(not_a_store(format!("magic is {:02x?}, not \"ZREC\"", header.magic)));
+    }
+    if header.version() != VERSION {
+        return Err(not_a_store(format!("format version {}, this build reads {VERSION}", header.version())));
+    }
+    let corrupt = |what: String| Error::Corrupt { path: path.to_path_buf(), index: None, what: Corruption::Header(what) };
+    if header.length() > RECORDS_MAX {
+        return Err(corrupt(format!("length {} exceeds the {RECORDS_MAX} record limit", header.length())));
+    }
+    if u32::from(header.tail().chunk) >= CHUNKS_MAX {
+        return Err(corrupt(format!("tail chunk {} exceeds the {CHUNKS_MAX} chunk limit", header.tail().chunk)));
+    }
+    Ok(())
+}
+
+/// True for `N.zr` with N a decimal chunk id.
+fn is_chunk_name(name: &str) -> bool {
+    name.strip_suffix(".zr").is_some_and(|stem| !stem.is_empty() && stem.bytes().all(|b| b.is_ascii_digit()))
+}
+
+fn remove_if_present(vfs: &dyn Vfs, path: &Path) -> io::Result<()> {
+    match vfs.remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Creates a new store in `dir` (which holds no store data). See
+/// `docs/crash-safety.md`, "Store creation": `meta.zr` appears whole, by
+/// rename, or not at all.
+fn create(vfs: &dyn Vfs, dir: &Path, names: &[String]) -> io::Result<()> {
+    if names.iter().any(|n| n == META_TMP_FILE) {
+        vfs.remove_file(&dir.join(META_TMP_FILE))?;
+    }
+    let chunk = vfs.open(&dir.join(crate::format::chunk_file_name(0)), OpenMode::Create)?;
+    chunk.sync_all()?;
+    let tmp = dir.join(META_TMP_FILE);
+    let meta = vfs.open(&tmp, OpenMode::Create)?;
+    meta.set_len(META_BYTES)?;
+    write_all_at(&*meta, bytemuck::bytes_of(&Header::new(Tail::default(), 0)), 0)?;
+    meta.sync_all()?; // SYNC S1
+    vfs.rename(&tmp, &dir.join(META_FILE))?;
+    vfs.sync_dir(dir) // SYNC S2
+}
+
+impl Zrecord {
+    /// Finishes an interrupted delete or compaction (see
+    /// `docs/crash-safety.md`, "Recovery").
+    fn recover(&mut self, intent: Intent) -> Result<()> {
+        let length = self.table.header().length();
+        let bad = |what: String| Error::Corrupt { path: self.path.clone(), index: None, what: Corruption::Intent(what) };
+        if length == intent.new_len && intent.old_len != intent.new_len {
+            // The delete committed; only the clean-up was lost.
+        } else if length == intent.old_len {
+            let limit = intent.new_len.max(intent.old_len);
+            if let Some((index, _)) = intent.items.iter().find(|(i, _)| *i >= limit || *i >= self.table.capacity()) {
+                return Err(bad(format!("entry {index} is past the length {limit}")));
+            }
+            self.apply_intent(&intent)?;
+        } else {
+            return Err(bad(format!(
+                "it takes length {} to {}, the header says {length}",
+                intent.old_len, intent.new_len
+            )));
+        }
+        Intent::clear(&*self.meta).map_err(|e| self.sync_failed(e))
+    }
+
+    /// Sets the intent's entries and commits its length (steps 2 and 3 of a
+    /// delete; the table step of a compaction round).
+    pub(super) fn apply_intent(&mut self, intent: &Intent) -> Result<()> {
+        let (mut low, mut high) = (u32::MAX, 0);
+        for (index, entry) in &intent.items {
+            // SAFETY: `&mut self`: no reader runs.
+            unsafe { self.table.set_entry(*index, entry) };
+            low = low.min(*index);
+            high = high.max(*index + 1);
+        }
+        self.table.flush_entries(low, high).map_err(|e| self.sync_failed(e))?; // SYNC D2 / C3
+        if intent.new_len != intent.old_len {
+            let tail = self.lock_writer().tail;
+            // SAFETY: `&mut self`: the only writer.
+            unsafe { self.table.set_header_word1(tail.offset, intent.new_len) };
+            self.table.flush_header().map_err(|e| self.sync_failed(e))?; // SYNC D3
+            *self.len.get_mut() = intent.new_len;
+        }
+        Ok(())
+    }
+}
