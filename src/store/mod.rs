@@ -93,7 +93,7 @@ pub struct Stats {
 /// assert_eq!((first, store.len()), (0, 3));
 /// let mut out = [0u8; 8];
 /// store.gather(&[2, 0], &mut out, 4)?;
-/// assert_eq!(&out, b"ld!hell");
+/// assert_eq!(&out, b"rld!hell");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
