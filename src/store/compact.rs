@@ -45,6 +45,7 @@ struct Group {
     indices: Vec<u32>,
 }
 
+#[derive(Clone, Copy)]
 struct Move {
     from: Loc,
     to: Loc,
@@ -69,7 +70,7 @@ impl Zrecord {
     pub fn compact(&mut self) -> Result<CompactReport> {
         self.check_writable()?;
         let bytes_before = self.stats()?.chunk_bytes;
-        let groups = self.live_groups()?;
+        let mut groups = self.live_groups()?;
         let mut report = CompactReport { bytes_before, ..CompactReport::default() };
         let mut ends = vec![0u64; CHUNKS_MAX as usize + 1];
         let mut cursor = Tail::default();
@@ -94,14 +95,14 @@ impl Zrecord {
                 floor = floor.min(src);
                 round_bytes += u64::from(group.phys);
             } else if !round.is_empty() {
-                self.flush_round(&groups, &mut round, &mut report)?;
+                self.flush_round(&groups, &round, None, &mut report)?;
+                round.clear();
                 (floor, round_bytes) = (u64::MAX, 0);
                 continue; // the sources are free now: try this record again
             } else {
-                // It overlaps its own source: it stays.
-                cursor = end_of(group.loc, group.phys);
-                note_end(&mut ends, group.loc, group.phys);
-                g += 1;
+                // It overlaps its own source: evacuate it and the records
+                // after it past the frontier, then move them down from there.
+                self.evacuate(&mut groups, g, &mut report)?;
                 continue;
             }
             note_end(&mut ends, to, group.phys);
@@ -109,7 +110,7 @@ impl Zrecord {
             g += 1;
         }
         if !round.is_empty() {
-            self.flush_round(&groups, &mut round, &mut report)?;
+            self.flush_round(&groups, &round, None, &mut report)?;
         }
         self.commit_frontier(cursor, &mut ends, &mut report)?;
         report.bytes_after = self.stats()?.chunk_bytes;
@@ -148,25 +149,64 @@ impl Zrecord {
         Ok(groups)
     }
 
-    /// Copies a round's records, makes them durable, then repoints their
-    /// entries durably.
-    fn flush_round(&mut self, groups: &[Group], round: &mut Vec<Move>, report: &mut CompactReport) -> Result<()> {
+    /// Moves the records of groups `g..` (at least one, at most a round's
+    /// worth) past the frontier: a record that overlaps its own destination
+    /// cannot move down in place, but from there it can. The frontier is
+    /// advanced durably before any entry points past it, so an append after
+    /// a crash never overwrites an evacuated record.
+    fn evacuate(&mut self, groups: &mut [Group], g: usize, report: &mut CompactReport) -> Result<()> {
+        let mut frontier = self.lock_writer().tail;
+        let mut round = Vec::new();
+        let mut bytes = 0u64;
+        for (k, group) in groups.iter().enumerate().skip(g) {
+            if !round.is_empty() && bytes + u64::from(group.phys) > ROUND_BYTES_MAX {
+                break;
+            }
+            let (to, next) = place(frontier, group.phys).ok_or_else(|| Error::StoreFull { path: self.path.clone() })?;
+            round.push(Move { from: group.loc, to, phys: group.phys, group: k });
+            frontier = next;
+            bytes += u64::from(group.phys);
+        }
+        self.flush_round(groups, &round, Some(frontier), report)?;
+        for m in &round {
+            groups[m.group].loc = m.to;
+        }
+        Ok(())
+    }
+
+    /// Copies a round's records, makes them durable, advances the frontier to
+    /// `new_tail` if given, then repoints their entries durably.
+    fn flush_round(
+        &mut self,
+        groups: &[Group],
+        round: &[Move],
+        new_tail: Option<Tail>,
+        report: &mut CompactReport,
+    ) -> Result<()> {
         let mut scratch = Vec::new();
         let mut touched: Vec<u16> = Vec::new();
+        let mut created = false;
         for m in round.iter() {
             let index = u64::from(groups[m.group].indices[0]);
             let entry = self.table.entry(index as u32);
             let bytes = self.stored(index, &entry, &mut scratch)?;
-            let (dst, _) = self.chunks.get_or_create(&*self.vfs, m.to.chunk).map_err(|e| self.io("open chunk", e))?;
+            let (dst, new) = self.chunks.get_or_create(&*self.vfs, m.to.chunk).map_err(|e| self.io("open chunk", e))?;
+            created |= new;
             crate::io::write_all_at(&*dst.file, bytes, u64::from(m.to.offset)).map_err(|e| self.io("write chunk", e))?;
             dst.grew_to(u64::from(m.to.offset) + u64::from(m.phys));
             if !touched.contains(&m.to.chunk) {
                 touched.push(m.to.chunk);
             }
         }
+        if created {
+            self.vfs.sync_dir(&self.path).map_err(|e| self.sync_failed(e))?; // SYNC A0
+        }
         for &id in &touched {
             let chunk = self.chunks.get(&*self.vfs, id).map_err(|e| self.io("open chunk", e))?.expect("written above");
             chunk.file.sync_data().map_err(|e| self.sync_failed(e))?; // SYNC C1
+        }
+        if let Some(tail) = new_tail {
+            self.commit_tail(tail)?; // SYNC A3a, A3b
         }
         let len = self.len();
         let items: Vec<(u32, Entry)> = round
@@ -194,29 +234,43 @@ impl Zrecord {
         report.rounds += 1;
         report.moved_records += items_count(groups, round);
         report.moved_bytes += round.iter().map(|m| u64::from(m.phys)).sum::<u64>();
-        round.clear();
+        Ok(())
+    }
+
+    /// Moves the durable frontier to `tail`. The header's two words are
+    /// stored in the order that keeps every intermediate frontier past all
+    /// live data: forward, the chunk first ((new chunk, old offset) is past
+    /// it); backward, the offset first ((old chunk, new offset): the old
+    /// chunk holds no live record any more).
+    fn commit_tail(&mut self, tail: Tail) -> Result<()> {
+        let old = self.lock_writer().tail;
+        let len = self.len();
+        if tail == old {
+            return Ok(());
+        }
+        let store_chunk = |store: &Self| -> Result<()> {
+            // SAFETY: `&mut self`: the only writer.
+            unsafe { store.table.set_header_word0(tail.chunk) };
+            store.table.flush_header().map_err(|e| store.sync_failed(e))
+        };
+        if tail.chunk > old.chunk {
+            store_chunk(self)?;
+        }
+        // SAFETY: `&mut self`: the only writer.
+        unsafe { self.table.set_header_word1(tail.offset, len) };
+        self.table.flush_header().map_err(|e| self.sync_failed(e))?;
+        if tail.chunk < old.chunk {
+            store_chunk(self)?;
+        }
+        self.lock_writer().tail = tail;
+        self.tail_chunk.store(u32::from(tail.chunk), Ordering::Release);
         Ok(())
     }
 
     /// Publishes the new frontier, then drops what lies past it: later chunk
     /// files and the slack at the end of each remaining chunk.
     fn commit_frontier(&mut self, cursor: Tail, ends: &mut [u64], report: &mut CompactReport) -> Result<()> {
-        let old = self.lock_writer().tail;
-        let len = self.len();
-        if cursor != old {
-            // Offset first: (old chunk, new offset) points past every live
-            // record, as does the final (new chunk, new offset).
-            // SAFETY: `&mut self`: the only writer.
-            unsafe { self.table.set_header_word1(cursor.offset, len) };
-            self.table.flush_header().map_err(|e| self.sync_failed(e))?; // SYNC C3a
-            if cursor.chunk != old.chunk {
-                // SAFETY: as above.
-                unsafe { self.table.set_header_word0(cursor.chunk) };
-                self.table.flush_header().map_err(|e| self.sync_failed(e))?; // SYNC C3b
-            }
-            self.lock_writer().tail = cursor;
-            self.tail_chunk.store(u32::from(cursor.chunk), Ordering::Release);
-        }
+        self.commit_tail(cursor)?; // SYNC C3
         // Chunk files past the frontier (also any a failed append left).
         let names = self.vfs.list_dir(&self.path).map_err(|e| self.io("list store directory", e))?;
         let mut removed = false;
