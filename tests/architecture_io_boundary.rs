@@ -1,0 +1,63 @@
+//! Architecture invariants that a grep can check (docs/ARCHITECTURE.md):
+//! only `src/io/real.rs` touches `std::fs` or `memmap2`, and every `unsafe`
+//! block or impl in `src/` carries a `// SAFETY:` reason.
+
+use std::path::{Path, PathBuf};
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+fn sources() -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    assert!(files.len() > 5, "found the sources");
+    files
+        .into_iter()
+        .map(|p| (p.strip_prefix(root).unwrap().display().to_string(), std::fs::read_to_string(&p).unwrap()))
+        .collect()
+}
+
+#[test]
+fn only_the_real_filesystem_touches_std_fs_and_memmap2() {
+    for (name, text) in sources() {
+        if name == "src/io/real.rs" {
+            continue;
+        }
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap();
+            for banned in ["std::fs", "memmap2", "fs::File", "OpenOptions", "libc::"] {
+                assert!(!code.contains(banned), "{name}:{}: `{banned}` outside src/io/real.rs: {line}", n + 1);
+            }
+        }
+    }
+}
+
+#[test]
+fn every_unsafe_block_has_a_safety_reason() {
+    for (name, text) in sources() {
+        let lines: Vec<&str> = text.lines().collect();
+        for (n, line) in lines.iter().enumerate() {
+            let code = line.trim_start();
+            if code.starts_with("//") || code.starts_with("pub(crate) unsafe fn") || code.starts_with("unsafe fn") {
+                continue;
+            }
+            if code.contains("unsafe {") || code.starts_with("unsafe impl") {
+                let window = &lines[n.saturating_sub(12)..=n];
+                assert!(
+                    window.iter().any(|l| l.contains("SAFETY")),
+                    "{name}:{}: unsafe without a `// SAFETY:` reason above it",
+                    n + 1
+                );
+            }
+        }
+    }
+}

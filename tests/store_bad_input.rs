@@ -1,0 +1,259 @@
+//! Bad input: every row of reference-behaviour.md's table, and more. Each
+//! gets a clear typed error, never a panic, never bytes that are not the
+//! record's.
+
+mod common;
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use common::record;
+use loaderx::format::{META_BYTES, entry_offset};
+use loaderx::{Codec, Corruption, Error, Zrecord};
+
+/// A store of 10 records of 256 bytes with `codec`.
+fn store_of_ten(dir: &Path, codec: Codec) {
+    let store = Zrecord::open(dir).unwrap();
+    let src: Vec<u8> = (0..10).flat_map(|k| record(k, 256)).collect();
+    store.append(&src, 10, 256, codec).unwrap();
+}
+
+fn poke(path: &Path, offset: u64, bytes: &[u8]) {
+    OpenOptions::new().write(true).open(path).unwrap().write_all_at(bytes, offset).unwrap();
+}
+
+fn gather_one(dir: &Path, index: u64) -> Result<Vec<u8>, Error> {
+    let store = Zrecord::open_read_only(dir)?;
+    let mut out = vec![0u8; 256];
+    store.gather(&[index], &mut out, 256)?;
+    Ok(out)
+}
+
+fn corruption(err: Error) -> Corruption {
+    match err {
+        Error::Corrupt { what, .. } => what,
+        other => panic!("expected a corruption error, got {other}"),
+    }
+}
+
+#[test]
+fn index_out_of_range() {
+    let dir = tempfile::tempdir().unwrap();
+    store_of_ten(dir.path(), Codec::Zstd);
+    for index in [10, 1 << 40, u64::MAX] {
+        let err = gather_one(dir.path(), index).unwrap_err();
+        assert!(matches!(err, Error::IndexOutOfRange { len: 10, .. }), "{err}");
+        assert!(err.to_string().contains("out of range"), "{err}");
+    }
+    let store = Zrecord::open_read_only(dir.path()).unwrap();
+    assert!(matches!(store.get(10), Err(Error::IndexOutOfRange { .. })));
+    assert!(matches!(store.lengths(&[3, 11], &mut [0, 0]), Err(Error::IndexOutOfRange { index: 11, .. })));
+}
+
+#[test]
+fn garbage_header_is_not_a_store() {
+    let dir = tempfile::tempdir().unwrap();
+    store_of_ten(dir.path(), Codec::Zstd);
+    poke(&dir.path().join("meta.zr"), 0, b"GARBAGE!");
+    let err = Zrecord::open(dir.path()).unwrap_err();
+    assert!(matches!(err, Error::NotAStore { .. }), "{err}");
+    poke(&dir.path().join("meta.zr"), 0, b"ZREC\x04\x00");
+    let err = Zrecord::open_read_only(dir.path()).unwrap_err();
+    assert!(err.to_string().contains("format version 4"), "{err}");
+}
+
+#[test]
+fn meta_truncated_to_4k_still_reads_and_is_grown_back() {
+    let dir = tempfile::tempdir().unwrap();
+    store_of_ten(dir.path(), Codec::Zstd);
+    OpenOptions::new().write(true).open(dir.path().join("meta.zr")).unwrap().set_len(4096).unwrap();
+    assert_eq!(gather_one(dir.path(), 9).unwrap(), record(9, 256), "read-only, short file");
+    let store = Zrecord::open(dir.path()).unwrap();
+    assert_eq!(store.get(9).unwrap(), record(9, 256));
+    assert_eq!(std::fs::metadata(dir.path().join("meta.zr")).unwrap().len(), META_BYTES);
+}
+
+#[test]
+fn meta_shorter_than_its_entries_or_its_header() {
+    let dir = tempfile::tempdir().unwrap();
+    store_of_ten(dir.path(), Codec::Raw);
+    let meta = dir.path().join("meta.zr");
+    OpenOptions::new().write(true).open(&meta).unwrap().set_len(entry_offset(5)).unwrap();
+    let err = Zrecord::open(dir.path()).unwrap_err();
+    assert!(matches!(err, Error::MetaTruncated { needed, .. } if needed == entry_offset(10)), "{err}");
+    OpenOptions::new().write(true).open(&meta).unwrap().set_len(10).unwrap();
+    assert!(matches!(Zrecord::open_read_only(dir.path()), Err(Error::MetaTruncated { .. })));
+}
+
+#[test]
+fn header_length_past_the_written_table_is_an_error_not_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    store_of_ten(dir.path(), Codec::Zstd);
+    poke(&dir.path().join("meta.zr"), 12, &20u32.to_le_bytes());
+    let store = Zrecord::open_read_only(dir.path()).unwrap();
+    assert_eq!(store.len(), 20);
+    let mut out = vec![0xAAu8; 256 * 2];
+    let err = store.gather(&[3, 15], &mut out, 256).unwrap_err();
+    assert_eq!(corruption(err), Corruption::UnwrittenEntry);
+    let err = store.get(15).unwrap_err();
+    assert!(err.to_string().contains("record 15"), "{err}");
+}
+
+#[test]
+fn entry_offset_past_the_chunk_end() {
+    let dir = tempfile::tempdir().unwrap();
+    store_of_ten(dir.path(), Codec::Raw);
+    poke(&dir.path().join("meta.zr"), entry_offset(4), &(1u32 << 30).to_le_bytes());
+    let what = corruption(gather_one(dir.path(), 4).unwrap_err());
+    assert!(matches!(what, Corruption::PastChunkEnd { chunk: 0, .. }), "{what}");
+}
+
+#[test]
+fn corrupted_compressed_bytes_fail_their_checksum() {
+    let dir = tempfile::tempdir().unwrap();
+    store_of_ten(dir.path(), Codec::Zstd);
+    let store = Zrecord::open_read_only(dir.path()).unwrap();
+    assert_eq!(store.stats().unwrap().codec_records, [0, 10, 0]);
+    drop(store);
+    // Flip a byte in the middle of record 2's frame.
+    let meta = std::fs::read(dir.path().join("meta.zr")).unwrap();
+    let e = &meta[entry_offset(2) as usize..][..16];
+    let offset = u32::from_le_bytes(e[0..4].try_into().unwrap());
+    let phys = u32::from_le_bytes(e[4..8].try_into().unwrap());
+    let chunk = dir.path().join("0.zr");
+    let at = u64::from(offset + phys / 2);
+    let mut byte = [0u8];
+    std::fs::File::open(&chunk).unwrap().read_exact_at(&mut byte, at).unwrap();
+    poke(&chunk, at, &[byte[0] ^ 0x10]);
+    let what = corruption(gather_one(dir.path(), 2).unwrap_err());
+    assert!(matches!(what, Corruption::Decode(_) | Corruption::DecodedLength { .. }), "{what}");
+    assert_eq!(gather_one(dir.path(), 3).unwrap(), record(3, 256), "neighbours are unaffected");
+}
+
+#[test]
+fn missing_chunk_file() {
+    let dir = tempfile::tempdir().unwrap();
+    store_of_ten(dir.path(), Codec::Zstd);
+    std::fs::remove_file(dir.path().join("0.zr")).unwrap();
+    let what = corruption(gather_one(dir.path(), 0).unwrap_err());
+    assert_eq!(what, Corruption::ChunkMissing { chunk: 0 });
+    assert!(what.to_string().contains("0.zr is missing"));
+}
+
+#[test]
+fn stored_length_that_does_not_match_the_callers_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    store_of_ten(dir.path(), Codec::Zstd);
+    let store = Zrecord::open_read_only(dir.path()).unwrap();
+    let mut out = vec![0u8; 512];
+    let err = store.gather(&[1], &mut out, 512).unwrap_err();
+    assert!(matches!(err, Error::LengthMismatch { index: 1, stored: 256, expected: 512, .. }), "{err}");
+    let err = store.gather(&[1], &mut out[..128], 128).unwrap_err();
+    assert!(matches!(err, Error::LengthMismatch { stored: 256, expected: 128, .. }), "{err}");
+    let err = store.gather_var(&[1, 2], &mut out, &[0, 256], &[256, 200]).unwrap_err();
+    assert!(matches!(err, Error::LengthMismatch { index: 2, .. }), "{err}");
+}
+
+#[test]
+fn chunk_id_past_the_tail_and_unknown_codec() {
+    let dir = tempfile::tempdir().unwrap();
+    store_of_ten(dir.path(), Codec::Raw);
+    let meta = dir.path().join("meta.zr");
+    poke(&meta, entry_offset(1) + 12, &7u16.to_le_bytes());
+    poke(&meta, entry_offset(2) + 14, &[9]);
+    let what = corruption(gather_one(dir.path(), 1).unwrap_err());
+    assert_eq!(what, Corruption::ChunkPastTail { chunk: 7, tail_chunk: 0 });
+    let what = corruption(gather_one(dir.path(), 2).unwrap_err());
+    assert_eq!(what, Corruption::UnknownCodec(9));
+}
+
+#[test]
+fn empty_directory_becomes_a_store_but_not_read_only() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(matches!(Zrecord::open_read_only(dir.path()), Err(Error::NoStore { .. })));
+    assert!(matches!(Zrecord::open_read_only(dir.path().join("nope")), Err(Error::NoStore { .. })));
+    let store = Zrecord::open(dir.path()).unwrap();
+    assert_eq!(store.len(), 0);
+    // A new store is exactly the reference's: meta.zr of the full size, chunk 0.
+    assert_eq!(std::fs::metadata(dir.path().join("meta.zr")).unwrap().len(), META_BYTES);
+    assert!(dir.path().join("0.zr").exists());
+}
+
+#[test]
+fn dictionary_records_without_the_dictionary() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = Zrecord::open(dir.path()).unwrap();
+        let samples: Vec<u8> = (0..200).flat_map(|k| record(k % 5, 256)).collect();
+        store.train_dict(&samples, &vec![256; 200], 8 << 10).unwrap();
+        store.append(&samples[..256 * 10], 10, 256, Codec::ZstdDict).unwrap();
+    }
+    std::fs::remove_file(dir.path().join("dict.zr")).unwrap();
+    let err = gather_one(dir.path(), 0).unwrap_err();
+    assert!(matches!(err, Error::NoDictionary { index: Some(0), .. }), "{err}");
+    assert!(err.to_string().contains("dict.zr is missing"), "{err}");
+}
+
+#[test]
+fn records_over_the_limit_and_empty_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Zrecord::open(dir.path()).unwrap();
+    let big = vec![0u8; (1 << 20) + 1];
+    let err = store.append(&big, 1, big.len(), Codec::Zstd).unwrap_err();
+    assert!(matches!(err, Error::RecordTooLarge { len, .. } if len == (1 << 20) + 1), "{err}");
+    let err = store.append_var(&big, &[0, 0], &[5, (1 << 20) + 1], Codec::Raw).unwrap_err();
+    assert!(matches!(err, Error::RecordTooLarge { position: 1, .. }), "{err}");
+    // Zero-length records are real records (the reference refuses them).
+    assert_eq!(store.append(&[], 3, 0, Codec::Zstd).unwrap(), 0);
+    assert_eq!(store.append_var(&[], &[0], &[0], Codec::Raw).unwrap(), 3);
+    assert_eq!(store.len(), 4);
+    store.gather(&[0, 1, 2, 3], &mut [], 0).unwrap();
+    assert_eq!(store.get(2).unwrap(), Vec::<u8>::new());
+    assert_eq!(store.append(&big, 1, 1 << 20, Codec::Zstd).unwrap(), 4, "exactly 1 MiB is fine");
+}
+
+#[test]
+fn meta_missing_but_chunks_present() {
+    let dir = tempfile::tempdir().unwrap();
+    store_of_ten(dir.path(), Codec::Zstd);
+    std::fs::remove_file(dir.path().join("meta.zr")).unwrap();
+    let err = Zrecord::open(dir.path()).unwrap_err();
+    assert!(matches!(err, Error::MetaMissing { .. }), "{err}");
+    assert!(dir.path().join("0.zr").exists(), "nothing was overwritten");
+}
+
+#[test]
+fn path_that_is_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("f");
+    std::fs::write(&file, b"x").unwrap();
+    assert!(matches!(Zrecord::open(&file), Err(Error::NotADirectory { .. })));
+    assert!(matches!(Zrecord::open_read_only(&file), Err(Error::NotADirectory { .. })));
+}
+
+#[test]
+fn caller_buffers_that_do_not_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    store_of_ten(dir.path(), Codec::Raw);
+    let store = Zrecord::open(dir.path()).unwrap();
+    let mut small = vec![0u8; 300];
+    assert!(matches!(store.gather(&[0, 1], &mut small, 256), Err(Error::InvalidArgument(_))));
+    assert!(matches!(store.gather(&[0, 1], &mut small, usize::MAX), Err(Error::InvalidArgument(_))));
+    let mut out = vec![0u8; 600];
+    let err = store.gather_var(&[0, 1], &mut out, &[0, 100], &[256, 256]).unwrap_err();
+    assert!(err.to_string().contains("overlaps"), "{err}");
+    let err = store.gather_var(&[0, 1], &mut out, &[500, 0], &[256, 256]).unwrap_err();
+    assert!(err.to_string().contains("runs past"), "{err}");
+    let err = store.gather_var(&[0, 1], &mut out, &[u64::MAX, 0], &[256, 256]).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    // Unsorted but disjoint regions are fine.
+    store.gather_var(&[0, 1], &mut out, &[300, 0], &[256, 256]).unwrap();
+    assert_eq!(&out[300..556], &record(0, 256)[..]);
+    assert!(matches!(store.append(&small, 2, 256, Codec::Raw), Err(Error::InvalidArgument(_))));
+    assert!(matches!(store.append(&small, usize::MAX, 2, Codec::Raw), Err(Error::InvalidArgument(_))));
+    let err = store.append_var(&small, &[0], &[1, 2], Codec::Raw).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    let err = store.train_dict(&small, &[100, 100], 1024).unwrap_err();
+    assert!(matches!(err, Error::DictionaryTraining { .. }), "{err}");
+}
