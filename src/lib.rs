@@ -14,6 +14,7 @@
 pub mod error;
 pub mod format;
 pub mod io;
+pub mod sampler;
 mod store;
 
 pub use error::{Corruption, Error, Result};

@@ -102,6 +102,101 @@ mod tests {
         }
     }
 
+    use crate::format::Codec;
+    use crate::store::Zrecord;
+
+    /// A store of 20 one-byte records `[k]`, and its model.
+    fn twenty(dir: &std::path::Path) -> (Zrecord, Vec<Vec<u8>>) {
+        let store = Zrecord::open(dir).unwrap();
+        let src: Vec<u8> = (0..20).collect();
+        store.append(&src, 20, 1, Codec::Raw).unwrap();
+        (store, src.iter().map(|&b| vec![b]).collect())
+    }
+
+    fn contents(store: &Zrecord) -> Vec<Vec<u8>> {
+        (0..u64::from(store.len())).map(|i| store.get(i).unwrap()).collect()
+    }
+
+    /// A crash after the intent is durable and `applied` of its entries
+    /// were written, before the length commit: recovery rolls forward.
+    #[test]
+    fn interrupted_delete_rolls_forward() {
+        let doomed = [2u64, 5, 5, 19, 0];
+        for applied in [0, 1, 3] {
+            let dir = tempfile::tempdir().unwrap();
+            let (store, _) = twenty(dir.path());
+            let (new_len, moves) = plan_delete(20, &doomed);
+            assert_eq!(moves.len(), 3);
+            let items: Vec<_> = moves.iter().map(|&(to, from)| (to, store.table.entry(from))).collect();
+            let intent = Intent { old_len: 20, new_len, items };
+            intent.write(&*store.meta).unwrap();
+            for (index, entry) in &intent.items[..applied] {
+                // SAFETY: no reader runs in this test.
+                unsafe { store.table.set_entry(*index, entry) };
+            }
+            drop(store);
+            let store = Zrecord::open(dir.path()).unwrap();
+            let mut want: Vec<Vec<u8>> = (0..20u8).map(|b| vec![b]).collect();
+            let mut ds = doomed.to_vec();
+            ds.sort_unstable_by(|a, b| b.cmp(a));
+            ds.dedup();
+            for d in ds {
+                want.swap_remove(d as usize);
+            }
+            assert_eq!(contents(&store), want, "applied {applied}");
+            let meta_len = store.meta.len().unwrap();
+            assert_eq!(meta_len, crate::format::META_BYTES, "the intent is cleared");
+        }
+    }
+
+    /// A reader cannot finish an interrupted delete: it says so.
+    #[test]
+    fn read_only_open_of_an_interrupted_delete_asks_for_recovery() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = twenty(dir.path());
+        let (new_len, moves) = plan_delete(20, &[0]);
+        let items: Vec<_> = moves.iter().map(|&(to, from)| (to, store.table.entry(from))).collect();
+        Intent { old_len: 20, new_len, items }.write(&*store.meta).unwrap();
+        drop(store);
+        let err = Zrecord::open_read_only(dir.path()).unwrap_err();
+        assert!(matches!(err, crate::Error::RecoveryNeeded { .. }), "{err}");
+        assert_eq!(Zrecord::open(dir.path()).unwrap().len(), 19);
+    }
+
+    /// A crash after the length committed, before the intent was cleared:
+    /// recovery only clears it (and does not delete again).
+    #[test]
+    fn committed_delete_is_not_replayed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _) = twenty(dir.path());
+        let (new_len, moves) = plan_delete(20, &[1, 2]);
+        let items: Vec<_> = moves.iter().map(|&(to, from)| (to, store.table.entry(from))).collect();
+        let intent = Intent { old_len: 20, new_len, items };
+        intent.write(&*store.meta).unwrap();
+        store.apply_intent(&intent).unwrap();
+        let after = contents(&store);
+        drop(store);
+        let store = Zrecord::open(dir.path()).unwrap();
+        assert_eq!(contents(&store), after);
+        assert_eq!(store.len(), 18);
+    }
+
+    /// A torn intent (the crash hit while it was written) is discarded.
+    #[test]
+    fn torn_intent_is_discarded() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, model) = twenty(dir.path());
+        let (new_len, moves) = plan_delete(20, &[0]);
+        let items: Vec<_> = moves.iter().map(|&(to, from)| (to, store.table.entry(from))).collect();
+        let bytes = Intent { old_len: 20, new_len, items }.encode();
+        crate::io::write_all_at(&*store.meta, &bytes[..bytes.len() - 3], crate::format::META_BYTES).unwrap();
+        drop(store);
+        // The torn intent announces nothing: even a reader may ignore it.
+        assert_eq!(contents(&Zrecord::open_read_only(dir.path()).unwrap()), model);
+        let store = Zrecord::open(dir.path()).unwrap();
+        assert_eq!(contents(&store), model);
+    }
+
     proptest::proptest! {
         #[test]
         fn matches_swap_remove_prop(len in 1u32..200, picks in proptest::collection::vec(0u64..1000, 0..60)) {
