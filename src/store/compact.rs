@@ -214,9 +214,11 @@ impl Zrecord {
             .flat_map(|m| groups[m.group].indices.iter().map(move |&i| (i, m)))
             .map(|(i, m)| (i, self.table.entry(i).moved_to(m.to)))
             .collect();
-        if round.iter().any(|m| m.from.chunk != m.to.chunk) {
-            // A move across chunks changes both 8-byte words of an entry; a
-            // torn entry must be repaired from the intent.
+        let word1 = |e: &Entry| bytemuck::bytes_of(e)[8..].to_vec();
+        if items.iter().any(|(i, e)| word1(e) != word1(&self.table.entry(*i))) {
+            // A move across chunks (or the mark of an empty record moving to
+            // chunk 0 offset 0) changes both 8-byte words of an entry; a torn
+            // entry must be repaired from the intent.
             let intent = Intent { old_len: len, new_len: len, items };
             intent.write(&*self.meta).map_err(|e| self.sync_failed(e))?; // SYNC C2a
             self.apply_intent(&intent)?; // SYNC C2
