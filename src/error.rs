@@ -205,7 +205,9 @@ pub enum Corruption {
 impl fmt::Display for Corruption {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Corruption::UnwrittenEntry => write!(f, "table entry was never written (header length past the written table)"),
+            Corruption::UnwrittenEntry => {
+                write!(f, "table entry was never written (header length past the written table)")
+            }
             Corruption::UnknownCodec(tag) => write!(f, "unknown codec tag {tag}"),
             Corruption::ChunkPastTail { chunk, tail_chunk } => {
                 write!(f, "entry names chunk {chunk}, past the last chunk {tail_chunk}")

@@ -87,8 +87,7 @@ fn compact_variable_sizes_many_rounds() {
     let store = Zrecord::open(dir.path()).unwrap();
     // Alternating small and large records: deleting the small ones leaves
     // holes too small for the large ones to move into in one round.
-    let mut model: Vec<Vec<u8>> =
-        (0..200).map(|k| record(k, if k % 2 == 0 { 50 } else { 5000 })).collect();
+    let mut model: Vec<Vec<u8>> = (0..200).map(|k| record(k, if k % 2 == 0 { 50 } else { 5000 })).collect();
     append_all(&store, &model, Codec::Raw);
     let mut store = store;
     let doomed: Vec<u64> = (0..200).filter(|k| k % 2 == 0).collect();

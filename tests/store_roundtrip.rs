@@ -47,11 +47,8 @@ fn variable_records_including_empty_ones() {
     let dir = tempfile::tempdir().unwrap();
     let store = Zrecord::open(dir.path()).unwrap();
     // An empty record first: it lands at chunk 0, offset 0.
-    let model: Vec<Vec<u8>> = [0usize, 1, 7, 0, 4096, 20_000, 0, 1 << 20]
-        .iter()
-        .enumerate()
-        .map(|(k, &len)| record(k as u64, len))
-        .collect();
+    let model: Vec<Vec<u8>> =
+        [0usize, 1, 7, 0, 4096, 20_000, 0, 1 << 20].iter().enumerate().map(|(k, &len)| record(k as u64, len)).collect();
     append_all(&store, &model[..4], Codec::Raw);
     append_all(&store, &model[4..], Codec::Zstd);
     assert_matches(&store, &model);

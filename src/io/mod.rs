@@ -68,6 +68,7 @@ pub trait Vfs: Send + Sync + fmt::Debug {
 }
 
 /// An open file.
+#[allow(clippy::len_without_is_empty)] // a file's emptiness is never asked
 pub trait VfsFile: Send + Sync + fmt::Debug {
     /// The file's current length.
     fn len(&self) -> io::Result<u64>;
@@ -97,6 +98,7 @@ pub trait VfsFile: Send + Sync + fmt::Debug {
 /// Stores into it change the file's page cache at once; they become durable
 /// when a [`SharedMap::flush_range`] covering them returns, or earlier, at any
 /// time, by writeback.
+#[allow(clippy::len_without_is_empty)] // a mapping is never empty
 pub trait SharedMap: Send + Sync + fmt::Debug {
     /// Length of the mapping.
     fn len(&self) -> usize;

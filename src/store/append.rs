@@ -55,11 +55,7 @@ impl Zrecord {
     /// Atomic and durable as [`Zrecord::append`].
     pub fn append_var(&self, src: &[u8], offsets: &[u64], lens: &[u32], codec: Codec) -> Result<u64> {
         if offsets.len() != lens.len() {
-            return Err(Error::InvalidArgument(format!(
-                "{} offsets but {} lengths",
-                offsets.len(),
-                lens.len()
-            )));
+            return Err(Error::InvalidArgument(format!("{} offsets but {} lengths", offsets.len(), lens.len())));
         }
         let mut contiguous = true;
         let mut expected = offsets.first().copied().unwrap_or(0);
@@ -157,7 +153,8 @@ impl Zrecord {
         for (b, block) in packed.iter().enumerate() {
             let mut at = 0usize;
             for rec in &block.records {
-                let (loc, next) = place(cursor, rec.phys).ok_or_else(|| Error::StoreFull { path: self.path.clone() })?;
+                let (loc, next) =
+                    place(cursor, rec.phys).ok_or_else(|| Error::StoreFull { path: self.path.clone() })?;
                 let range = at..at + rec.phys as usize;
                 match spans.last_mut() {
                     Some((run, run_block, run_range))
@@ -184,11 +181,12 @@ impl Zrecord {
             let (_, new) = self.chunks.get_or_create(&*self.vfs, id).map_err(|e| self.io("create chunk", e))?;
             created |= new;
         }
-        runs.par_iter().try_for_each(|(loc, data)| {
-            let chunk = self.chunks.get(&*self.vfs, loc.chunk)?.expect("opened above");
-            crate::io::write_all_at(&*chunk.file, data, u64::from(loc.offset))
-        })
-        .map_err(|e| self.io("write chunk", e))?;
+        runs.par_iter()
+            .try_for_each(|(loc, data)| {
+                let chunk = self.chunks.get(&*self.vfs, loc.chunk)?.expect("opened above");
+                crate::io::write_all_at(&*chunk.file, data, u64::from(loc.offset))
+            })
+            .map_err(|e| self.io("write chunk", e))?;
         if created {
             self.vfs.sync_dir(&self.path).map_err(|e| self.sync_failed(e))?; // SYNC A0
         }

@@ -46,7 +46,8 @@ pub(crate) struct Chunks {
 
 impl std::fmt::Debug for Chunks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let open: Vec<usize> = self.slots.iter().enumerate().filter(|(_, s)| s.get().is_some()).map(|(i, _)| i).collect();
+        let open: Vec<usize> =
+            self.slots.iter().enumerate().filter(|(_, s)| s.get().is_some()).map(|(i, _)| i).collect();
         f.debug_struct("Chunks").field("dir", &self.dir).field("open", &open).finish()
     }
 }

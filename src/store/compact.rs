@@ -47,7 +47,6 @@ struct Group {
 
 #[derive(Clone, Copy)]
 struct Move {
-    from: Loc,
     to: Loc,
     phys: u32,
     group: usize,
@@ -91,7 +90,7 @@ impl Zrecord {
             if to.address() == src {
                 // Already in place.
             } else if to_end <= src && to_end <= floor && round_bytes < ROUND_BYTES_MAX {
-                round.push(Move { from: group.loc, to, phys: group.phys, group: g });
+                round.push(Move { to, phys: group.phys, group: g });
                 floor = floor.min(src);
                 round_bytes += u64::from(group.phys);
             } else if !round.is_empty() {
@@ -163,7 +162,7 @@ impl Zrecord {
                 break;
             }
             let (to, next) = place(frontier, group.phys).ok_or_else(|| Error::StoreFull { path: self.path.clone() })?;
-            round.push(Move { from: group.loc, to, phys: group.phys, group: k });
+            round.push(Move { to, phys: group.phys, group: k });
             frontier = next;
             bytes += u64::from(group.phys);
         }
@@ -192,7 +191,8 @@ impl Zrecord {
             let bytes = self.stored(index, &entry, &mut scratch)?;
             let (dst, new) = self.chunks.get_or_create(&*self.vfs, m.to.chunk).map_err(|e| self.io("open chunk", e))?;
             created |= new;
-            crate::io::write_all_at(&*dst.file, bytes, u64::from(m.to.offset)).map_err(|e| self.io("write chunk", e))?;
+            crate::io::write_all_at(&*dst.file, bytes, u64::from(m.to.offset))
+                .map_err(|e| self.io("write chunk", e))?;
             dst.grew_to(u64::from(m.to.offset) + u64::from(m.phys));
             if !touched.contains(&m.to.chunk) {
                 touched.push(m.to.chunk);

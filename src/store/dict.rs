@@ -41,7 +41,8 @@ impl Zrecord {
         if self.has_dict() {
             return Err(Error::DictionaryExists { path: self.path.clone() });
         }
-        let prepared = Dictionary::new(bytes).map_err(|what| Error::Corrupt { path: self.path.clone(), index: None, what })?;
+        let prepared =
+            Dictionary::new(bytes).map_err(|what| Error::Corrupt { path: self.path.clone(), index: None, what })?;
         let tmp = self.path.join(DICT_TMP_FILE);
         let file = self.vfs.open(&tmp, OpenMode::Create).map_err(|e| self.io("create dict.zr", e))?;
         file.set_len(0).map_err(|e| self.io("truncate dict.zr.tmp", e))?;

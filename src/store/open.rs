@@ -82,8 +82,8 @@ pub(super) fn open(vfs: Arc<dyn Vfs>, path: &Path, options: Options) -> Result<Z
     let dict_path = path.join(DICT_FILE);
     if vfs.kind(&dict_path).map_err(io_err("stat dict.zr"))?.is_some() {
         let bytes = read_file(&*vfs, &dict_path, DICT_BYTES_MAX).map_err(io_err("read dict.zr"))?;
-        let prepared = Dictionary::new(bytes)
-            .map_err(|what| Error::Corrupt { path: path.to_path_buf(), index: None, what })?;
+        let prepared =
+            Dictionary::new(bytes).map_err(|what| Error::Corrupt { path: path.to_path_buf(), index: None, what })?;
         let _ = dict.set(prepared);
     }
     if !options.read_only {
@@ -123,7 +123,8 @@ fn check_header(path: &Path, header: &Header) -> Result<()> {
     if header.version() != VERSION {
         return Err(not_a_store(format!("format version {}, this build reads {VERSION}", header.version())));
     }
-    let corrupt = |what: String| Error::Corrupt { path: path.to_path_buf(), index: None, what: Corruption::Header(what) };
+    let corrupt =
+        |what: String| Error::Corrupt { path: path.to_path_buf(), index: None, what: Corruption::Header(what) };
     if header.length() > RECORDS_MAX {
         return Err(corrupt(format!("length {} exceeds the {RECORDS_MAX} record limit", header.length())));
     }
@@ -168,7 +169,8 @@ impl Zrecord {
     /// `docs/crash-safety.md`, "Recovery").
     fn recover(&mut self, intent: Intent) -> Result<()> {
         let length = self.table.header().length();
-        let bad = |what: String| Error::Corrupt { path: self.path.clone(), index: None, what: Corruption::Intent(what) };
+        let bad =
+            |what: String| Error::Corrupt { path: self.path.clone(), index: None, what: Corruption::Intent(what) };
         if length == intent.new_len && intent.old_len != intent.new_len {
             // The delete committed; only the clean-up was lost.
         } else if length == intent.old_len {
