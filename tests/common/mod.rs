@@ -19,6 +19,11 @@ pub fn record(seed: u64, len: usize) -> Vec<u8> {
 
 /// Appends `records` (any sizes) in one call and returns the first index.
 pub fn append_all(store: &Zrecord, records: &[Vec<u8>], codec: Codec) -> u64 {
+    try_append_all(store, records, codec).expect("append_var")
+}
+
+/// As [`append_all`], returning the error.
+pub fn try_append_all(store: &Zrecord, records: &[Vec<u8>], codec: Codec) -> loaderx::Result<u64> {
     let mut src = Vec::new();
     let mut offsets = Vec::new();
     let mut lens = Vec::new();
@@ -27,7 +32,7 @@ pub fn append_all(store: &Zrecord, records: &[Vec<u8>], codec: Codec) -> u64 {
         lens.push(r.len() as u32);
         src.extend_from_slice(r);
     }
-    store.append_var(&src, &offsets, &lens, codec).expect("append_var")
+    store.append_var(&src, &offsets, &lens, codec)
 }
 
 /// Reads every record through `gather_var` and compares with `model`.
