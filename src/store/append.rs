@@ -52,7 +52,18 @@ impl Zrecord {
 
     /// Appends variable-size records: record `k` is
     /// `src[offsets[k]..offsets[k] + lens[k]]`. Returns the index of the first.
-    /// Atomic and durable as [`Zrecord::append`].
+    /// Atomic and durable as [`Zrecord::append`]. Empty records are records.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// use loaderx::{Codec, Zrecord};
+    /// let store = Zrecord::open(dir.path())?;
+    /// let tokens = b"the catsat";
+    /// store.append_var(tokens, &[0, 3, 7, 10], &[3, 4, 3, 0], Codec::Zstd)?;
+    /// assert_eq!(store.get(1)?, b" cat");
+    /// assert_eq!(store.get(3)?, b"");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn append_var(&self, src: &[u8], offsets: &[u64], lens: &[u32], codec: Codec) -> Result<u64> {
         if offsets.len() != lens.len() {
             return Err(Error::InvalidArgument(format!("{} offsets but {} lengths", offsets.len(), lens.len())));

@@ -39,6 +39,20 @@ impl Zrecord {
     /// order are accepted. Atomic across a crash: afterwards the store is
     /// exactly as before the call or exactly as after it. The space is
     /// reclaimed by [`Zrecord::compact`].
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// use loaderx::{Codec, Zrecord};
+    /// let mut store = Zrecord::open(dir.path())?;
+    /// store.append(b"abcde", 5, 1, Codec::Raw)?;
+    /// store.delete(&[1, 1, 4])?; // e is dropped, then d fills the hole at 1
+    /// let mut out = [0; 3];
+    /// store.gather(&[0, 1, 2], &mut out, 1)?;
+    /// assert_eq!(&out, b"adc");
+    /// store.compact()?;
+    /// assert_eq!(store.stats()?.reclaimable, 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn delete(&mut self, indices: &[u64]) -> Result<()> {
         self.check_writable()?;
         let len = self.len();

@@ -25,6 +25,18 @@ impl Zrecord {
     /// the given `sizes`, stores it as `dict.zr` and installs it. Returns its
     /// size. A store has at most one dictionary: replacing it would make
     /// every `zstd_dict` record unreadable.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// use loaderx::{Codec, Zrecord, default_dict_size};
+    /// let store = Zrecord::open(dir.path())?;
+    /// let tiles: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8 ^ (i / 997) as u8).collect();
+    /// let sizes = vec![1000; 100];
+    /// store.train_dict(&tiles, &sizes, default_dict_size(tiles.len()))?;
+    /// store.append(&tiles, 100, 1000, Codec::ZstdDict)?;
+    /// assert_eq!(store.get(42)?, &tiles[42_000..43_000]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn train_dict(&self, samples: &[u8], sizes: &[usize], max_bytes: usize) -> Result<usize> {
         self.check_writable()?;
         if self.has_dict() {

@@ -44,6 +44,20 @@ impl Zrecord {
     /// Decodes record `indices[k]` into `dst[offsets[k]..offsets[k] + lens[k]]`.
     /// `lens[k]` must be the record's length ([`Zrecord::lengths`]); the
     /// regions must lie inside `dst` and not overlap.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// use loaderx::{Codec, Zrecord};
+    /// let store = Zrecord::open(dir.path())?;
+    /// store.append_var(b"abcdefgh", &[0, 2, 5], &[2, 3, 3], Codec::Raw)?;
+    /// let indices = [2, 0];
+    /// let mut lens = [0; 2];
+    /// store.lengths(&indices, &mut lens)?;
+    /// let mut packed = vec![0; 5];
+    /// store.gather_var(&indices, &mut packed, &[0, 3], &lens)?;
+    /// assert_eq!(packed, b"fghab");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn gather_var(&self, indices: &[u64], dst: &mut [u8], offsets: &[u64], lens: &[u32]) -> Result<()> {
         if indices.len() != offsets.len() || indices.len() != lens.len() {
             return Err(Error::InvalidArgument(format!(
