@@ -19,4 +19,4 @@ mod store;
 
 pub use error::{Corruption, Error, Result};
 pub use format::Codec;
-pub use store::{CompactReport, Options, Stats, Zrecord, default_dict_size};
+pub use store::{CompactReport, Options, Stats, VerifyReport, Zrecord, default_dict_size};

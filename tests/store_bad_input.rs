@@ -257,3 +257,22 @@ fn caller_buffers_that_do_not_fit() {
     let err = store.train_dict(&small, &[100, 100], 1024).unwrap_err();
     assert!(matches!(err, Error::DictionaryTraining { .. }), "{err}");
 }
+
+#[test]
+fn verify_finds_every_problem_and_passes_a_good_store() {
+    let dir = tempfile::tempdir().unwrap();
+    store_of_ten(dir.path(), Codec::Zstd);
+    let report = Zrecord::open_read_only(dir.path()).unwrap().verify().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    assert_eq!(report.records, 10);
+    let meta = dir.path().join("meta.zr");
+    let table = std::fs::read(&meta).unwrap();
+    // Entry 3 claims entry 2's bytes; entry 5 gets an unknown codec.
+    poke(&meta, entry_offset(3), &table[entry_offset(2) as usize..][..16]);
+    poke(&meta, entry_offset(5) + 14, &[7]);
+    let report = Zrecord::open_read_only(dir.path()).unwrap().verify().unwrap();
+    let described: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
+    assert_eq!(report.problems.len(), 2, "{described:?}");
+    assert!(described.iter().any(|d| d.contains("unknown codec tag 7")), "{described:?}");
+    assert!(described.iter().any(|d| d.contains("overlap")), "{described:?}");
+}

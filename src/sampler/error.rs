@@ -47,14 +47,12 @@ impl fmt::Display for SamplerError {
             Self::ShardIndexOutOfRange { index, count } => {
                 write!(f, "shard index {index} is out of range for {count} shards")
             }
-            Self::ShardsDoNotDivideBatch { batch_len, count } => write!(
-                f,
-                "{count} shards do not divide the global batch of {batch_len} indices evenly"
-            ),
-            Self::OutputLength { expected, got } => write!(
-                f,
-                "output buffer holds {got} indices but the batch has {expected}"
-            ),
+            Self::ShardsDoNotDivideBatch { batch_len, count } => {
+                write!(f, "{count} shards do not divide the global batch of {batch_len} indices evenly")
+            }
+            Self::OutputLength { expected, got } => {
+                write!(f, "output buffer holds {got} indices but the batch has {expected}")
+            }
         }
     }
 }

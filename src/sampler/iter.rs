@@ -1,7 +1,7 @@
 //! The endless, seekable iterator over batches.
 
-use super::error::SamplerError;
 use super::Sampler;
+use super::error::SamplerError;
 
 /// An endless iterator over the batches of a [`Sampler`] (or one host's
 /// slices of them, from a [`ShardedSampler`](super::ShardedSampler)), one

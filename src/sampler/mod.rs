@@ -190,8 +190,7 @@ impl Sampler {
         let offset = offset as u64;
         match self.mode {
             Mode::Sequential => {
-                let start = (u128::from(step) * u128::from(batch_len) + u128::from(offset))
-                    % u128::from(self.len);
+                let start = (u128::from(step) * u128::from(batch_len) + u128::from(offset)) % u128::from(self.len);
                 let mut index = start as u64;
                 for slot in out {
                     *slot = index;

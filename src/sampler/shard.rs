@@ -1,8 +1,8 @@
 //! One host's share of a multi-host sampler.
 
+use super::Sampler;
 use super::error::SamplerError;
 use super::iter::Batches;
-use super::Sampler;
 
 /// Host `index` of `count`: the `index`-th contiguous slice of every global
 /// batch of a [`Sampler`]. The slices of hosts `0..count` are disjoint and

@@ -104,7 +104,7 @@ impl Zrecord {
 
     /// Decodes record `index` (of a store of `len` records) into `dst`, which
     /// must be exactly its length.
-    fn read_into(&self, index: u64, len: u32, dst: &mut [u8]) -> Result<()> {
+    pub(super) fn read_into(&self, index: u64, len: u32, dst: &mut [u8]) -> Result<()> {
         let (entry, codec) = self.entry(index, len)?;
         if entry.logic_length() as usize != dst.len() {
             return Err(Error::LengthMismatch {

@@ -24,6 +24,8 @@ mod gather;
 mod intent;
 mod open;
 mod table;
+mod verify;
+pub use verify::VerifyReport;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
