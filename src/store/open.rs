@@ -112,6 +112,9 @@ pub(super) fn open(vfs: Arc<dyn Vfs>, path: &Path, options: Options) -> Result<Z
         // A torn intent: the mutation it announced never started.
         Intent::clear(&*store.meta).map_err(|e| store.sync_failed(e))?;
     }
+    if !store.options.read_only {
+        store.settle()?;
+    }
     Ok(store)
 }
 
@@ -165,6 +168,26 @@ fn create(vfs: &dyn Vfs, dir: &Path, names: &[String]) -> io::Result<()> {
 }
 
 impl Zrecord {
+    /// Makes durable everything a writer open presents: the state a process
+    /// that died after a failed sync left in the page cache may not be on
+    /// disk yet. Syncing clean files and ranges costs little.
+    fn settle(&self) -> Result<()> {
+        let tail = self.lock_writer().tail;
+        for id in 0..=tail.chunk {
+            if let Some(chunk) = self.chunks.get(&*self.vfs, id).map_err(|e| self.io("open chunk", e))? {
+                chunk.file.sync_data().map_err(|e| self.sync_failed(e))?;
+            }
+        }
+        if let Some(dict) = self.vfs.kind(&self.path.join(DICT_FILE)).map_err(|e| self.io("stat dict.zr", e))? {
+            debug_assert_eq!(dict, FileKind::File);
+            let file = self.vfs.open(&self.path.join(DICT_FILE), OpenMode::Read).map_err(|e| self.io("open dict.zr", e))?;
+            file.sync_all().map_err(|e| self.sync_failed(e))?;
+        }
+        self.table.flush_entries(0, self.len()).map_err(|e| self.sync_failed(e))?;
+        self.table.flush_header().map_err(|e| self.sync_failed(e))?;
+        self.vfs.sync_dir(&self.path).map_err(|e| self.sync_failed(e))
+    }
+
     /// Finishes an interrupted delete or compaction (see
     /// `docs/crash-safety.md`, "Recovery").
     fn recover(&mut self, intent: Intent) -> Result<()> {
