@@ -198,6 +198,12 @@ impl Zrecord {
                 crate::io::write_all_at(&*chunk.file, data, u64::from(loc.offset))
             })
             .map_err(|e| self.io("write chunk", e))?;
+        // Empty records sit at the frontier: the file must reach it (a chunk
+        // file may be shorter than the frontier the header records).
+        let tail_file = self.chunks.get(&*self.vfs, cursor.chunk).map_err(|e| self.io("open chunk", e))?.expect("opened");
+        if tail_file.file.len().map_err(|e| self.io("stat chunk", e))? < u64::from(cursor.offset) {
+            tail_file.file.set_len(u64::from(cursor.offset)).map_err(|e| self.io("extend chunk", e))?;
+        }
         if created {
             self.vfs.sync_dir(&self.path).map_err(|e| self.sync_failed(e))?; // SYNC A0
         }
@@ -228,6 +234,7 @@ impl Zrecord {
             let chunk = self.chunks.get(&*self.vfs, loc.chunk).map_err(|e| self.io("open chunk", e))?.expect("opened");
             chunk.grew_to(u64::from(loc.offset) + data.len() as u64);
         }
+        tail_file.grew_to(u64::from(cursor.offset));
         self.tail_chunk.store(u32::from(cursor.chunk), Ordering::Release);
         self.len.store(end, Ordering::Release);
         writer.tail = cursor;

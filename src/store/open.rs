@@ -156,14 +156,16 @@ fn create(vfs: &dyn Vfs, dir: &Path, names: &[String]) -> io::Result<()> {
     if names.iter().any(|n| n == META_TMP_FILE) {
         vfs.remove_file(&dir.join(META_TMP_FILE))?;
     }
-    let chunk = vfs.open(&dir.join(crate::format::chunk_file_name(0)), OpenMode::Create)?;
-    chunk.sync_all()?;
     let tmp = dir.join(META_TMP_FILE);
     let meta = vfs.open(&tmp, OpenMode::Create)?;
     meta.set_len(META_BYTES)?;
     write_all_at(&*meta, bytemuck::bytes_of(&Header::new(Tail::default(), 0)), 0)?;
     meta.sync_all()?; // SYNC S1
     vfs.rename(&tmp, &dir.join(META_FILE))?;
+    // After the rename: a directory never holds a chunk file without meta.zr
+    // (directory operations persist in order).
+    let chunk = vfs.open(&dir.join(crate::format::chunk_file_name(0)), OpenMode::Create)?;
+    chunk.sync_all()?;
     vfs.sync_dir(dir) // SYNC S2
 }
 
@@ -185,6 +187,8 @@ impl Zrecord {
         }
         self.table.flush_entries(0, self.len()).map_err(|e| self.sync_failed(e))?;
         self.table.flush_header().map_err(|e| self.sync_failed(e))?;
+        // The length of meta.zr too: a truncation that removed an intent.
+        self.meta.sync_all().map_err(|e| self.sync_failed(e))?;
         self.vfs.sync_dir(&self.path).map_err(|e| self.sync_failed(e))
     }
 

@@ -1,0 +1,806 @@
+//! SimFs: the store's I/O boundary in memory, with power loss as the Linux
+//! page cache produces it.
+//!
+//! Every file has a volatile image (what reads see: the page cache) and a
+//! durable one (what survives a power loss), both sparse maps of 4 KiB pages.
+//! Writes and stores into a mapping change the volatile image and mark pages
+//! dirty; `sync_data`/`sync_all` make the file durable, `flush_range` the
+//! pages of a range. Creations, removals and renames are durable only after
+//! the directory is synced. At any I/O operation a random dirty page may be
+//! written back by itself. A crash keeps the durable image plus a chosen
+//! subset of the dirty pages, torn at 8-byte granularity inside mapped pages
+//! and at sector granularity elsewhere (garbage for sectors wholly past the
+//! durable end of a file). Injected faults: EIO on sync (the dirty pages then
+//! dropped from the cache or kept), ENOSPC on growth, short reads and writes,
+//! failed opens. A lying disk acknowledges syncs and persists nothing.
+//!
+//! Everything is deterministic from the seed: one PRNG, ordered maps, no
+//! clock, no threads.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use loaderx::io::{FileKind, LockKind, OpenMode, ReadMap, SharedMap, Vfs, VfsFile};
+
+use crate::rng::Rng;
+
+/// Page size of the model.
+pub const PAGE: u64 = 4096;
+/// Sector size of the model.
+pub const SECTOR: u64 = 512;
+const WORD: u64 = 8;
+
+type Page = Box<[u8; PAGE as usize]>;
+
+fn zero_page() -> Page {
+    Box::new([0; PAGE as usize])
+}
+
+/// Fault probabilities, per operation.
+#[derive(Clone, Debug, Default)]
+pub struct Faults {
+    /// A dirty page is written back by itself.
+    pub writeback: f64,
+    /// A sync (`sync_data`, `sync_all`, `flush_range`, `sync_dir`) fails with EIO.
+    pub eio_sync: f64,
+    /// A write or `set_len` that grows a file fails with ENOSPC.
+    pub enospc: f64,
+    /// A read or write transfers fewer bytes than asked.
+    pub short_io: f64,
+    /// An open fails.
+    pub open_fail: f64,
+    /// Syncs succeed and persist nothing.
+    pub lying: bool,
+}
+
+/// What a crash keeps of the dirty (unsynced) state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Persist {
+    /// Only what was synced.
+    Nothing,
+    /// Everything, as if the page cache had been flushed.
+    Everything,
+    /// A random subset, with torn pages.
+    Random,
+}
+
+#[derive(Clone, Default)]
+struct Image {
+    pages: BTreeMap<u64, Page>,
+    len: u64,
+}
+
+impl Image {
+    fn read(&self, offset: u64, buf: &mut [u8]) -> usize {
+        let end = (offset + buf.len() as u64).min(self.len);
+        let mut at = offset;
+        while at < end {
+            let (page, within) = (at / PAGE, at % PAGE);
+            let n = (PAGE - within).min(end - at) as usize;
+            let dst = &mut buf[(at - offset) as usize..][..n];
+            match self.pages.get(&page) {
+                Some(p) => dst.copy_from_slice(&p[within as usize..][..n]),
+                None => dst.fill(0),
+            }
+            at += n as u64;
+        }
+        end.saturating_sub(offset) as usize
+    }
+
+    /// Writes `data` at `offset`, returning the pages touched.
+    fn write(&mut self, offset: u64, data: &[u8]) -> Vec<u64> {
+        let mut touched = Vec::new();
+        let mut at = offset;
+        let end = offset + data.len() as u64;
+        while at < end {
+            let (page, within) = (at / PAGE, at % PAGE);
+            let n = (PAGE - within).min(end - at) as usize;
+            let p = self.pages.entry(page).or_insert_with(zero_page);
+            p[within as usize..][..n].copy_from_slice(&data[(at - offset) as usize..][..n]);
+            touched.push(page);
+            at += n as u64;
+        }
+        self.len = self.len.max(end);
+        touched
+    }
+
+    fn set_len(&mut self, len: u64) {
+        if len < self.len {
+            self.pages.retain(|&p, _| p * PAGE < len);
+            if let Some(p) = self.pages.get_mut(&(len / PAGE)) {
+                p[(len % PAGE) as usize..].fill(0);
+            }
+        }
+        self.len = len;
+    }
+}
+
+struct Inode {
+    volatile: Image,
+    durable: Image,
+    dirty: BTreeSet<u64>,
+    len_dirty: bool,
+    /// Mapped shared: its pages tear at word granularity.
+    mapped: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Node {
+    File(usize),
+    Dir,
+}
+
+#[derive(Clone, Debug)]
+enum NsOp {
+    Link(PathBuf, Node),
+    Unlink(PathBuf),
+    Rename(PathBuf, PathBuf),
+}
+
+impl NsOp {
+    fn dir(&self) -> PathBuf {
+        let path = match self {
+            NsOp::Link(p, _) | NsOp::Unlink(p) | NsOp::Rename(p, _) => p,
+        };
+        path.parent().map(Path::to_path_buf).unwrap_or_default()
+    }
+
+    fn apply(&self, names: &mut BTreeMap<PathBuf, Node>) {
+        match self {
+            NsOp::Link(p, node) => {
+                names.insert(p.clone(), *node);
+            }
+            NsOp::Unlink(p) => {
+                names.remove(p);
+            }
+            NsOp::Rename(from, to) => {
+                if let Some(node) = names.remove(from) {
+                    names.insert(to.clone(), node);
+                }
+            }
+        }
+    }
+}
+
+struct State {
+    rng: Rng,
+    faults: Faults,
+    names: BTreeMap<PathBuf, Node>,
+    durable_names: BTreeMap<PathBuf, Node>,
+    pending: Vec<NsOp>,
+    inodes: Vec<Option<Inode>>,
+    locks: BTreeMap<usize, (u32, bool)>,
+    ops: u64,
+    crash_at: Option<u64>,
+    crashed: bool,
+    /// Set when the store read a mapping past the end of a file (a SIGBUS on
+    /// a real system): always a bug.
+    fault_past_eof: Option<String>,
+    trace: Vec<String>,
+}
+
+fn crash_error() -> io::Error {
+    io::Error::other("simulated power loss")
+}
+
+impl State {
+    /// Counts an I/O operation, logs it, and crashes if this is the chosen
+    /// one. Random writeback happens here too.
+    fn op(&mut self, what: impl FnOnce() -> String) -> io::Result<()> {
+        if self.crashed {
+            return Err(crash_error());
+        }
+        self.ops += 1;
+        self.trace.push(format!("{} {}", self.ops, what()));
+        if self.crash_at == Some(self.ops) {
+            self.crashed = true;
+            self.trace.push("crash".into());
+            return Err(crash_error());
+        }
+        if self.faults.writeback > 0.0 && self.rng.chance(self.faults.writeback) {
+            self.writeback_one();
+        }
+        Ok(())
+    }
+
+    fn writeback_one(&mut self) {
+        let candidates: Vec<(usize, u64)> = self
+            .inodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| n.as_ref().map(|n| (i, n)))
+            .flat_map(|(i, n)| n.dirty.iter().map(move |&p| (i, p)))
+            .collect();
+        if candidates.is_empty() {
+            return;
+        }
+        let (i, page) = candidates[self.rng.below(candidates.len() as u64) as usize];
+        let inode = self.inodes[i].as_mut().expect("listed");
+        persist_page(inode, page);
+        inode.dirty.remove(&page);
+        self.trace.push(format!("  writeback inode {i} page {page}"));
+    }
+
+    fn inode(&mut self, id: usize) -> &mut Inode {
+        self.inodes[id].as_mut().expect("open files keep their inode")
+    }
+
+    fn fault(&mut self, pick: fn(&Faults) -> f64) -> bool {
+        let p = pick(&self.faults);
+        p > 0.0 && self.rng.chance(p)
+    }
+
+    /// An injected EIO on a sync of `pages` of inode `id`: the dirty pages
+    /// are dropped from the cache (reads see the durable bytes again) or kept.
+    fn eio(&mut self, id: usize, pages: &[u64]) -> io::Error {
+        let drop = self.rng.chance(0.5);
+        let inode = self.inode(id);
+        for &p in pages {
+            if drop && inode.dirty.remove(&p) {
+                match inode.durable.pages.get(&p) {
+                    Some(d) => {
+                        inode.volatile.pages.insert(p, d.clone());
+                    }
+                    None => {
+                        inode.volatile.pages.remove(&p);
+                    }
+                }
+            }
+        }
+        self.trace.push(format!("  EIO ({})", if drop { "dirty pages dropped" } else { "dirty pages kept" }));
+        io::Error::other("injected EIO")
+    }
+
+    fn sync_pages(&mut self, id: usize, pages: Option<(u64, u64)>, with_len: bool) -> io::Result<()> {
+        let selected: Vec<u64> = {
+            let inode = self.inode(id);
+            match pages {
+                None => inode.dirty.iter().copied().collect(),
+                Some((first, end)) => inode.dirty.range(first..end).copied().collect(),
+            }
+        };
+        if self.faults.lying {
+            return Ok(());
+        }
+        if self.fault(|f| f.eio_sync) {
+            return Err(self.eio(id, &selected));
+        }
+        let inode = self.inode(id);
+        for p in selected {
+            persist_page(inode, p);
+            inode.dirty.remove(&p);
+        }
+        if with_len {
+            inode.durable.len = inode.volatile.len;
+            inode.durable.set_len(inode.volatile.len);
+            inode.len_dirty = false;
+        }
+        Ok(())
+    }
+}
+
+fn persist_page(inode: &mut Inode, page: u64) {
+    match inode.volatile.pages.get(&page) {
+        Some(p) => {
+            inode.durable.pages.insert(page, p.clone());
+        }
+        None => {
+            inode.durable.pages.remove(&page);
+        }
+    }
+}
+
+/// The simulated filesystem. Clones share the same state.
+#[derive(Clone)]
+pub struct SimFs {
+    state: Arc<Mutex<State>>,
+}
+
+impl std::fmt::Debug for SimFs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SimFs")
+    }
+}
+
+impl SimFs {
+    /// An empty filesystem (just `/`) with its own generator.
+    pub fn new(rng: Rng, faults: Faults) -> SimFs {
+        let mut names = BTreeMap::new();
+        names.insert(PathBuf::from("/"), Node::Dir);
+        let state = State {
+            rng,
+            faults,
+            durable_names: names.clone(),
+            names,
+            pending: Vec::new(),
+            inodes: Vec::new(),
+            locks: BTreeMap::new(),
+            ops: 0,
+            crash_at: None,
+            crashed: false,
+            fault_past_eof: None,
+            trace: Vec::new(),
+        };
+        SimFs { state: Arc::new(Mutex::new(state)) }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// I/O operations so far.
+    pub fn ops(&self) -> u64 {
+        self.lock().ops
+    }
+
+    /// Crash when the I/O operation count reaches `at` (absolute).
+    pub fn arm_crash(&self, at: Option<u64>) {
+        self.lock().crash_at = at;
+    }
+
+    /// Crash now (between operations).
+    pub fn crash_now(&self) {
+        let mut s = self.lock();
+        s.crashed = true;
+        s.trace.push("crash (between operations)".into());
+    }
+
+    /// True once a crash happened and until [`SimFs::reboot`].
+    pub fn crashed(&self) -> bool {
+        self.lock().crashed
+    }
+
+    /// Turns faults on or off (the checker reads with faults off).
+    pub fn set_faults(&self, faults: Faults) {
+        self.lock().faults = faults;
+    }
+
+    /// The current fault settings.
+    pub fn faults(&self) -> Faults {
+        self.lock().faults.clone()
+    }
+
+    /// A read past the end of a file, if the store ever made one.
+    pub fn fault_past_eof(&self) -> Option<String> {
+        self.lock().fault_past_eof.clone()
+    }
+
+    /// The operation trace so far.
+    pub fn trace(&self) -> Vec<String> {
+        self.lock().trace.clone()
+    }
+
+    /// Appends a line to the trace (the workload logs its operations).
+    pub fn log(&self, line: String) {
+        self.lock().trace.push(line);
+    }
+
+    /// Power comes back: every file becomes its durable image plus what
+    /// `persist` keeps of the dirty state. Locks are released (the process
+    /// died); the crash point is disarmed.
+    pub fn reboot(&self, persist: Persist) {
+        let mut guard = self.lock();
+        let s = &mut *guard;
+        // Namespace: a prefix of the unsynced operations, in order.
+        let keep = match persist {
+            Persist::Nothing => 0,
+            Persist::Everything => s.pending.len(),
+            Persist::Random => s.rng.below(s.pending.len() as u64 + 1) as usize,
+        };
+        for op in &s.pending[..keep] {
+            op.apply(&mut s.durable_names);
+        }
+        s.pending.clear();
+        s.names = s.durable_names.clone();
+        let live: BTreeSet<usize> =
+            s.names.values().filter_map(|n| if let Node::File(i) = n { Some(*i) } else { None }).collect();
+        for (id, slot) in s.inodes.iter_mut().enumerate() {
+            let Some(inode) = slot.as_mut() else { continue };
+            if !live.contains(&id) {
+                *slot = None;
+                continue;
+            }
+            let dirty: Vec<u64> = inode.dirty.iter().copied().collect();
+            for page in dirty {
+                let choice = match persist {
+                    Persist::Nothing => 0,
+                    Persist::Everything => 1,
+                    Persist::Random => s.rng.below(3),
+                };
+                match choice {
+                    0 => {}
+                    1 => persist_page(inode, page),
+                    _ => tear_page(inode, page, &mut s.rng),
+                }
+            }
+            if inode.len_dirty {
+                let new_len = match persist {
+                    Persist::Nothing => false,
+                    Persist::Everything => true,
+                    Persist::Random => s.rng.chance(0.5),
+                };
+                if new_len {
+                    inode.durable.len = inode.volatile.len;
+                }
+            }
+            let len = inode.durable.len;
+            inode.durable.set_len(len);
+            inode.volatile = inode.durable.clone();
+            inode.dirty.clear();
+            inode.len_dirty = false;
+        }
+        s.locks.clear();
+        s.crashed = false;
+        s.crash_at = None;
+        s.trace.push(format!("reboot ({persist:?})"));
+    }
+}
+
+/// Persists a random mix of the page's old and new contents: 8-byte words
+/// for a mapped page (a writeback racing the CPU's stores), 512-byte
+/// sectors otherwise, garbage for a sector wholly past the durable end.
+fn tear_page(inode: &mut Inode, page: u64, rng: &mut Rng) {
+    let new = inode.volatile.pages.get(&page).cloned().unwrap_or_else(zero_page);
+    let old = inode.durable.pages.get(&page).cloned().unwrap_or_else(zero_page);
+    let mut out = old.clone();
+    let unit = if inode.mapped { WORD } else { SECTOR };
+    for start in (0..PAGE).step_by(unit as usize) {
+        let range = start as usize..(start + unit) as usize;
+        let past_end = page * PAGE + start >= inode.durable.len;
+        match rng.below(3) {
+            0 => {}
+            1 => out[range.clone()].copy_from_slice(&new[range]),
+            _ if past_end && !inode.mapped => {
+                for b in &mut out[range] {
+                    *b = rng.next_u64() as u8;
+                }
+            }
+            _ => out[range.clone()].copy_from_slice(&new[range]),
+        }
+    }
+    inode.durable.pages.insert(page, out);
+}
+
+impl Vfs for SimFs {
+    fn kind(&self, path: &Path) -> io::Result<Option<FileKind>> {
+        let s = self.lock();
+        if s.crashed {
+            return Err(crash_error());
+        }
+        Ok(s.names.get(path).map(|n| match n {
+            Node::File(_) => FileKind::File,
+            Node::Dir => FileKind::Dir,
+        }))
+    }
+
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        let mut s = self.lock();
+        s.op(|| format!("mkdir -p {}", path.display()))?;
+        let mut missing = Vec::new();
+        let mut at = Some(path);
+        while let Some(p) = at {
+            match s.names.get(p) {
+                Some(Node::Dir) => break,
+                Some(Node::File(_)) => return Err(io::Error::other("a file is in the way")),
+                None => missing.push(p.to_path_buf()),
+            }
+            at = p.parent();
+        }
+        for p in missing.into_iter().rev() {
+            s.names.insert(p.clone(), Node::Dir);
+            s.pending.push(NsOp::Link(p, Node::Dir));
+        }
+        Ok(())
+    }
+
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        let s = self.lock();
+        if s.crashed {
+            return Err(crash_error());
+        }
+        Ok(s.names
+            .keys()
+            .filter(|p| p.parent() == Some(path))
+            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect())
+    }
+
+    fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        let mut s = self.lock();
+        s.op(|| format!("fsync dir {}", path.display()))?;
+        if s.faults.lying {
+            return Ok(());
+        }
+        if s.fault(|f| f.eio_sync) {
+            s.trace.push("  EIO".into());
+            return Err(io::Error::other("injected EIO"));
+        }
+        let (mine, rest): (Vec<NsOp>, Vec<NsOp>) = s.pending.drain(..).partition(|op| op.dir() == path);
+        s.pending = rest;
+        for op in mine {
+            op.apply(&mut s.durable_names);
+        }
+        Ok(())
+    }
+
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn VfsFile>> {
+        let mut s = self.lock();
+        if s.crashed {
+            return Err(crash_error());
+        }
+        if s.fault(|f| f.open_fail) {
+            s.trace.push(format!("  open {} failed (injected)", path.display()));
+            return Err(io::Error::other("injected open failure"));
+        }
+        let id = match s.names.get(path) {
+            Some(Node::File(id)) => *id,
+            Some(Node::Dir) => return Err(io::Error::other("is a directory")),
+            None if mode == OpenMode::Create => {
+                if !matches!(path.parent().and_then(|p| s.names.get(p)), Some(Node::Dir)) {
+                    return Err(io::Error::new(io::ErrorKind::NotFound, "no parent directory"));
+                }
+                s.op(|| format!("create {}", path.display()))?;
+                let id = s.inodes.len();
+                s.inodes.push(Some(Inode {
+                    volatile: Image::default(),
+                    durable: Image::default(),
+                    dirty: BTreeSet::new(),
+                    len_dirty: false,
+                    mapped: false,
+                }));
+                s.names.insert(path.to_path_buf(), Node::File(id));
+                s.pending.push(NsOp::Link(path.to_path_buf(), Node::File(id)));
+                id
+            }
+            None => return Err(io::Error::new(io::ErrorKind::NotFound, format!("{} not found", path.display()))),
+        };
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        Ok(Box::new(SimFile { fs: self.clone(), id, name, writable: mode != OpenMode::Read, lock: None.into() }))
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        let mut s = self.lock();
+        s.op(|| format!("unlink {}", path.display()))?;
+        match s.names.get(path) {
+            Some(Node::File(_)) => {
+                s.names.remove(path);
+                s.pending.push(NsOp::Unlink(path.to_path_buf()));
+                Ok(())
+            }
+            _ => Err(io::Error::new(io::ErrorKind::NotFound, "no such file")),
+        }
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut s = self.lock();
+        s.op(|| format!("rename {} {}", from.display(), to.display()))?;
+        let node = s.names.remove(from).ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no such file"))?;
+        s.names.insert(to.to_path_buf(), node);
+        s.pending.push(NsOp::Rename(from.to_path_buf(), to.to_path_buf()));
+        Ok(())
+    }
+}
+
+struct SimFile {
+    fs: SimFs,
+    id: usize,
+    name: String,
+    writable: bool,
+    lock: Mutex<Option<LockKind>>,
+}
+
+impl std::fmt::Debug for SimFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SimFile({})", self.name)
+    }
+}
+
+impl Drop for SimFile {
+    fn drop(&mut self) {
+        let held = self.lock.get_mut().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(kind) = held {
+            let mut s = self.fs.lock();
+            if let Some(entry) = s.locks.get_mut(&self.id) {
+                match kind {
+                    LockKind::Shared => entry.0 = entry.0.saturating_sub(1),
+                    LockKind::Exclusive => entry.1 = false,
+                }
+            }
+        }
+    }
+}
+
+impl VfsFile for SimFile {
+    fn len(&self) -> io::Result<u64> {
+        let mut s = self.fs.lock();
+        if s.crashed {
+            return Err(crash_error());
+        }
+        Ok(s.inode(self.id).volatile.len)
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let mut s = self.fs.lock();
+        if s.crashed {
+            return Err(crash_error());
+        }
+        let want = if buf.len() > 1 && s.fault(|f| f.short_io) { 1 + s.rng.below(buf.len() as u64 - 1) } else { buf.len() as u64 };
+        Ok(s.inode(self.id).volatile.read(offset, &mut buf[..want as usize]))
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        assert!(self.writable, "write to a file opened read-only");
+        let mut s = self.fs.lock();
+        s.op(|| format!("pwrite {} @{offset} +{}", self.name, buf.len()))?;
+        let grows = offset + buf.len() as u64 > s.inode(self.id).volatile.len;
+        if grows && s.fault(|f| f.enospc) {
+            s.trace.push("  ENOSPC".into());
+            return Err(io::Error::new(io::ErrorKind::StorageFull, "injected ENOSPC"));
+        }
+        let n = if buf.len() > 1 && s.fault(|f| f.short_io) { 1 + s.rng.below(buf.len() as u64 - 1) } else { buf.len() as u64 } as usize;
+        let inode = s.inode(self.id);
+        let before = inode.volatile.len;
+        for page in inode.volatile.write(offset, &buf[..n]) {
+            inode.dirty.insert(page);
+        }
+        inode.len_dirty |= inode.volatile.len != before;
+        Ok(n)
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        let mut s = self.fs.lock();
+        s.op(|| format!("set_len {} {len}", self.name))?;
+        if len > s.inode(self.id).volatile.len && s.fault(|f| f.enospc) {
+            s.trace.push("  ENOSPC".into());
+            return Err(io::Error::new(io::ErrorKind::StorageFull, "injected ENOSPC"));
+        }
+        let inode = s.inode(self.id);
+        if len < inode.volatile.len && inode.volatile.pages.contains_key(&(len / PAGE)) {
+            inode.dirty.insert(len / PAGE);
+        }
+        inode.dirty.retain(|&p| p * PAGE < len.max(1));
+        inode.volatile.set_len(len);
+        inode.len_dirty = true;
+        Ok(())
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        let mut s = self.fs.lock();
+        s.op(|| format!("fdatasync {}", self.name))?;
+        s.sync_pages(self.id, None, true)
+    }
+
+    fn sync_all(&self) -> io::Result<()> {
+        let mut s = self.fs.lock();
+        s.op(|| format!("fsync {}", self.name))?;
+        s.sync_pages(self.id, None, true)
+    }
+
+    fn try_lock(&self, kind: LockKind) -> io::Result<bool> {
+        let mut s = self.fs.lock();
+        if s.crashed {
+            return Err(crash_error());
+        }
+        let entry = s.locks.entry(self.id).or_insert((0, false));
+        let free = match kind {
+            LockKind::Shared => !entry.1,
+            LockKind::Exclusive => !entry.1 && entry.0 == 0,
+        };
+        if free {
+            match kind {
+                LockKind::Shared => entry.0 += 1,
+                LockKind::Exclusive => entry.1 = true,
+            }
+            *self.lock.lock().unwrap_or_else(|e| e.into_inner()) = Some(kind);
+        }
+        Ok(free)
+    }
+
+    fn map_shared(&self, len: usize, writable: bool) -> io::Result<Box<dyn SharedMap>> {
+        let mut s = self.fs.lock();
+        if s.crashed {
+            return Err(crash_error());
+        }
+        let inode = s.inode(self.id);
+        if inode.volatile.len < len as u64 {
+            return Err(io::Error::other("mapping past the end of the file"));
+        }
+        inode.mapped = true;
+        Ok(Box::new(SimMap { fs: self.fs.clone(), id: self.id, name: self.name.clone(), len, writable }))
+    }
+
+    fn map_read(&self, _len: usize) -> io::Result<Box<dyn ReadMap>> {
+        Ok(Box::new(SimReadMap { fs: self.fs.clone(), id: self.id, name: self.name.clone() }))
+    }
+}
+
+struct SimMap {
+    fs: SimFs,
+    id: usize,
+    name: String,
+    len: usize,
+    writable: bool,
+}
+
+impl std::fmt::Debug for SimMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SimMap({})", self.name)
+    }
+}
+
+impl SimMap {
+    fn store(&self, offset: usize, src: &[u8], what: &str) {
+        assert!(self.writable && offset + src.len() <= self.len, "bad store into the mapping");
+        let mut s = self.fs.lock();
+        // A store after the crash point is lost with the process.
+        if s.op(|| format!("{what} {} @{offset} +{}", self.name, src.len())).is_err() {
+            return;
+        }
+        let inode = s.inode(self.id);
+        for page in inode.volatile.write(offset as u64, src) {
+            inode.dirty.insert(page);
+        }
+    }
+}
+
+impl SharedMap for SimMap {
+    fn len(&self) -> usize {
+        self.len
+    }
+    unsafe fn read(&self, offset: usize, dst: &mut [u8]) {
+        assert!(offset + dst.len() <= self.len, "read past the mapping");
+        let mut s = self.fs.lock();
+        s.inode(self.id).volatile.read(offset as u64, dst);
+    }
+    unsafe fn write(&self, offset: usize, src: &[u8]) {
+        self.store(offset, src, "store");
+    }
+    unsafe fn store_word(&self, offset: usize, word: u64) {
+        assert_eq!(offset % 8, 0);
+        self.store(offset, &word.to_ne_bytes(), "store_word");
+    }
+    fn load_u32(&self, offset: usize) -> u32 {
+        let mut b = [0u8; 4];
+        let mut s = self.fs.lock();
+        s.inode(self.id).volatile.read(offset as u64, &mut b);
+        u32::from_ne_bytes(b)
+    }
+    fn flush_range(&self, offset: usize, len: usize) -> io::Result<()> {
+        let mut s = self.fs.lock();
+        s.op(|| format!("msync {} @{offset} +{len}", self.name))?;
+        let first = offset as u64 / PAGE;
+        let end = ((offset + len) as u64).div_ceil(PAGE);
+        s.sync_pages(self.id, Some((first, end)), false)
+    }
+}
+
+struct SimReadMap {
+    fs: SimFs,
+    id: usize,
+    name: String,
+}
+
+impl std::fmt::Debug for SimReadMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SimReadMap({})", self.name)
+    }
+}
+
+impl ReadMap for SimReadMap {
+    fn bytes<'a>(&'a self, offset: u64, len: usize, scratch: &'a mut Vec<u8>) -> io::Result<&'a [u8]> {
+        let mut s = self.fs.lock();
+        let Some(inode) = s.inodes[self.id].as_ref() else {
+            return Err(io::Error::other("file vanished"));
+        };
+        if offset + len as u64 > inode.volatile.len {
+            let what = format!("read of {} @{offset} +{len} past its end ({})", self.name, inode.volatile.len);
+            s.fault_past_eof.get_or_insert(what.clone());
+            return Err(io::Error::other(what));
+        }
+        scratch.resize(len, 0);
+        inode.volatile.read(offset, scratch);
+        Ok(&scratch[..])
+    }
+}

@@ -1,0 +1,12 @@
+//! loaderx-sim: a deterministic crash simulator for the loaderx store.
+//!
+//! [`fs::SimFs`] implements the store's I/O boundary in memory with power
+//! loss as the Linux page cache produces it; [`workload`] drives the real
+//! store code over it with random operations, crashes and faults, and checks
+//! every recovered state against a model; [`exhaustive`] crashes short
+//! workloads at every I/O operation. See `docs/simulation.md`.
+
+pub mod exhaustive;
+pub mod fs;
+pub mod rng;
+pub mod workload;
