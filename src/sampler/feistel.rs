@@ -115,7 +115,7 @@ impl Permutation {
         let mut right = x & low_mask(right_bits);
         for &key in &self.keys {
             let f = mix64(right ^ key) & low_mask(left_bits);
-            (left, right) = (right, (left | 1) ^ f);
+            (left, right) = (right, left ^ f);
             (left_bits, right_bits) = (right_bits, left_bits);
         }
         (left << right_bits) | right
