@@ -27,7 +27,7 @@ use super::hash::{hash2, mix64};
 /// permutation.
 pub const FEISTEL_ROUNDS: usize = 6;
 
-const _: () = assert!(FEISTEL_ROUNDS >= 4 && FEISTEL_ROUNDS % 2 == 0);
+const _: () = assert!(FEISTEL_ROUNDS >= 4 && FEISTEL_ROUNDS.is_multiple_of(2));
 
 /// A keyed bijection of `0..len` onto itself, evaluated index by index in
 /// O(1) memory: nothing the size of `len` is ever materialised.

@@ -34,7 +34,7 @@ impl ShardedSampler {
             return Err(SamplerError::ShardIndexOutOfRange { index, count });
         }
         let batch_len = global.batch_len();
-        if batch_len % count != 0 {
+        if !batch_len.is_multiple_of(count) {
             return Err(SamplerError::ShardsDoNotDivideBatch { batch_len, count });
         }
         Ok(Self { global, index, count, shard_len: batch_len / count })
