@@ -16,8 +16,10 @@
 //!
 //! **Every batch is a pure function of `(seed, step)`.** Randomness comes
 //! from a counter-based hash of (seed, step or cycle, position), never from a
-//! generator's state, so any step is computed directly in O(batch) time and
-//! O(1) memory in `len`: resuming a run is [`Batches::seek`] to the step it
+//! generator's state, so any step is computed directly in O(batch) time (for
+//! the cyclic mode on average over a cycle: its permutation's cycle-walking
+//! costs fewer than 2 network passes per index in all, see [`Permutation`])
+//! and O(1) memory in `len`: resuming a run is [`Batches::seek`] to the step it
 //! stopped at. With fewer records than one batch (`len < batch`), a batch is
 //! every record exactly once, in every mode (see [`Sampler::new`]).
 //!
