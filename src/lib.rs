@@ -16,6 +16,7 @@ pub mod format;
 pub mod io;
 pub mod sampler;
 mod store;
+mod sync;
 
 pub use error::{Corruption, Error, Result};
 pub use format::Codec;

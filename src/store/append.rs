@@ -2,9 +2,7 @@
 //! The ordered steps are `docs/crash-safety.md`, "Append".
 
 use std::borrow::Cow;
-use std::sync::atomic::Ordering;
-
-use rayon::prelude::*;
+use crate::sync::Ordering;
 
 use super::Zrecord;
 use super::codec::{Encoded, Encoding, encode_block};
@@ -135,15 +133,12 @@ impl Zrecord {
         let bytes: usize = (0..n).map(|k| record(k).len()).sum();
         let tasks = (rayon::current_num_threads() * 4).min(bytes / TASK_BYTES_MIN).clamp(1, n);
         let per_task = n.div_ceil(tasks);
-        (0..n.div_ceil(per_task))
-            .into_par_iter()
-            .map(|t| {
-                let range = t * per_task..((t + 1) * per_task).min(n);
-                let block = encode_block(range.map(record), encoding)
-                    .map_err(|reason| Error::InvalidArgument(format!("zstd failed to compress: {reason}")))?;
-                Ok(Packed { data: Cow::Owned(block.data), records: block.records })
-            })
-            .collect()
+        crate::sync::map_collect(n.div_ceil(per_task), |t| {
+            let range = t * per_task..((t + 1) * per_task).min(n);
+            let block = encode_block(range.map(record), encoding)
+                .map_err(|reason| Error::InvalidArgument(format!("zstd failed to compress: {reason}")))?;
+            Ok(Packed { data: Cow::Owned(block.data), records: block.records })
+        })
     }
 
     /// Places, writes and commits encoded records under the writer lock.
@@ -192,12 +187,11 @@ impl Zrecord {
             let (_, new) = self.chunks.get_or_create(&*self.vfs, id).map_err(|e| self.io("create chunk", e))?;
             created |= new;
         }
-        runs.par_iter()
-            .try_for_each(|(loc, data)| {
-                let chunk = self.chunks.get(&*self.vfs, loc.chunk)?.expect("opened above");
-                crate::io::write_all_at(&*chunk.file, data, u64::from(loc.offset))
-            })
-            .map_err(|e| self.io("write chunk", e))?;
+        crate::sync::try_for_each(&runs, |(loc, data)| {
+            let chunk = self.chunks.get(&*self.vfs, loc.chunk)?.expect("opened above");
+            crate::io::write_all_at(&*chunk.file, data, u64::from(loc.offset))
+        })
+        .map_err(|e| self.io("write chunk", e))?;
         // Empty records sit at the frontier: the file must reach it (a chunk
         // file may be shorter than the frontier the header records).
         let tail_file = self.chunks.get(&*self.vfs, cursor.chunk).map_err(|e| self.io("open chunk", e))?.expect("opened");

@@ -9,7 +9,8 @@
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::sync::{AtomicU64, Ordering};
 
 use crate::format::{CHUNK_BYTES_MAX, CHUNKS_MAX, chunk_file_name};
 use crate::io::{OpenMode, ReadMap, Vfs, VfsFile};
@@ -33,7 +34,7 @@ impl Chunk {
     }
     /// Records a truncation to `len` (before it happens).
     pub(crate) fn shrink_to(&mut self, len: u64) {
-        *self.len.get_mut() = len;
+        self.len.store(len, Ordering::Release);
     }
 }
 

@@ -9,7 +9,7 @@
 //! is: copy, `sync_data` (C1), repoint the entries, `msync` (C2); the sources
 //! become free only after C2, for the next round.
 
-use std::sync::atomic::Ordering;
+use crate::sync::Ordering;
 
 use super::Zrecord;
 use super::append::place;

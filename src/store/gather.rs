@@ -10,8 +10,9 @@ use super::Zrecord;
 use super::codec;
 use crate::error::{Error, Result};
 
-/// Below this many bytes a gather runs on the calling thread.
-const PARALLEL_BYTES_MIN: usize = 128 << 10;
+/// Below this many bytes a gather runs on the calling thread (always, under
+/// loom, which must see every thread).
+const PARALLEL_BYTES_MIN: usize = if cfg!(loom) { usize::MAX } else { 128 << 10 };
 
 impl Zrecord {
     /// Decodes records `indices` into `dst`, record `k` at

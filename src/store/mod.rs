@@ -28,8 +28,9 @@ mod verify;
 pub use verify::VerifyReport;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
+
+use crate::sync::{AtomicBool, AtomicU32, Mutex, MutexGuard, Ordering};
 
 use crate::error::{Corruption, Error, Result};
 use crate::format::{CHUNK_BYTES_MAX, Codec, Entry, RECORD_BYTES_MAX, Tail};
@@ -301,7 +302,7 @@ impl Zrecord {
         Ok(())
     }
 
-    fn lock_writer(&self) -> std::sync::MutexGuard<'_, Writer> {
+    fn lock_writer(&self) -> MutexGuard<'_, Writer> {
         // A panic while holding the lock leaves `Writer` consistent: the tail
         // only changes after a commit.
         self.writer.lock().unwrap_or_else(|e| e.into_inner())

@@ -3,8 +3,9 @@
 
 use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU32};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
+
+use crate::sync::{AtomicBool, AtomicU32, Mutex, Ordering};
 
 use bytemuck::Zeroable;
 
@@ -231,7 +232,7 @@ impl Zrecord {
             // SAFETY: `&mut self`: the only writer.
             unsafe { self.table.set_header_word1(tail.offset, intent.new_len) };
             self.table.flush_header().map_err(|e| self.sync_failed(e))?; // SYNC D3
-            *self.len.get_mut() = intent.new_len;
+            self.len.store(intent.new_len, Ordering::Release);
         }
         Ok(())
     }

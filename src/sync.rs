@@ -1,0 +1,46 @@
+//! Every synchronization primitive the store's concurrency protocol uses,
+//! from one place: `std` normally, `loom` under `--cfg loom`, so the same
+//! code runs in production and in the loom models
+//! (`sim/tests/loom_store.rs`). The pattern is tokio's and redb's.
+//!
+//! Not routed through here, by design: `OnceLock` (loom has none; it guards
+//! lazily opened chunk files and the dictionary, installed once and then only
+//! read), `Arc<dyn Vfs>` (loom's `Arc` cannot hold a trait object; it is never
+//! mutated), and the atomics in `io/real.rs` (they act on mapped file memory,
+//! which loom cannot see).
+
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{Mutex, MutexGuard};
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+#[cfg(loom)]
+pub(crate) use loom::sync::{Mutex, MutexGuard};
+
+/// Runs `f` on every item, in parallel on rayon's pool (sequentially under
+/// loom, which must see every thread), stopping at the first error.
+pub(crate) fn try_for_each<T: Sync, E: Send>(items: &[T], f: impl Fn(&T) -> Result<(), E> + Sync + Send) -> Result<(), E> {
+    #[cfg(not(loom))]
+    {
+        use rayon::prelude::*;
+        if items.len() > 1 {
+            return items.par_iter().try_for_each(f);
+        }
+    }
+    items.iter().try_for_each(f)
+}
+
+/// `(0..n).map(f).collect()`, in parallel on rayon's pool (sequentially
+/// under loom), stopping at the first error.
+pub(crate) fn map_collect<R: Send, E: Send>(n: usize, f: impl Fn(usize) -> Result<R, E> + Sync + Send) -> Result<Vec<R>, E> {
+    #[cfg(not(loom))]
+    {
+        use rayon::prelude::*;
+        if n > 1 {
+            return (0..n).into_par_iter().map(f).collect();
+        }
+    }
+    (0..n).map(f).collect()
+}
