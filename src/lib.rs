@@ -11,9 +11,11 @@
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod dataset;
 pub mod error;
 pub mod format;
 pub mod io;
+pub mod loader;
 pub mod sampler;
 mod store;
 mod sync;

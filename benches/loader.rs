@@ -1,0 +1,310 @@
+//! The loader benchmark: end-to-end batches/s of [`loaderx::loader::DataLoader`]
+//! on the reference README's workload (20,000 records of 12,288 bytes of
+//! mildly compressible float32, plus 20,000 int64 labels; two streams, batch
+//! 256, 4 workers, IID), for codecs zstd and raw; and the sampler's cost
+//! per batch in each mode.
+//!
+//! ```text
+//! cargo bench -p loaderx --bench loader -- [--data DIR] [--work DIR] [--json OUT]
+//!     [--batches 1000] [--warmup 100] [--reps 3] [--workers 4] [--batch 256]
+//!     [--codecs zstd,raw] [--variants] [--no-sampler] [--no-loader]
+//! ```
+//!
+//! `--data DIR`: convert `DIR/float.npy` (as `benches/compare/make_data.py`
+//! writes it) with `write_dataset_npy`; without it the same kind of data is
+//! generated here. `benches/compare/loader.sh` runs this beside the
+//! reference's DataLoader on the same `.npy` and prints both with ratios.
+//! `--variants` also runs buffer reuse off and 1, 2 workers.
+//!
+//! Method. Loader: one loader per configuration, `--warmup` batches pulled
+//! first, then `--reps` timed runs of `--batches` batches each (every batch
+//! is dropped before the next is asked for, as a training step would);
+//! batches/s of the median run. Sampler: `fill` of consecutive steps into one
+//! buffer over an index space of 1M, median of 5 runs of at least 0.2 s.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use loaderx::dataset::{Dataset, WriteOptions, write_dataset, write_dataset_npy};
+use loaderx::loader::DataLoader;
+use loaderx::sampler::{Mode, Sampler};
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+const RECORDS: usize = 20_000;
+const FLOATS: usize = 3072;
+const MIB: f64 = (1u64 << 20) as f64;
+
+struct Args {
+    data: Option<PathBuf>,
+    work: Option<PathBuf>,
+    json: Option<PathBuf>,
+    batches: usize,
+    warmup: usize,
+    reps: usize,
+    workers: usize,
+    batch: usize,
+    codecs: Vec<String>,
+    variants: bool,
+    sampler: bool,
+    loader: bool,
+    probe: bool,
+}
+
+fn parse_args() -> Res<Args> {
+    let mut a = Args {
+        data: None,
+        work: None,
+        json: None,
+        batches: 1000,
+        warmup: 100,
+        reps: 3,
+        workers: 4,
+        batch: 256,
+        codecs: vec!["zstd".into(), "raw".into()],
+        variants: false,
+        sampler: true,
+        loader: true,
+        probe: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--data" => a.data = Some(value()?.into()),
+            "--work" => a.work = Some(value()?.into()),
+            "--json" => a.json = Some(value()?.into()),
+            "--batches" => a.batches = value()?.parse()?,
+            "--warmup" => a.warmup = value()?.parse()?,
+            "--reps" => a.reps = value()?.parse()?,
+            "--workers" => a.workers = value()?.parse()?,
+            "--batch" => a.batch = value()?.parse()?,
+            "--codecs" => a.codecs = value()?.split(',').map(str::to_string).collect(),
+            "--variants" => a.variants = true,
+            "--no-sampler" => a.sampler = false,
+            "--no-loader" => a.loader = false,
+            "--probe" => a.probe = true,
+            "--bench" => {} // cargo bench passes it
+            other => return Err(format!("unknown argument {other}").into()),
+        }
+    }
+    Ok(a)
+}
+
+/// make_data.py's float dataset, approximately: a sine of random frequency,
+/// phase and amplitude plus a little noise (zstd level 3: about 1.1x).
+fn float_data() -> Vec<f32> {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut rand = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let mut out = Vec::with_capacity(RECORDS * FLOATS);
+    for _ in 0..RECORDS {
+        let (freq, phase, amp) = (1.0 + 19.0 * rand(), std::f64::consts::TAU * rand(), 0.5 + 1.5 * rand());
+        for i in 0..FLOATS {
+            let t = i as f64 / (FLOATS - 1) as f64;
+            let noise = 0.01 * (rand() + rand() + rand() - 1.5) * 2.0;
+            out.push((amp * (std::f64::consts::TAU * freq * t + phase).sin() + noise) as f32);
+        }
+    }
+    out
+}
+
+struct Row {
+    name: String,
+    workers: usize,
+    reuse: bool,
+    runs: Vec<f64>,
+    batch_bytes: usize,
+}
+
+impl Row {
+    fn median(&self) -> f64 {
+        let mut s = self.runs.clone();
+        s.sort_by(f64::total_cmp);
+        s[s.len() / 2]
+    }
+}
+
+fn bench_loader(a: &Args, data: &Path, label: &Path, name: &str, workers: usize, reuse: bool) -> Res<Row> {
+    let mut loader = DataLoader::builder()
+        .stream("data", Dataset::open(data)?)
+        .stream("label", Dataset::open(label)?)
+        .batch_size(a.batch)
+        .num_workers(workers)
+        .reuse_buffers(reuse)
+        .mode(Mode::Iid)
+        .seed(42)
+        .build()?;
+    let mut batch_bytes = 0;
+    for _ in 0..a.warmup {
+        let b = loader.next_batch()?;
+        batch_bytes = b.columns().map(|(_, c)| c.as_dense().map_or(0, |t| t.nbytes())).sum();
+    }
+    let mut runs = Vec::new();
+    for _ in 0..a.reps {
+        let start = Instant::now();
+        for _ in 0..a.batches {
+            let b = loader.next_batch()?;
+            std::hint::black_box(&b);
+        }
+        runs.push(a.batches as f64 / start.elapsed().as_secs_f64());
+    }
+    let row = Row { name: name.to_string(), workers, reuse, runs, batch_bytes };
+    println!(
+        "loader  {:<6} workers {} reuse {:<5} {:>8.1} batches/s  {:>7.3} ms/batch  {:>8.0} MiB/s  (runs {:?})",
+        row.name,
+        workers,
+        reuse,
+        row.median(),
+        1e3 / row.median(),
+        row.median() * row.batch_bytes as f64 / MIB,
+        row.runs.iter().map(|r| r.round()).collect::<Vec<_>>()
+    );
+    Ok(row)
+}
+
+/// The store's gather alone: one thread (calls small enough to stay inline)
+/// and the parallel gather of whole batches.
+fn probe(data: &Path) -> Res<()> {
+    let ds = Dataset::open(data)?;
+    let sampler = Sampler::new(ds.len(), 256, Mode::Iid, 1)?;
+    let mut buf = vec![0u8; 256 * ds.record_bytes()];
+    for (name, inline) in [("1 thread", true), ("rayon", false)] {
+        let start = Instant::now();
+        let n = 300;
+        for step in 0..n {
+            let idx = sampler.batch(step);
+            if inline {
+                for (i, dst) in idx.chunks(8).zip(buf.chunks_mut(8 * ds.record_bytes())) {
+                    ds.gather_bytes(i, dst)?;
+                }
+            } else {
+                ds.gather_bytes(&idx, &mut buf)?;
+            }
+        }
+        let secs = start.elapsed().as_secs_f64();
+        println!(
+            "probe   gather {name:<8} {:>8.1} batches/s {:>8.0} MiB/s",
+            n as f64 / secs,
+            n as f64 * buf.len() as f64 / MIB / secs
+        );
+    }
+    Ok(())
+}
+
+fn bench_sampler(mode: Mode, batch: usize) -> Res<f64> {
+    let sampler = Sampler::new(1 << 20, batch, mode, 42)?;
+    let mut out = vec![0u64; sampler.batch_len()];
+    let mut runs = Vec::new();
+    for _ in 0..5 {
+        let start = Instant::now();
+        let mut steps = 0u64;
+        while start.elapsed() < Duration::from_millis(200) {
+            for _ in 0..64 {
+                sampler.fill(steps, &mut out)?;
+                std::hint::black_box(&out);
+                steps += 1;
+            }
+        }
+        runs.push(start.elapsed().as_secs_f64() / steps as f64);
+    }
+    runs.sort_by(f64::total_cmp);
+    Ok(runs[2])
+}
+
+fn main() -> Res<()> {
+    let a = parse_args()?;
+    let mut json = String::from("{\"side\": \"crate\", \"loader\": [");
+    if a.loader {
+        let temp = tempfile::tempdir()?;
+        let work = a.work.clone().unwrap_or_else(|| temp.path().to_path_buf());
+        let labels: Vec<i64> = (0..RECORDS as i64).collect();
+        let generated;
+        let floats: Option<&[f32]> = if a.data.is_none() {
+            generated = float_data();
+            Some(&generated)
+        } else {
+            None
+        };
+        let mut first = true;
+        for codec_name in &a.codecs {
+            let codec = loaderx::dataset::parse_codec(codec_name)?;
+            let dir = work.join(format!("loader-{codec_name}"));
+            let (data, label) = (dir.join("data"), dir.join("label"));
+            if !data.join("schema.json").exists() {
+                let opts = WriteOptions::codec(codec);
+                let start = Instant::now();
+                match (&a.data, floats) {
+                    (Some(d), _) => write_dataset_npy(&data, d.join("float.npy"), &opts)?,
+                    (None, Some(f)) => write_dataset(&data, f, &[FLOATS], &opts)?,
+                    _ => unreachable!(),
+                };
+                write_dataset(&label, &labels, &[], &opts)?;
+                let stats = Dataset::open(&data)?.store().stats()?;
+                println!(
+                    "write   {codec_name:<6} {:.1} s, ratio {:.3}x, codecs raw/zstd/dict {:?}",
+                    start.elapsed().as_secs_f64(),
+                    stats.logical_bytes as f64 / stats.live_bytes.max(1) as f64,
+                    stats.codec_records
+                );
+            }
+            if a.probe {
+                probe(&data)?;
+            }
+            let mut configs = vec![(a.workers, true)];
+            if a.variants {
+                configs.extend([(a.workers, false), (1, true), (2, true)]);
+            }
+            for (workers, reuse) in configs {
+                let row = bench_loader(&a, &data, &label, codec_name, workers, reuse)?;
+                if !first {
+                    json.push_str(", ");
+                }
+                first = false;
+                let _ = write!(
+                    json,
+                    "{{\"codec\": \"{}\", \"workers\": {}, \"reuse\": {}, \"batches_s\": {:.2}, \"mib_s\": {:.1}, \"runs\": {:?}}}",
+                    row.name,
+                    row.workers,
+                    row.reuse,
+                    row.median(),
+                    row.median() * row.batch_bytes as f64 / MIB,
+                    row.runs
+                );
+            }
+        }
+        if a.work.is_some() {
+            // Left for the next run (`--work` reuses them).
+        }
+    }
+    json.push_str("], \"sampler\": [");
+    if a.sampler {
+        let mut first = true;
+        for batch in [256, 8192] {
+            for (name, mode) in [("sequential", Mode::Sequential), ("iid", Mode::Iid), ("cyclic", Mode::Cyclic)] {
+                let secs = bench_sampler(mode, batch)?;
+                println!(
+                    "sampler {name:<10} batch {batch:>5}: {:>8.2} us/batch, {:>6.2} ns/index",
+                    secs * 1e6,
+                    secs * 1e9 / batch as f64
+                );
+                if !first {
+                    json.push_str(", ");
+                }
+                first = false;
+                let _ =
+                    write!(json, "{{\"mode\": \"{name}\", \"batch\": {batch}, \"us_per_batch\": {:.3}}}", secs * 1e6);
+            }
+        }
+    }
+    json.push_str("]}\n");
+    if let Some(path) = &a.json {
+        std::fs::write(path, json)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,181 @@
+//! The dataset layer's error type.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+/// Everything that can go wrong opening, reading or writing a dataset.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum DatasetError {
+    /// The record store beneath failed.
+    Store(crate::Error),
+    /// A file outside the store (`schema.json`, a `.npy` file) could not be
+    /// read or written.
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What was being done.
+        op: &'static str,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// The directory has no `schema.json`: it is not a loaderx dataset.
+    NoSchema {
+        /// The dataset directory.
+        path: PathBuf,
+    },
+    /// `schema.json` is not valid JSON, or a field is missing or of the wrong type.
+    Schema {
+        /// The schema file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// `schema.json`'s `format` is not `"loaderx-zrecord"`.
+    UnknownFormat {
+        /// The schema file.
+        path: PathBuf,
+        /// The format it names.
+        found: String,
+    },
+    /// `schema.json`'s `version` is not 1.
+    UnsupportedVersion {
+        /// The schema file.
+        path: PathBuf,
+        /// The version it names.
+        found: String,
+    },
+    /// A dtype string that is not one of NumPy's `dtype.str` forms this crate reads.
+    UnknownDtype {
+        /// The string.
+        dtype: String,
+        /// Why it is refused.
+        reason: String,
+    },
+    /// A codec name other than `"zstd"`, `"raw"`, `"zstd_dict"`.
+    UnknownCodec {
+        /// The name.
+        found: String,
+    },
+    /// A ragged dataset opened as a fixed-shape one, or the reverse.
+    WrongKind {
+        /// The dataset directory.
+        path: PathBuf,
+        /// True if the dataset is ragged.
+        ragged: bool,
+    },
+    /// A typed access whose element type is not the dataset's.
+    DtypeMismatch {
+        /// The dataset's dtype.
+        stored: String,
+        /// The dtype of the Rust type asked for.
+        requested: String,
+    },
+    /// Appending records of another dtype or shape to an existing dataset.
+    Incompatible {
+        /// The dataset directory.
+        path: PathBuf,
+        /// What the dataset holds, e.g. `<f4(64,)`.
+        holds: String,
+        /// What the call tried to append.
+        given: String,
+    },
+    /// A buffer, slice or shape that does not fit the layout.
+    ShapeMismatch(String),
+    /// A record (one sample) over the store's 1 MiB limit.
+    RecordTooLarge {
+        /// Its size in bytes.
+        bytes: u64,
+    },
+    /// A `.npy` file this crate cannot convert.
+    Npy {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A stored ragged record whose length is not a whole number of rows.
+    PartialRow {
+        /// The record.
+        index: u64,
+        /// Its length in bytes.
+        bytes: u32,
+        /// Bytes per row.
+        row_bytes: usize,
+    },
+    /// A record with more rows than an explicit `max_len` when padding.
+    TooLong {
+        /// Its position in the batch.
+        position: usize,
+        /// Its rows.
+        rows: u64,
+        /// The `max_len` asked for.
+        max_len: usize,
+    },
+    /// Another argument that does not fit.
+    InvalidArgument(String),
+}
+
+impl From<crate::Error> for DatasetError {
+    fn from(e: crate::Error) -> DatasetError {
+        DatasetError::Store(e)
+    }
+}
+
+impl fmt::Display for DatasetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DatasetError::Store(e) => e.fmt(f),
+            DatasetError::Io { path, op, source } => write!(f, "{}: {op} failed: {source}", path.display()),
+            DatasetError::NoSchema { path } => {
+                write!(f, "{}: no schema.json, so not a loaderx dataset", path.display())
+            }
+            DatasetError::Schema { path, reason } => write!(f, "{}: {reason}", path.display()),
+            DatasetError::UnknownFormat { path, found } => {
+                write!(f, "{}: format is {found}, not \"loaderx-zrecord\"", path.display())
+            }
+            DatasetError::UnsupportedVersion { path, found } => {
+                write!(f, "{}: schema version {found} is not supported (this crate reads version 1)", path.display())
+            }
+            DatasetError::UnknownDtype { dtype, reason } => write!(f, "dtype {dtype:?} not supported: {reason}"),
+            DatasetError::UnknownCodec { found } => {
+                write!(f, "unknown codec {found:?}, expected one of \"raw\", \"zstd\", \"zstd_dict\"")
+            }
+            DatasetError::WrongKind { path, ragged: true } => {
+                write!(f, "{} is a ragged dataset; open it with RaggedDataset", path.display())
+            }
+            DatasetError::WrongKind { path, ragged: false } => {
+                write!(f, "{} is a fixed-shape dataset; open it with Dataset", path.display())
+            }
+            DatasetError::DtypeMismatch { stored, requested } => {
+                write!(f, "the dataset holds {stored} elements, the caller asked for {requested}")
+            }
+            DatasetError::Incompatible { path, holds, given } => {
+                write!(f, "{} holds {holds} records, cannot append {given}", path.display())
+            }
+            DatasetError::ShapeMismatch(what) => write!(f, "shape mismatch: {what}"),
+            DatasetError::RecordTooLarge { bytes } => {
+                write!(f, "a sample of {bytes} bytes exceeds the {} byte record limit", crate::format::RECORD_BYTES_MAX)
+            }
+            DatasetError::Npy { path, reason } => write!(f, "{}: {reason}", path.display()),
+            DatasetError::PartialRow { index, bytes, row_bytes } => {
+                write!(f, "record {index} is {bytes} bytes, not a whole number of {row_bytes}-byte rows")
+            }
+            DatasetError::TooLong { position, rows, max_len } => {
+                write!(f, "record {position} of the batch has {rows} rows, over max_len={max_len}")
+            }
+            DatasetError::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for DatasetError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DatasetError::Store(e) => Some(e),
+            DatasetError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! [`Dataset`]: fixed-shape records over a store, read-only, typed against
+//! its schema.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::dtype::{DType, Element};
+use super::error::DatasetError;
+use super::schema::Schema;
+use super::tensor::{Pool, Tensor, check_dtype};
+use crate::io::Vfs;
+use crate::{Options, Zrecord};
+
+/// A fixed-shape dataset: every record is one sample of the schema's dtype
+/// and shape. Opened read-only (no lock; many processes may read while one
+/// writer appends, see [`Dataset::refresh`]).
+///
+/// ```
+/// use loaderx::dataset::{Dataset, WriteOptions, write_dataset};
+/// let dir = tempfile::tempdir()?;
+/// let data: Vec<f32> = (0..12).map(|x| x as f32).collect();
+/// write_dataset(dir.path(), &data, &[3], &WriteOptions::default())?; // 4 records of 3 floats
+/// let ds = Dataset::open(dir.path())?;
+/// assert_eq!((ds.len(), ds.shape()), (4, &[3][..]));
+/// let mut batch = [0f32; 6];
+/// ds.gather_into(&[3, 1], &mut batch)?;
+/// assert_eq!(batch, [9.0, 10.0, 11.0, 3.0, 4.0, 5.0]);
+/// let owned = ds.gather(&[0, 2])?; // carries its shape
+/// assert_eq!(owned.shape(), &[2, 3]);
+/// assert!(ds.gather_into(&[0], &mut [0i32; 3]).is_err()); // the dataset holds <f4
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Dataset {
+    schema: Schema,
+    record_bytes: usize,
+    store: Zrecord,
+}
+
+impl Dataset {
+    /// Opens the dataset in directory `path` (a store and its `schema.json`).
+    pub fn open(path: impl AsRef<Path>) -> Result<Dataset, DatasetError> {
+        Dataset::open_in(Arc::new(crate::io::real::RealFs), path.as_ref())
+    }
+
+    /// Opens on any filesystem implementation.
+    pub fn open_in(vfs: Arc<dyn Vfs>, path: &Path) -> Result<Dataset, DatasetError> {
+        let schema = Schema::read(&*vfs, path)?;
+        if schema.is_ragged() {
+            return Err(DatasetError::WrongKind { path: path.to_path_buf(), ragged: true });
+        }
+        let record_bytes = schema.unit_bytes()?;
+        let store = Zrecord::open_in(vfs, path, Options { read_only: true, ..Options::default() })?;
+        Ok(Dataset { schema, record_bytes, store })
+    }
+
+    /// The dataset's directory.
+    pub fn path(&self) -> &Path {
+        self.store.path()
+    }
+
+    /// The schema.
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.schema.dtype
+    }
+
+    /// The shape of one record.
+    pub fn shape(&self) -> &[usize] {
+        self.schema.shape()
+    }
+
+    /// Bytes per record.
+    pub fn record_bytes(&self) -> usize {
+        self.record_bytes
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> u64 {
+        u64::from(self.store.len())
+    }
+
+    /// True if the dataset holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.store.is_empty()
+    }
+
+    /// The store beneath, for byte-level access.
+    pub fn store(&self) -> &Zrecord {
+        &self.store
+    }
+
+    /// Picks up records a writer appended since open; returns the new length.
+    pub fn refresh(&self) -> Result<u64, DatasetError> {
+        Ok(u64::from(self.store.refresh()?))
+    }
+
+    /// The shape of a batch of `n` records: `[n, *shape]`.
+    pub fn batch_shape(&self, n: usize) -> Vec<usize> {
+        std::iter::once(n).chain(self.shape().iter().copied()).collect()
+    }
+
+    /// Gathers records `indices` into `dst`, which must be exactly
+    /// `indices.len() * record_bytes()` bytes: record `k` at
+    /// `dst[k * record_bytes..]`. Decoded in parallel, straight into `dst`.
+    pub fn gather_bytes(&self, indices: &[u64], dst: &mut [u8]) -> Result<(), DatasetError> {
+        let need = indices.len().checked_mul(self.record_bytes);
+        if need != Some(dst.len()) {
+            return Err(DatasetError::ShapeMismatch(format!(
+                "{} records of {} bytes need {} bytes, the buffer has {}",
+                indices.len(),
+                self.record_bytes,
+                need.map_or_else(|| "more than usize::MAX".to_string(), |n| n.to_string()),
+                dst.len()
+            )));
+        }
+        Ok(self.store.gather(indices, dst, self.record_bytes)?)
+    }
+
+    /// Gathers records `indices` into `dst` as elements of `T`, which must be
+    /// the dataset's dtype ([`DatasetError::DtypeMismatch`] otherwise); `dst`
+    /// holds exactly `indices.len()` records.
+    pub fn gather_into<T: Element>(&self, indices: &[u64], dst: &mut [T]) -> Result<(), DatasetError> {
+        check_dtype::<T>(self.dtype())?;
+        self.gather_bytes(indices, bytemuck::cast_slice_mut(dst))
+    }
+
+    /// Gathers records `indices` into a new tensor of shape
+    /// `[indices.len(), *shape]`.
+    pub fn gather(&self, indices: &[u64]) -> Result<Tensor, DatasetError> {
+        self.gather_pooled(indices, None)
+    }
+
+    pub(crate) fn gather_pooled(&self, indices: &[u64], pool: Option<&Arc<Pool>>) -> Result<Tensor, DatasetError> {
+        let mut out = Tensor::pooled(self.dtype(), &self.batch_shape(indices.len()), pool)?;
+        self.gather_bytes(indices, out.as_bytes_mut())?;
+        Ok(out)
+    }
+
+    /// Record `index`, a tensor of the record's shape.
+    pub fn get(&self, index: u64) -> Result<Tensor, DatasetError> {
+        let mut out = self.gather(&[index])?;
+        out.reshape(self.shape())?;
+        Ok(out)
+    }
+
+    /// Record `index` into `dst` (exactly one record of `T`).
+    pub fn get_into<T: Element>(&self, index: u64, dst: &mut [T]) -> Result<(), DatasetError> {
+        self.gather_into(&[index], dst)
+    }
+}

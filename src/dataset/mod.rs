@@ -1,0 +1,42 @@
+//! Datasets: typed NumPy-shaped records over a [`Zrecord`](crate::Zrecord)
+//! store, byte-compatible with the reference package loaderx 0.7.3.
+//!
+//! A dataset is a store directory plus one `schema.json` ([`Schema`]) naming
+//! the element type (a NumPy dtype string, [`DType`]), the shape of a record
+//! (fixed) or of a row (ragged) and the codec. Two kinds:
+//!
+//! - [`Dataset`]: every record one sample of a fixed shape. Gather a batch
+//!   into your buffer ([`Dataset::gather_into`], typed and checked against
+//!   the schema, or [`Dataset::gather_bytes`]) or into an owned [`Tensor`]
+//!   that carries its shape ([`Dataset::gather`]). Written by
+//!   [`write_dataset`] (a slice), [`write_dataset_iter`] (an iterator) or
+//!   [`write_dataset_npy`] (a `.npy` file, streamed).
+//! - [`RaggedDataset`]: each record any number of rows. A batch comes back
+//!   packed ([`Ragged`]: values plus `row_splits`), or padded in the same
+//!   pass ([`RaggedDataset::gather_padded`]); [`pad`] turns packed into
+//!   dense. Written by [`write_ragged`].
+//!
+//! Datasets open read-only; the reference package opens what
+//! [`write_dataset`] and [`write_ragged`] write and the other way round
+//! (`tests/interop/`). `docs/loader.md` has the formats and the design.
+
+mod dtype;
+mod error;
+mod fixed;
+mod npy;
+mod ragged;
+mod schema;
+mod tensor;
+mod write;
+
+pub use dtype::{ByteOrder, DType, Element, Kind};
+pub use error::DatasetError;
+pub use fixed::Dataset;
+pub use ragged::{Padded, Ragged, RaggedDataset, pad, pad_bytes};
+pub use schema::{Layout, SCHEMA_FILE, SCHEMA_FORMAT, SCHEMA_VERSION, Schema, parse_codec};
+pub(crate) use tensor::Pool;
+pub use tensor::Tensor;
+pub use write::{
+    DICT_SAMPLE_BYTES_MAX, DICT_SAMPLES_MAX, WRITE_CHUNK_BYTES_DEFAULT, WriteOptions, write_dataset,
+    write_dataset_bytes, write_dataset_iter, write_dataset_npy, write_ragged, write_ragged_bytes,
+};

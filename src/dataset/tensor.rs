@@ -1,0 +1,232 @@
+//! [`Tensor`]: an owned, shaped, aligned block of elements (a gathered
+//! batch, a padded batch, a record), and the buffer pool batches recycle
+//! their memory through.
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use super::dtype::{DType, Element};
+use super::error::DatasetError;
+
+/// Free buffers, recycled: a gathered batch writes every byte of its
+/// buffer, so a reused buffer needs neither zeroing nor fresh pages.
+#[derive(Debug)]
+pub(crate) struct Pool {
+    free: Mutex<Vec<Vec<u64>>>,
+    /// At most this many free buffers are kept.
+    keep: usize,
+}
+
+impl Pool {
+    /// A pool keeping at most `keep` free buffers.
+    pub(crate) fn new(keep: usize) -> Arc<Pool> {
+        Arc::new(Pool { free: Mutex::new(Vec::new()), keep })
+    }
+
+    fn take(&self) -> Option<Vec<u64>> {
+        self.free.lock().unwrap_or_else(|e| e.into_inner()).pop()
+    }
+
+    fn give(&self, words: Vec<u64>) {
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        if free.len() < self.keep {
+            free.push(words);
+        }
+    }
+}
+
+/// Bytes stored in `u64` words, so that every element type up to 8 bytes is
+/// aligned; returns its memory to its pool when dropped.
+pub(crate) struct Buffer {
+    words: Vec<u64>,
+    len: usize,
+    pool: Option<Arc<Pool>>,
+}
+
+impl Buffer {
+    /// A buffer of `len` bytes: zeroed if new, holding old bytes if taken
+    /// from `pool` (the caller overwrites them all).
+    pub(crate) fn with_len(len: usize, pool: Option<&Arc<Pool>>) -> Buffer {
+        let need = len.div_ceil(8);
+        let mut words = pool.and_then(|p| p.take()).unwrap_or_default();
+        if words.len() < need {
+            words.resize(need, 0);
+        }
+        Buffer { words, len, pool: pool.cloned() }
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &bytemuck::cast_slice(&self.words)[..self.len]
+    }
+
+    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut bytemuck::cast_slice_mut(&mut self.words)[..self.len]
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            pool.give(std::mem::take(&mut self.words));
+        }
+    }
+}
+
+/// An owned n-dimensional array of one [`DType`], C order: a gathered batch
+/// (`[batch, *shape]`), a padded batch (`[batch, max_len, *item_shape]`), a
+/// record, or anything a transform builds.
+///
+/// ```
+/// use loaderx::dataset::Tensor;
+/// let t = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
+/// assert_eq!(t.shape(), &[2, 3]);
+/// assert_eq!(t.as_slice::<f32>()?[4], 5.0);
+/// assert_eq!(t.record(1), t.as_bytes()[12..].to_vec());
+/// assert!(t.as_slice::<i32>().is_err());
+/// # Ok::<(), loaderx::dataset::DatasetError>(())
+/// ```
+pub struct Tensor {
+    dtype: DType,
+    shape: Vec<usize>,
+    data: Buffer,
+}
+
+/// Bytes of an array of `dtype` and `shape`, checked for overflow.
+pub(crate) fn array_bytes(dtype: DType, shape: &[usize]) -> Result<usize, DatasetError> {
+    shape
+        .iter()
+        .try_fold(dtype.itemsize(), |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| DatasetError::ShapeMismatch(format!("{dtype}{shape:?} overflows the address space")))
+}
+
+impl Tensor {
+    /// A zeroed tensor.
+    pub fn zeros(dtype: DType, shape: &[usize]) -> Result<Tensor, DatasetError> {
+        let len = array_bytes(dtype, shape)?;
+        Ok(Tensor { dtype, shape: shape.to_vec(), data: Buffer::with_len(len, None) })
+    }
+
+    /// A tensor whose buffer may come from `pool` (its bytes are garbage:
+    /// the caller overwrites all of them).
+    pub(crate) fn pooled(dtype: DType, shape: &[usize], pool: Option<&Arc<Pool>>) -> Result<Tensor, DatasetError> {
+        let len = array_bytes(dtype, shape)?;
+        Ok(Tensor { dtype, shape: shape.to_vec(), data: Buffer::with_len(len, pool) })
+    }
+
+    /// A tensor holding a copy of `data`, which must have as many elements as
+    /// `shape` says.
+    pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> Result<Tensor, DatasetError> {
+        Tensor::from_bytes(T::DTYPE, shape, bytemuck::cast_slice(data))
+    }
+
+    /// A tensor of `dtype` and `shape` holding a copy of `bytes`, which must
+    /// be exactly as long as that shape.
+    pub fn from_bytes(dtype: DType, shape: &[usize], bytes: &[u8]) -> Result<Tensor, DatasetError> {
+        let mut t = Tensor::zeros(dtype, shape)?;
+        if t.nbytes() != bytes.len() {
+            return Err(DatasetError::ShapeMismatch(format!(
+                "{} bytes given for {dtype}{shape:?}, which is {} bytes",
+                bytes.len(),
+                t.nbytes()
+            )));
+        }
+        t.as_bytes_mut().copy_from_slice(bytes);
+        Ok(t)
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The length of the first axis (1 for a 0-dimensional tensor).
+    pub fn len(&self) -> usize {
+        self.shape.first().copied().unwrap_or(1)
+    }
+
+    /// True if the first axis is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Total bytes.
+    pub fn nbytes(&self) -> usize {
+        self.data.len
+    }
+
+    /// The bytes, C order.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.data.bytes()
+    }
+
+    /// The bytes, C order, writable.
+    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
+        self.data.bytes_mut()
+    }
+
+    /// The elements as `T`; [`DatasetError::DtypeMismatch`] unless `T` reads
+    /// this tensor's dtype.
+    pub fn as_slice<T: Element>(&self) -> Result<&[T], DatasetError> {
+        check_dtype::<T>(self.dtype)?;
+        Ok(bytemuck::cast_slice(self.as_bytes()))
+    }
+
+    /// The elements as `T`, writable.
+    pub fn as_mut_slice<T: Element>(&mut self) -> Result<&mut [T], DatasetError> {
+        check_dtype::<T>(self.dtype)?;
+        Ok(bytemuck::cast_slice_mut(self.as_bytes_mut()))
+    }
+
+    /// The bytes of entry `i` along the first axis (a record of a batch).
+    /// Panics if `i >= len()` (an index bug, like slice indexing).
+    pub fn record(&self, i: usize) -> &[u8] {
+        let per = self.nbytes().checked_div(self.len()).unwrap_or(0);
+        &self.as_bytes()[i * per..(i + 1) * per]
+    }
+
+    /// Changes the shape to one with the same number of bytes.
+    pub fn reshape(&mut self, shape: &[usize]) -> Result<(), DatasetError> {
+        if array_bytes(self.dtype, shape)? != self.nbytes() {
+            return Err(DatasetError::ShapeMismatch(format!(
+                "cannot reshape {}{:?} to {shape:?}",
+                self.dtype, self.shape
+            )));
+        }
+        self.shape = shape.to_vec();
+        Ok(())
+    }
+}
+
+/// [`DatasetError::DtypeMismatch`] unless `T` reads `dtype`.
+pub(crate) fn check_dtype<T: Element>(dtype: DType) -> Result<(), DatasetError> {
+    if T::DTYPE == dtype {
+        Ok(())
+    } else {
+        Err(DatasetError::DtypeMismatch { stored: dtype.to_string(), requested: T::DTYPE.to_string() })
+    }
+}
+
+impl Clone for Tensor {
+    fn clone(&self) -> Tensor {
+        let mut data = Buffer::with_len(self.nbytes(), None);
+        data.bytes_mut().copy_from_slice(self.as_bytes());
+        Tensor { dtype: self.dtype, shape: self.shape.clone(), data }
+    }
+}
+
+impl PartialEq for Tensor {
+    fn eq(&self, other: &Tensor) -> bool {
+        self.dtype == other.dtype && self.shape == other.shape && self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Tensor({}{:?}, {} bytes)", self.dtype, self.shape, self.nbytes())
+    }
+}

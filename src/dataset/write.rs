@@ -1,0 +1,389 @@
+//! Writing datasets: [`write_dataset`] (from a slice, an iterator or a
+//! `.npy` file) and [`write_ragged`], each a store plus its `schema.json`,
+//! streamed to the store in bounded calls, as the reference's
+//! `write_dataset` / `write_ragged` do.
+//!
+//! Appending to an existing dataset of the same dtype and shape (or ragged
+//! item shape) adds records; anything else is [`DatasetError::Incompatible`].
+//! An existing dataset keeps its own codec (the one its schema names), as
+//! in the reference.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::dtype::{DType, Element};
+use super::error::DatasetError;
+use super::npy::NpyFile;
+use super::schema::Schema;
+use crate::format::{Codec, RECORD_BYTES_MAX};
+use crate::io::Vfs;
+use crate::io::real::RealFs;
+use crate::{Options, Zrecord, default_dict_size};
+
+/// Bytes submitted per append call by default (the reference's `chunk_bytes`).
+pub const WRITE_CHUNK_BYTES_DEFAULT: usize = 64 << 20;
+/// The dictionary is trained on at most this many records...
+pub const DICT_SAMPLES_MAX: usize = 8192;
+/// ...and at most this many bytes of them.
+pub const DICT_SAMPLE_BYTES_MAX: usize = 256 << 20;
+
+/// How to write a dataset.
+#[derive(Clone, Debug)]
+pub struct WriteOptions {
+    /// Codec of a new dataset (an existing one keeps its own).
+    pub codec: Codec,
+    /// Upper bound on the bytes submitted per append call (at least one record).
+    pub chunk_bytes: usize,
+    /// Cap on the `zstd_dict` dictionary size; `None` adapts it to the
+    /// sample ([`default_dict_size`]).
+    pub dict_size: Option<usize>,
+    /// How the store is opened (compression levels, ...). `read_only` is ignored.
+    pub store: Options,
+}
+
+impl Default for WriteOptions {
+    fn default() -> WriteOptions {
+        WriteOptions {
+            codec: Codec::Zstd,
+            chunk_bytes: WRITE_CHUNK_BYTES_DEFAULT,
+            dict_size: None,
+            store: Options::default(),
+        }
+    }
+}
+
+impl WriteOptions {
+    /// The defaults with `codec`.
+    pub fn codec(codec: Codec) -> WriteOptions {
+        WriteOptions { codec, ..WriteOptions::default() }
+    }
+}
+
+/// The store open for appending, with the effective schema.
+struct Target {
+    schema: Schema,
+    store: Zrecord,
+    unit_bytes: usize,
+}
+
+/// Opens (creating if needed) the dataset at `path` for appending records
+/// of `wanted`'s dtype and shape; writes its schema if it has none.
+fn open_target(vfs: Arc<dyn Vfs>, path: &Path, wanted: Schema, opts: &WriteOptions) -> Result<Target, DatasetError> {
+    let unit_bytes = wanted.unit_bytes()?;
+    let existing = match Schema::read(&*vfs, path) {
+        Ok(schema) => Some(schema),
+        Err(DatasetError::NoSchema { .. }) => None,
+        Err(e) => return Err(e),
+    };
+    if let Some(existing) = &existing
+        && (existing.layout != wanted.layout || existing.dtype != wanted.dtype)
+    {
+        return Err(DatasetError::Incompatible {
+            path: path.to_path_buf(),
+            holds: existing.describe(),
+            given: wanted.describe(),
+        });
+    }
+    let store = Zrecord::open_in(vfs.clone(), path, Options { read_only: false, ..opts.store.clone() })?;
+    let schema = match existing {
+        Some(existing) => existing,
+        None => {
+            wanted.write(&*vfs, path)?;
+            wanted
+        }
+    };
+    Ok(Target { schema, store, unit_bytes })
+}
+
+impl Target {
+    fn needs_dict(&self) -> bool {
+        self.schema.codec == Codec::ZstdDict && !self.store.has_dict()
+    }
+
+    /// Trains the dictionary on `samples` (concatenated, of `sizes`);
+    /// zero-length samples are left out (they teach nothing).
+    fn train(&self, samples: &[u8], sizes: &[usize], opts: &WriteOptions) -> Result<(), DatasetError> {
+        let sizes: Vec<usize> = sizes.iter().copied().filter(|&s| s > 0).collect();
+        let target = opts.dict_size.unwrap_or_else(|| default_dict_size(samples.len()));
+        self.store.train_dict(samples, &sizes, target)?;
+        Ok(())
+    }
+
+    /// Records per append call.
+    fn step(&self, opts: &WriteOptions) -> usize {
+        (opts.chunk_bytes / self.unit_bytes.max(1)).max(1)
+    }
+}
+
+/// The reference's dictionary sample: `k = min(count, 8192, max(1, 256 MiB
+/// / record_bytes))` record indices evenly spaced over `0..count` (NumPy's
+/// `unique(linspace(0, count - 1, k).astype(int64))`).
+pub(crate) fn dict_sample_indices(count: u64, record_bytes: usize) -> Vec<u64> {
+    if count == 0 {
+        return Vec::new();
+    }
+    let k = count.min(DICT_SAMPLES_MAX as u64).min((DICT_SAMPLE_BYTES_MAX / record_bytes.max(1)).max(1) as u64);
+    let stop = (count - 1) as f64;
+    let mut out: Vec<u64> = if k == 1 {
+        vec![0]
+    } else {
+        let step = stop / (k - 1) as f64;
+        (0..k).map(|i| if i == k - 1 { count - 1 } else { (i as f64 * step) as u64 }).collect()
+    };
+    out.dedup();
+    out
+}
+
+/// Writes `data`, records of `shape` elements of `T` back to back, as a
+/// fixed-shape dataset at `path` (created, or appended to). Returns the
+/// number of records written.
+pub fn write_dataset<T: Element>(
+    path: impl AsRef<Path>,
+    data: &[T],
+    shape: &[usize],
+    opts: &WriteOptions,
+) -> Result<u64, DatasetError> {
+    write_dataset_bytes(path, T::DTYPE, shape, bytemuck::cast_slice(data), opts)
+}
+
+/// [`write_dataset`] from raw bytes of any dtype.
+pub fn write_dataset_bytes(
+    path: impl AsRef<Path>,
+    dtype: DType,
+    shape: &[usize],
+    data: &[u8],
+    opts: &WriteOptions,
+) -> Result<u64, DatasetError> {
+    let schema = Schema::fixed(dtype, shape.to_vec(), opts.codec)?;
+    let record_bytes = schema.unit_bytes()?;
+    if record_bytes == 0 {
+        return Err(DatasetError::ShapeMismatch(format!(
+            "records of {dtype}{shape:?} are 0 bytes: their count cannot be told from a slice"
+        )));
+    }
+    if !data.len().is_multiple_of(record_bytes) {
+        return Err(DatasetError::ShapeMismatch(format!(
+            "{} bytes are not a whole number of {record_bytes}-byte records of {dtype}{shape:?}",
+            data.len()
+        )));
+    }
+    let count = (data.len() / record_bytes) as u64;
+    let target = open_target(Arc::new(RealFs), path.as_ref(), schema, opts)?;
+    write_fixed(&target, count, &SliceSource { data, record_bytes }, opts)
+}
+
+/// Writes the `.npy` file at `npy` as a fixed-shape dataset at `path`: one
+/// record per slice along axis 0 (a 1-D array becomes a dataset of
+/// scalars), dtype and shape from the file's header. The file is mapped and
+/// streamed in calls of at most `opts.chunk_bytes`, so a file larger than
+/// memory converts.
+pub fn write_dataset_npy(
+    path: impl AsRef<Path>,
+    npy: impl AsRef<Path>,
+    opts: &WriteOptions,
+) -> Result<u64, DatasetError> {
+    let vfs: Arc<dyn Vfs> = Arc::new(RealFs);
+    let file = NpyFile::open(&*vfs, npy.as_ref())?;
+    let schema = Schema::fixed(file.dtype, file.record_shape.clone(), opts.codec)?;
+    let target = open_target(vfs, path.as_ref(), schema, opts)?;
+    write_fixed(&target, file.count, &file, opts)
+}
+
+/// Writes fixed-shape records from an iterator, each item one record of
+/// `shape` elements of `T`; streamed in calls of at most `opts.chunk_bytes`.
+/// A `zstd_dict` dictionary is trained on an evenly spaced sample of the
+/// first call's records (an iterator cannot be sampled ahead).
+pub fn write_dataset_iter<T, R, I>(
+    path: impl AsRef<Path>,
+    shape: &[usize],
+    records: I,
+    opts: &WriteOptions,
+) -> Result<u64, DatasetError>
+where
+    T: Element,
+    R: AsRef<[T]>,
+    I: IntoIterator<Item = R>,
+{
+    let schema = Schema::fixed(T::DTYPE, shape.to_vec(), opts.codec)?;
+    let record_bytes = schema.unit_bytes()?;
+    let target = open_target(Arc::new(RealFs), path.as_ref(), schema, opts)?;
+    let step = target.step(opts);
+    let mut block: Vec<u8> = Vec::with_capacity(step * record_bytes);
+    let mut written = 0u64;
+    let mut records = records.into_iter().peekable();
+    while records.peek().is_some() {
+        block.clear();
+        let mut n = 0usize;
+        for record in records.by_ref().take(step) {
+            let bytes: &[u8] = bytemuck::cast_slice(record.as_ref());
+            if bytes.len() != record_bytes {
+                return Err(DatasetError::ShapeMismatch(format!(
+                    "record {} has {} bytes, records of {}{shape:?} have {record_bytes}",
+                    written + n as u64,
+                    bytes.len(),
+                    T::DTYPE
+                )));
+            }
+            block.extend_from_slice(bytes);
+            n += 1;
+        }
+        written += write_fixed(&target, n as u64, &SliceSource { data: &block, record_bytes }, opts)?;
+    }
+    target.store.sync()?;
+    Ok(written)
+}
+
+/// Fixed-size records readable by position.
+pub(crate) trait FixedSource {
+    /// The bytes of records `start..start + n`, borrowed where possible,
+    /// otherwise copied into `scratch`.
+    fn records<'a>(&'a self, start: u64, n: usize, scratch: &'a mut Vec<u8>) -> Result<&'a [u8], DatasetError>;
+}
+
+/// Records back to back in memory.
+struct SliceSource<'d> {
+    data: &'d [u8],
+    record_bytes: usize,
+}
+
+impl FixedSource for SliceSource<'_> {
+    fn records<'a>(&'a self, start: u64, n: usize, _: &'a mut Vec<u8>) -> Result<&'a [u8], DatasetError> {
+        Ok(&self.data[start as usize * self.record_bytes..][..n * self.record_bytes])
+    }
+}
+
+impl FixedSource for NpyFile {
+    fn records<'a>(&'a self, start: u64, n: usize, scratch: &'a mut Vec<u8>) -> Result<&'a [u8], DatasetError> {
+        NpyFile::records(self, start, n, scratch)
+    }
+}
+
+/// Appends the `count` records of `records`; trains the dictionary first
+/// if needed.
+fn write_fixed(
+    target: &Target,
+    count: u64,
+    records: &dyn FixedSource,
+    opts: &WriteOptions,
+) -> Result<u64, DatasetError> {
+    let record_bytes = target.unit_bytes;
+    let codec = target.schema.codec;
+    if count > 0 && target.needs_dict() {
+        let indices = dict_sample_indices(count, record_bytes);
+        let mut sample = Vec::with_capacity(indices.len() * record_bytes);
+        let mut scratch = Vec::new();
+        for &i in &indices {
+            sample.extend_from_slice(records.records(i, 1, &mut scratch)?);
+        }
+        target.train(&sample, &vec![record_bytes; indices.len()], opts)?;
+    }
+    let step = target.step(opts) as u64;
+    let mut scratch = Vec::new();
+    let mut start = 0u64;
+    while start < count {
+        let n = step.min(count - start) as usize;
+        let bytes = records.records(start, n, &mut scratch)?;
+        target.store.append(bytes, n, record_bytes, codec)?;
+        start += n as u64;
+    }
+    target.store.sync()?;
+    Ok(count)
+}
+
+/// Writes variable-length records as a ragged dataset at `path` (created, or
+/// appended to): each item any number of rows of `item_shape` elements of
+/// `T` (its length a multiple of the row's element count; a plain sequence
+/// of scalars for `item_shape = []`). Empty records are records. Streamed
+/// in calls of at most `opts.chunk_bytes`; a `zstd_dict` dictionary is
+/// trained on the first call's records (at most 8192), as the reference does.
+pub fn write_ragged<T, R, I>(
+    path: impl AsRef<Path>,
+    item_shape: &[usize],
+    records: I,
+    opts: &WriteOptions,
+) -> Result<u64, DatasetError>
+where
+    T: Element,
+    R: AsRef<[T]>,
+    I: IntoIterator<Item = R>,
+{
+    write_ragged_bytes(
+        path,
+        T::DTYPE,
+        item_shape,
+        records.into_iter().map(|r| RecordBytes(r, std::marker::PhantomData)),
+        opts,
+    )
+}
+
+/// A typed record seen as bytes.
+struct RecordBytes<T, R>(R, std::marker::PhantomData<T>);
+
+impl<T: Element, R: AsRef<[T]>> AsRef<[u8]> for RecordBytes<T, R> {
+    fn as_ref(&self) -> &[u8] {
+        bytemuck::cast_slice(self.0.as_ref())
+    }
+}
+
+/// [`write_ragged`] from raw bytes of any dtype: each item the bytes of a
+/// whole number of rows.
+pub fn write_ragged_bytes<R, I>(
+    path: impl AsRef<Path>,
+    dtype: DType,
+    item_shape: &[usize],
+    records: I,
+    opts: &WriteOptions,
+) -> Result<u64, DatasetError>
+where
+    R: AsRef<[u8]>,
+    I: IntoIterator<Item = R>,
+{
+    let schema = Schema::ragged(dtype, item_shape.to_vec(), opts.codec)?;
+    let target = open_target(Arc::new(RealFs), path.as_ref(), schema, opts)?;
+    let row_bytes = target.unit_bytes;
+    let mut block: Vec<u8> = Vec::new();
+    let mut lens: Vec<u32> = Vec::new();
+    let mut written = 0u64;
+    let flush = |block: &mut Vec<u8>, lens: &mut Vec<u32>, written: &mut u64| -> Result<(), DatasetError> {
+        if lens.is_empty() {
+            return Ok(());
+        }
+        if target.needs_dict() {
+            let k = lens.len().min(DICT_SAMPLES_MAX);
+            let sizes: Vec<usize> = lens[..k].iter().map(|&l| l as usize).collect();
+            target.train(&block[..sizes.iter().sum()], &sizes, opts)?;
+        }
+        let mut offsets = Vec::with_capacity(lens.len());
+        let mut at = 0u64;
+        for &l in lens.iter() {
+            offsets.push(at);
+            at += u64::from(l);
+        }
+        target.store.append_var(block, &offsets, lens, target.schema.codec)?;
+        *written += lens.len() as u64;
+        block.clear();
+        lens.clear();
+        Ok(())
+    };
+    for record in records {
+        let bytes = record.as_ref();
+        let position = written + lens.len() as u64;
+        if bytes.len() > RECORD_BYTES_MAX as usize {
+            return Err(DatasetError::RecordTooLarge { bytes: bytes.len() as u64 });
+        }
+        if !bytes.len().is_multiple_of(row_bytes) {
+            return Err(DatasetError::ShapeMismatch(format!(
+                "record {position} has {} bytes, not a whole number of {row_bytes}-byte rows of {dtype}{item_shape:?}",
+                bytes.len()
+            )));
+        }
+        block.extend_from_slice(bytes);
+        lens.push(bytes.len() as u32);
+        if block.len() >= opts.chunk_bytes {
+            flush(&mut block, &mut lens, &mut written)?;
+        }
+    }
+    flush(&mut block, &mut lens, &mut written)?;
+    target.store.sync()?;
+    Ok(written)
+}

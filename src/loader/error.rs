@@ -1,0 +1,105 @@
+//! The loader's error type.
+
+use std::fmt;
+
+use crate::dataset::DatasetError;
+use crate::sampler::SamplerError;
+
+/// The error a transform returns.
+pub type TransformError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Everything that can go wrong building or running a [`DataLoader`](super::DataLoader).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum LoaderError {
+    /// A loader needs at least one stream.
+    NoStreams,
+    /// Two streams share a name.
+    DuplicateStream(String),
+    /// The streams differ in length; every stream with its length.
+    LengthMismatch(Vec<(String, u64)>),
+    /// The sampler refused the configuration (empty streams, batch size 0,
+    /// a shard count that does not divide the batch, ...).
+    Sampler(SamplerError),
+    /// Another setting that does not fit.
+    InvalidArgument(String),
+    /// A worker thread could not be started.
+    Spawn(std::io::Error),
+    /// Gathering stream `stream` for the batch of `step` failed.
+    Gather {
+        /// The step.
+        step: u64,
+        /// The stream.
+        stream: String,
+        /// Why.
+        source: DatasetError,
+    },
+    /// The transform returned an error for the batch of `step`.
+    Transform {
+        /// The step.
+        step: u64,
+        /// The transform's error.
+        source: TransformError,
+    },
+    /// The transform (or a gather) panicked on the batch of `step`.
+    Panic {
+        /// The step.
+        step: u64,
+        /// The panic's message.
+        message: String,
+    },
+    /// The loader stopped after returning an earlier error.
+    Stopped,
+}
+
+impl From<SamplerError> for LoaderError {
+    fn from(e: SamplerError) -> LoaderError {
+        LoaderError::Sampler(e)
+    }
+}
+
+impl LoaderError {
+    /// The step a worker failure happened at, if this is one.
+    pub fn step(&self) -> Option<u64> {
+        match self {
+            LoaderError::Gather { step, .. }
+            | LoaderError::Transform { step, .. }
+            | LoaderError::Panic { step, .. } => Some(*step),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for LoaderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LoaderError::NoStreams => write!(f, "a loader needs at least one stream"),
+            LoaderError::DuplicateStream(name) => write!(f, "two streams are named {name:?}"),
+            LoaderError::LengthMismatch(lengths) => {
+                let list: Vec<String> = lengths.iter().map(|(n, l)| format!("{n:?}: {l}")).collect();
+                write!(f, "all streams must have the same length, got {{{}}}", list.join(", "))
+            }
+            LoaderError::Sampler(e) => write!(f, "sampler: {e}"),
+            LoaderError::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
+            LoaderError::Spawn(e) => write!(f, "could not start a loader thread: {e}"),
+            LoaderError::Gather { step, stream, source } => {
+                write!(f, "step {step}: gathering stream {stream:?} failed: {source}")
+            }
+            LoaderError::Transform { step, source } => write!(f, "step {step}: the transform failed: {source}"),
+            LoaderError::Panic { step, message } => write!(f, "step {step}: a loader worker panicked: {message}"),
+            LoaderError::Stopped => write!(f, "the loader stopped after an earlier error"),
+        }
+    }
+}
+
+impl std::error::Error for LoaderError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LoaderError::Sampler(e) => Some(e),
+            LoaderError::Spawn(e) => Some(e),
+            LoaderError::Gather { source, .. } => Some(source),
+            LoaderError::Transform { source, .. } => Some(&**source),
+            _ => None,
+        }
+    }
+}

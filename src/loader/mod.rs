@@ -1,0 +1,263 @@
+//! The data loader: endless, ordered, resumable batches of named streams.
+//!
+//! A [`DataLoader`] draws the record indices of step 0, 1, 2, ... from a
+//! [`Sampler`](crate::sampler::Sampler) (optionally one host's
+//! [shard](crate::sampler::ShardedSampler)), gathers every stream at those
+//! indices on `num_workers` threads, applies the transform (the collate
+//! step), and hands the batches over **in step order**, whatever the
+//! workers' timing. So the batch of step `k` is a function of the seed, `k`
+//! and the data alone, and a loader started at step `k`
+//! ([`LoaderBuilder::start_step`]) yields exactly what iterating reached at
+//! `k`: [`DataLoader::step`] is the checkpoint.
+//!
+//! A worker failure (a gather error, a transform error, a panic) becomes the
+//! error of its step: the consumer gets every batch before it, then the
+//! error, and the loader stops; it never hangs. Dropping the loader stops and
+//! joins every thread, also mid-way or with every slot full. At most
+//! `prefetch` batches exist inside the loader at once (in production or
+//! waiting), so memory is about `prefetch` batches plus what the consumer
+//! holds. `docs/loader.md` has the design.
+//!
+//! ```
+//! use loaderx::dataset::{Dataset, WriteOptions, write_dataset};
+//! use loaderx::loader::DataLoader;
+//! use loaderx::sampler::Mode;
+//! let dir = tempfile::tempdir()?;
+//! let (x, y) = (dir.path().join("x"), dir.path().join("y"));
+//! let xs: Vec<f32> = (0..400).map(|v| v as f32).collect(); // 100 records of 4
+//! let ys: Vec<i64> = (0..100).collect();
+//! write_dataset(&x, &xs, &[4], &WriteOptions::default())?;
+//! write_dataset(&y, &ys, &[], &WriteOptions::default())?;
+//! let mut loader = DataLoader::builder()
+//!     .stream("x", Dataset::open(&x)?)
+//!     .stream("y", Dataset::open(&y)?)
+//!     .batch_size(8)
+//!     .num_workers(2)
+//!     .mode(Mode::Cyclic)
+//!     .seed(7)
+//!     .build()?;
+//! let batch = loader.next_batch()?;
+//! assert_eq!((batch.step(), loader.step()), (0, 1));
+//! assert_eq!(batch.dense("x").unwrap().shape(), &[8, 4]);
+//! let labels = batch.dense("y").unwrap().as_slice::<i64>()?;
+//! let expect: Vec<i64> = batch.indices().iter().map(|&i| i as i64).collect();
+//! assert_eq!(labels, expect);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod batch;
+mod error;
+mod worker;
+
+use std::sync::Arc;
+
+pub use batch::{Batch, Column, Stream};
+pub use error::{LoaderError, TransformError};
+
+use crate::dataset::Pool;
+use crate::sampler::{Mode, Sampler};
+use worker::{Job, Workers};
+
+/// A transform: the collate step, a batch in, a batch out, fallible.
+pub type Transform = dyn Fn(Batch) -> Result<Batch, TransformError> + Send + Sync;
+
+/// Settings of a [`DataLoader`]; made by [`DataLoader::builder`].
+pub struct LoaderBuilder {
+    streams: Vec<(String, Stream)>,
+    batch_size: usize,
+    num_workers: usize,
+    prefetch: Option<usize>,
+    mode: Mode,
+    seed: u64,
+    shard: (usize, usize),
+    start_step: u64,
+    transform: Option<Arc<Transform>>,
+    reuse_buffers: bool,
+}
+
+impl Default for LoaderBuilder {
+    fn default() -> LoaderBuilder {
+        LoaderBuilder {
+            streams: Vec::new(),
+            batch_size: 256,
+            num_workers: 4,
+            prefetch: None,
+            mode: Mode::Iid,
+            seed: 42,
+            shard: (0, 1),
+            start_step: 0,
+            transform: None,
+            reuse_buffers: true,
+        }
+    }
+}
+
+impl std::fmt::Debug for LoaderBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoaderBuilder")
+            .field("streams", &self.streams.iter().map(|(n, _)| n).collect::<Vec<_>>())
+            .field("batch_size", &self.batch_size)
+            .field("num_workers", &self.num_workers)
+            .field("prefetch", &self.prefetch)
+            .field("mode", &self.mode)
+            .field("seed", &self.seed)
+            .field("shard", &self.shard)
+            .field("start_step", &self.start_step)
+            .field("transform", &self.transform.is_some())
+            .finish()
+    }
+}
+
+impl LoaderBuilder {
+    /// Adds a named stream (a [`Dataset`](crate::dataset::Dataset) or
+    /// [`RaggedDataset`](crate::dataset::RaggedDataset), owned or in an `Arc`).
+    pub fn stream(mut self, name: impl Into<String>, stream: impl Into<Stream>) -> LoaderBuilder {
+        self.streams.push((name.into(), stream.into()));
+        self
+    }
+
+    /// Records per batch, across all shards (default 256, as the reference).
+    pub fn batch_size(mut self, batch_size: usize) -> LoaderBuilder {
+        self.batch_size = batch_size;
+        self
+    }
+
+    /// Worker threads (default 4; at least 1).
+    pub fn num_workers(mut self, num_workers: usize) -> LoaderBuilder {
+        self.num_workers = num_workers;
+        self
+    }
+
+    /// Batches allowed ahead of the consumer, in production or ready
+    /// (default `2 * num_workers`; at least 1). Bounds the loader's memory.
+    pub fn prefetch(mut self, prefetch: usize) -> LoaderBuilder {
+        self.prefetch = Some(prefetch);
+        self
+    }
+
+    /// Sampler mode (default [`Mode::Iid`], as the reference).
+    pub fn mode(mut self, mode: Mode) -> LoaderBuilder {
+        self.mode = mode;
+        self
+    }
+
+    /// Sampler seed (default 42, as the reference).
+    pub fn seed(mut self, seed: u64) -> LoaderBuilder {
+        self.seed = seed;
+        self
+    }
+
+    /// This host is shard `index` of `count` (default 0 of 1): it gets the
+    /// `index`-th slice of every global batch of `batch_size`.
+    pub fn shard(mut self, index: usize, count: usize) -> LoaderBuilder {
+        self.shard = (index, count);
+        self
+    }
+
+    /// The step of the first batch (default 0): a checkpoint's
+    /// [`DataLoader::step`].
+    pub fn start_step(mut self, step: u64) -> LoaderBuilder {
+        self.start_step = step;
+        self
+    }
+
+    /// The collate step, applied by the workers to every batch.
+    pub fn transform<F>(mut self, f: F) -> LoaderBuilder
+    where
+        F: Fn(Batch) -> Result<Batch, TransformError> + Send + Sync + 'static,
+    {
+        self.transform = Some(Arc::new(f));
+        self
+    }
+
+    /// Recycle the buffers of dropped batches (default true). A recycled
+    /// buffer is written whole by the next gather, so it is neither zeroed
+    /// nor faulted in again.
+    pub fn reuse_buffers(mut self, reuse: bool) -> LoaderBuilder {
+        self.reuse_buffers = reuse;
+        self
+    }
+
+    /// Checks the settings and starts the workers.
+    pub fn build(self) -> Result<DataLoader, LoaderError> {
+        if self.streams.is_empty() {
+            return Err(LoaderError::NoStreams);
+        }
+        for (k, (name, _)) in self.streams.iter().enumerate() {
+            if self.streams[..k].iter().any(|(n, _)| n == name) {
+                return Err(LoaderError::DuplicateStream(name.clone()));
+            }
+        }
+        let lengths: Vec<(String, u64)> = self.streams.iter().map(|(n, s)| (n.clone(), s.len())).collect();
+        if lengths.iter().any(|(_, l)| *l != lengths[0].1) {
+            return Err(LoaderError::LengthMismatch(lengths));
+        }
+        if self.num_workers == 0 {
+            return Err(LoaderError::InvalidArgument("num_workers must be at least 1".into()));
+        }
+        let prefetch = self.prefetch.unwrap_or(2 * self.num_workers);
+        if prefetch == 0 {
+            return Err(LoaderError::InvalidArgument("prefetch must be at least 1".into()));
+        }
+        let sampler = Sampler::new(lengths[0].1, self.batch_size, self.mode, self.seed)?;
+        let sampler = sampler.shard(self.shard.0, self.shard.1)?;
+        let pools = self.streams.iter().map(|_| self.reuse_buffers.then(|| Pool::new(prefetch + 1))).collect();
+        let job = Job { streams: self.streams, sampler, transform: self.transform, pools };
+        let workers = Workers::start(Arc::new(job), self.num_workers, prefetch, self.start_step)?;
+        Ok(DataLoader { workers, batch_len: sampler.batch_len(), done: false })
+    }
+}
+
+/// The loader: an endless stream of [`Batch`]es in step order. See the
+/// [module docs](self).
+#[derive(Debug)]
+pub struct DataLoader {
+    workers: Workers,
+    batch_len: usize,
+    /// An error was returned: the iterator is over.
+    done: bool,
+}
+
+impl DataLoader {
+    /// A builder with the reference's defaults (batch 256, 4 workers, IID, seed 42).
+    pub fn builder() -> LoaderBuilder {
+        LoaderBuilder::default()
+    }
+
+    /// The step of the next batch [`next_batch`](Self::next_batch) returns:
+    /// save it in a checkpoint, resume with [`LoaderBuilder::start_step`].
+    pub fn step(&self) -> u64 {
+        self.workers.step()
+    }
+
+    /// Records per batch on this host.
+    pub fn batch_len(&self) -> usize {
+        self.batch_len
+    }
+
+    /// The batch of [`step`](Self::step), waiting for it if needed. A
+    /// worker's failure at this step is returned here, after which the
+    /// loader is stopped and every call returns [`LoaderError::Stopped`].
+    pub fn next_batch(&mut self) -> Result<Batch, LoaderError> {
+        let result = self.workers.next();
+        if result.is_err() {
+            self.done = true;
+        }
+        result
+    }
+
+    /// Stops and joins every thread (as dropping does).
+    pub fn close(self) {}
+}
+
+impl Iterator for DataLoader {
+    type Item = Result<Batch, LoaderError>;
+
+    /// The next batch; after an error, `None`.
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        Some(self.next_batch())
+    }
+}

@@ -1,0 +1,230 @@
+//! The worker threads and the ordered hand-over.
+//!
+//! One mutex guards a window of `prefetch` slots, slot `i` holding the
+//! result of step `next + i` once a worker has produced it. A worker claims
+//! the next unclaimed step only while it lies inside the window (so at most
+//! `prefetch` batches exist inside the loader), produces it without the lock,
+//! and puts it into its slot. The consumer takes slot 0 when it is full, which
+//! moves the window on by one and wakes a worker. Results are handed over in
+//! step order, whatever order they were produced in.
+//!
+//! Stopping: `stop` is set (on drop, or after an error was handed over),
+//! both condition variables are notified, and every worker leaves at its next
+//! look at the state: before claiming, or after producing (its result is
+//! dropped). Joining therefore waits for at most one batch per worker.
+
+use std::collections::VecDeque;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use super::Transform;
+use super::batch::{Batch, Stream};
+use super::error::LoaderError;
+use crate::dataset::Pool;
+use crate::sampler::ShardedSampler;
+
+/// What every worker needs to produce the batch of a step.
+pub(super) struct Job {
+    pub(super) streams: Vec<(String, Stream)>,
+    pub(super) sampler: ShardedSampler,
+    pub(super) transform: Option<Arc<Transform>>,
+    /// One buffer pool per stream (`None`: no reuse).
+    pub(super) pools: Vec<Option<Arc<Pool>>>,
+}
+
+impl Job {
+    /// The batch of `step`: sample, gather every stream, transform.
+    fn produce(&self, step: u64) -> Result<Batch, LoaderError> {
+        let mut indices = vec![0u64; self.sampler.batch_len()];
+        self.sampler.fill(step, &mut indices)?;
+        let mut batch = Batch::new(step, Vec::new());
+        for ((name, stream), pool) in self.streams.iter().zip(&self.pools) {
+            let column = stream.gather(&indices, pool.as_ref()).map_err(|source| LoaderError::Gather {
+                step,
+                stream: name.clone(),
+                source,
+            })?;
+            batch.insert(name.clone(), column);
+        }
+        let batch = Batch::with_indices(batch, indices);
+        match &self.transform {
+            None => Ok(batch),
+            Some(f) => f(batch).map_err(|source| LoaderError::Transform { step, source }),
+        }
+    }
+
+    /// [`Job::produce`], a panic turned into [`LoaderError::Panic`].
+    fn produce_caught(&self, step: u64) -> Result<Batch, LoaderError> {
+        catch_unwind(AssertUnwindSafe(|| self.produce(step))).unwrap_or_else(|payload| {
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "(a non-string panic payload)".to_string());
+            Err(LoaderError::Panic { step, message })
+        })
+    }
+}
+
+#[derive(Debug)]
+struct State {
+    /// The step of `slots[0]`: the next one handed to the consumer.
+    next: u64,
+    /// The next step no worker has claimed yet.
+    claim: u64,
+    /// Results of steps `next..next + prefetch`.
+    slots: VecDeque<Option<Result<Batch, LoaderError>>>,
+    /// Set on drop and after an error: workers leave.
+    stop: bool,
+    /// Workers still running (decremented as each leaves, panic or not).
+    alive: usize,
+}
+
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<State>,
+    /// Workers wait here for room in the window.
+    room: Condvar,
+    /// The consumer waits here for slot 0.
+    ready: Condvar,
+    prefetch: usize,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // No code panics while holding the lock; if one did, the state is
+        // still consistent (every change is a single assignment).
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn stop(&self) {
+        self.lock().stop = true;
+        self.room.notify_all();
+        self.ready.notify_all();
+    }
+}
+
+/// Decrements `alive` when a worker leaves, however it leaves.
+struct Leaving<'a>(&'a Shared);
+
+impl Drop for Leaving<'_> {
+    fn drop(&mut self) {
+        self.0.lock().alive -= 1;
+        self.0.ready.notify_all();
+    }
+}
+
+fn work(shared: &Shared, job: &Job) {
+    let _leaving = Leaving(shared);
+    loop {
+        let step = {
+            let mut state = shared.lock();
+            loop {
+                if state.stop {
+                    return;
+                }
+                if state.claim.wrapping_sub(state.next) < shared.prefetch as u64 {
+                    break;
+                }
+                state = shared.room.wait(state).unwrap_or_else(|e| e.into_inner());
+            }
+            let step = state.claim;
+            state.claim = step.wrapping_add(1);
+            step
+        };
+        let result = job.produce_caught(step);
+        let mut state = shared.lock();
+        if state.stop {
+            return;
+        }
+        let slot = step.wrapping_sub(state.next) as usize;
+        state.slots[slot] = Some(result);
+        if slot == 0 {
+            shared.ready.notify_one();
+        }
+    }
+}
+
+/// The running workers; stops and joins them when dropped.
+#[derive(Debug)]
+pub(super) struct Workers {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Workers {
+    pub(super) fn start(job: Arc<Job>, count: usize, prefetch: usize, start: u64) -> Result<Workers, LoaderError> {
+        let state = State {
+            next: start,
+            claim: start,
+            slots: (0..prefetch).map(|_| None).collect(),
+            stop: false,
+            alive: count,
+        };
+        let shared =
+            Arc::new(Shared { state: Mutex::new(state), room: Condvar::new(), ready: Condvar::new(), prefetch });
+        let mut workers = Workers { shared: shared.clone(), threads: Vec::with_capacity(count) };
+        for k in 0..count {
+            let (shared, job) = (shared.clone(), job.clone());
+            let spawned =
+                std::thread::Builder::new().name(format!("loaderx-worker-{k}")).spawn(move || work(&shared, &job));
+            match spawned {
+                Ok(handle) => workers.threads.push(handle),
+                Err(e) => {
+                    // The workers not started never run: count them out.
+                    workers.shared.lock().alive -= count - k;
+                    return Err(LoaderError::Spawn(e)); // `workers` drops: stops and joins the started ones
+                }
+            }
+        }
+        Ok(workers)
+    }
+
+    /// The step the consumer gets next.
+    pub(super) fn step(&self) -> u64 {
+        self.shared.lock().next
+    }
+
+    /// The result of the next step, in order; waits for it.
+    pub(super) fn next(&self) -> Result<Batch, LoaderError> {
+        let mut state = self.shared.lock();
+        loop {
+            if state.stop {
+                return Err(LoaderError::Stopped);
+            }
+            if let Some(result) = state.slots[0].take() {
+                state.slots.pop_front();
+                state.slots.push_back(None);
+                if result.is_err() {
+                    state.stop = true;
+                    drop(state);
+                    self.shared.room.notify_all();
+                    return result;
+                }
+                state.next = state.next.wrapping_add(1);
+                drop(state);
+                self.shared.room.notify_one();
+                return result;
+            }
+            if state.alive == 0 {
+                // Cannot happen (workers leave only when stopped), but a
+                // consumer must never wait on nobody.
+                state.stop = true;
+                return Err(LoaderError::Stopped);
+            }
+            state = self.shared.ready.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        self.shared.stop();
+        for thread in self.threads.drain(..) {
+            // A worker's panics are caught per step; a join error would be a
+            // panic in the hand-over itself, which there is no one to tell.
+            let _ = thread.join();
+        }
+    }
+}
