@@ -134,6 +134,11 @@ pub(crate) fn dict_sample_indices(count: u64, record_bytes: usize) -> Vec<u64> {
     out
 }
 
+/// Records in a full dictionary sample of `record_bytes` records.
+fn dict_sample_records(record_bytes: usize) -> usize {
+    DICT_SAMPLES_MAX.min((DICT_SAMPLE_BYTES_MAX / record_bytes.max(1)).max(1))
+}
+
 /// Writes `data`, records of `shape` elements of `T` back to back, as a
 /// fixed-shape dataset at `path` (created, or appended to). Returns the
 /// number of records written.
@@ -192,7 +197,8 @@ pub fn write_dataset_npy(
 /// Writes fixed-shape records from an iterator, each item one record of
 /// `shape` elements of `T`; streamed in calls of at most `opts.chunk_bytes`.
 /// A `zstd_dict` dictionary is trained on an evenly spaced sample of the
-/// first call's records (an iterator cannot be sampled ahead).
+/// first records (up to 8192 of them, or 256 MiB, are taken before the
+/// first call: an iterator cannot be sampled ahead).
 pub fn write_dataset_iter<T, R, I>(
     path: impl AsRef<Path>,
     shape: &[usize],
@@ -214,7 +220,10 @@ where
     while records.peek().is_some() {
         block.clear();
         let mut n = 0usize;
-        for record in records.by_ref().take(step) {
+        // While the dictionary is still to be trained, the first call takes
+        // a whole dictionary sample's worth of records.
+        let take = if target.needs_dict() { step.max(dict_sample_records(record_bytes)) } else { step };
+        for record in records.by_ref().take(take) {
             let bytes: &[u8] = bytemuck::cast_slice(record.as_ref());
             if bytes.len() != record_bytes {
                 return Err(DatasetError::ShapeMismatch(format!(
@@ -295,7 +304,9 @@ fn write_fixed(
 /// `T` (its length a multiple of the row's element count; a plain sequence
 /// of scalars for `item_shape = []`). Empty records are records. Streamed
 /// in calls of at most `opts.chunk_bytes`; a `zstd_dict` dictionary is
-/// trained on the first call's records (at most 8192), as the reference does.
+/// trained on the first records (at most 8192 or 256 MiB), as the
+/// reference does (which takes its first call's records: with a small
+/// `chunk_bytes` it trains on too few).
 pub fn write_ragged<T, R, I>(
     path: impl AsRef<Path>,
     item_shape: &[usize],
@@ -379,11 +390,36 @@ where
         }
         block.extend_from_slice(bytes);
         lens.push(bytes.len() as u32);
-        if block.len() >= opts.chunk_bytes {
+        let sampling = target.needs_dict() && lens.len() < DICT_SAMPLES_MAX && block.len() < DICT_SAMPLE_BYTES_MAX;
+        if block.len() >= opts.chunk_bytes && !sampling {
             flush(&mut block, &mut lens, &mut written)?;
         }
     }
     flush(&mut block, &mut lens, &mut written)?;
     target.store.sync()?;
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dict_sample_indices;
+
+    /// Against NumPy: `np.unique(np.linspace(0, count - 1, k).astype(np.int64))`.
+    #[test]
+    fn dict_sample_matches_numpy() {
+        for (count, record_bytes, len, sum, head, tail) in [
+            (20_000u64, 12_288usize, 8192usize, 81_911_809u64, vec![0u64, 2, 4, 7, 9], vec![19_994u64, 19_996, 19_999]),
+            (10, 4, 10, 45, vec![0, 1, 2, 3, 4], vec![7, 8, 9]),
+            (100_000, 4, 8192, 409_591_809, vec![0, 12, 24, 36, 48], vec![99_974, 99_986, 99_999]),
+            (7, 100 << 20, 3, 9, vec![0, 3, 6], vec![0, 3, 6]),
+        ] {
+            let got = dict_sample_indices(count, record_bytes);
+            assert_eq!(got.len(), len, "{count}");
+            assert_eq!(got.iter().sum::<u64>(), sum, "{count}");
+            assert_eq!(got[..head.len()], head[..], "{count}");
+            assert_eq!(got[got.len() - tail.len()..], tail[..], "{count}");
+        }
+        assert_eq!(dict_sample_indices(5, 1 << 30), [0]);
+        assert!(dict_sample_indices(0, 4).is_empty());
+    }
 }
