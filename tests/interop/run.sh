@@ -5,6 +5,11 @@
 #      --json`), compared byte for byte with the expected sidecar files;
 #   2. this crate writes stores (example interop_write, write_stores.rs), the
 #      reference reads every record back (reference_reads.py).
+#   3. datasets (a store plus schema.json) both ways: the reference's
+#      write_dataset / write_ragged output opened with this crate's Dataset /
+#      RaggedDataset, and this crate's opened with the reference's, each
+#      compared with the NumPy arrays it was written from
+#      (reference_datasets.py, example interop_datasets, datasets.rs).
 # Expected bytes live in sidecar files beside (never inside) each store.
 #
 # Usage: tests/interop/run.sh        (from anywhere; needs python3.11 and network for pip)
@@ -37,7 +42,7 @@ echo "interop: reference $("$py" -c 'import loaderx; print("loaderx", loaderx.__
 # Build once (compiler warnings show here), so the per-store `cargo run`
 # calls below only run; their stderr (cargo replays the warnings on every
 # run) is shown only when the command fails.
-cargo build --quiet --release --bin loaderx --example interop_write
+cargo build --quiet --release --bin loaderx --example interop_write --example interop_datasets
 loaderx() {
     if ! cargo run --quiet --release --bin loaderx -- "$@" 2>"$work/stderr"; then
         cat "$work/stderr" >&2
@@ -115,6 +120,34 @@ if [[ "$reads_status" != 0 && "$failed" == 0 ]]; then
     echo "FAIL reference_reads.py exited with status $reads_status"
     mismatches=$((mismatches + 1))
 fi
+
+# (f) Datasets both ways. Each side prints `ok NAME` / `FAIL NAME` per dataset.
+count_datasets() {  # LOG STATUS WHAT
+    local n failed
+    n="$(grep -c -E '^(ok|FAIL) ' "$1" || true)"
+    failed="$(grep -c '^FAIL ' "$1" || true)"
+    stores=$((stores + n))
+    mismatches=$((mismatches + failed))
+    if [[ "$2" != 0 && "$failed" == 0 ]]; then
+        echo "FAIL $3 exited with status $2"
+        mismatches=$((mismatches + 1))
+    fi
+}
+"$py" "$here/reference_datasets.py" write "$work/ref_datasets"
+set +e
+cargo run --quiet --release --example interop_datasets -- check "$work/ref_datasets" 2>"$work/stderr" \
+    | tee "$work/datasets_check.log"
+status="${PIPESTATUS[0]}"
+set -e
+[[ "$status" == 0 ]] || cat "$work/stderr" >&2
+count_datasets "$work/datasets_check.log" "$status" "interop_datasets check"
+cargo run --quiet --release --example interop_datasets -- write "$work/our_datasets" 2>"$work/stderr" \
+    || { cat "$work/stderr" >&2; exit 1; }
+set +e
+"$py" "$here/reference_datasets.py" read "$work/our_datasets" | tee "$work/datasets_read.log"
+status="${PIPESTATUS[0]}"
+set -e
+count_datasets "$work/datasets_read.log" "$status" "reference_datasets.py read"
 
 echo "interop: $stores stores checked both ways, $mismatches mismatches"
 [[ "$mismatches" == 0 ]]
