@@ -302,4 +302,3 @@ fn a_failed_append_beside_a_good_one() {
         assert!(matches!(store.append(b"more", 1, 4, Codec::Raw), Err(Error::Poisoned { .. })));
     });
 }
-
