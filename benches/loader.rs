@@ -14,7 +14,9 @@
 //! writes it) with `write_dataset_npy`; without it the same kind of data is
 //! generated here. `benches/compare/loader.sh` runs this beside the
 //! reference's DataLoader on the same `.npy` and prints both with ratios.
-//! `--variants` also runs buffer reuse off and 1, 2 workers.
+//! `--variants` also runs buffer reuse off and 1, 2 workers. `--min-saving F`
+//! adds a zstd dataset written with `Options::min_saving = F` (records that
+//! zstd shrinks by less than F are stored raw).
 //!
 //! Method. Loader: one loader per configuration, `--warmup` batches pulled
 //! first, then `--reps` timed runs of `--batches` batches each (every batch
@@ -50,6 +52,8 @@ struct Args {
     sampler: bool,
     loader: bool,
     probe: bool,
+    /// Also a zstd dataset written with `Options::min_saving` = this.
+    min_saving: Option<f64>,
 }
 
 fn parse_args() -> Res<Args> {
@@ -67,6 +71,7 @@ fn parse_args() -> Res<Args> {
         sampler: true,
         loader: true,
         probe: false,
+        min_saving: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -85,6 +90,7 @@ fn parse_args() -> Res<Args> {
             "--no-sampler" => a.sampler = false,
             "--no-loader" => a.loader = false,
             "--probe" => a.probe = true,
+            "--min-saving" => a.min_saving = Some(value()?.parse()?),
             "--bench" => {} // cargo bench passes it
             other => return Err(format!("unknown argument {other}").into()),
         }
@@ -120,6 +126,17 @@ struct Row {
     reuse: bool,
     runs: Vec<f64>,
     batch_bytes: usize,
+    /// Median CPU time of the whole process per batch (all threads), ms.
+    cpu_ms: f64,
+}
+
+/// CPU time (user + system) of this process so far, from /proc/self/stat.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which is in parentheses): utime is the 12th, stime the 13th.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<f64> = rest.split_whitespace().skip(11).take(2).filter_map(|f| f.parse().ok()).collect();
+    fields.iter().sum::<f64>() / 100.0
 }
 
 impl Row {
@@ -146,22 +163,26 @@ fn bench_loader(a: &Args, data: &Path, label: &Path, name: &str, workers: usize,
         batch_bytes = b.columns().map(|(_, c)| c.as_dense().map_or(0, |t| t.nbytes())).sum();
     }
     let mut runs = Vec::new();
+    let mut cpu = Vec::new();
     for _ in 0..a.reps {
-        let start = Instant::now();
+        let (start, cpu_start) = (Instant::now(), cpu_seconds());
         for _ in 0..a.batches {
             let b = loader.next_batch()?;
             std::hint::black_box(&b);
         }
         runs.push(a.batches as f64 / start.elapsed().as_secs_f64());
+        cpu.push((cpu_seconds() - cpu_start) / a.batches as f64 * 1e3);
     }
-    let row = Row { name: name.to_string(), workers, reuse, runs, batch_bytes };
+    cpu.sort_by(f64::total_cmp);
+    let row = Row { name: name.to_string(), workers, reuse, runs, batch_bytes, cpu_ms: cpu[cpu.len() / 2] };
     println!(
-        "loader  {:<6} workers {} reuse {:<5} {:>8.1} batches/s  {:>7.3} ms/batch  {:>8.0} MiB/s  (runs {:?})",
+        "loader  {:<6} workers {} reuse {:<5} {:>8.1} batches/s  {:>7.3} ms/batch  cpu {:>6.3} ms/batch  {:>8.0} MiB/s  (runs {:?})",
         row.name,
         workers,
         reuse,
         row.median(),
         1e3 / row.median(),
+        row.cpu_ms,
         row.median() * row.batch_bytes as f64 / MIB,
         row.runs.iter().map(|r| r.round()).collect::<Vec<_>>()
     );
@@ -232,12 +253,17 @@ fn main() -> Res<()> {
             None
         };
         let mut first = true;
-        for codec_name in &a.codecs {
-            let codec = loaderx::dataset::parse_codec(codec_name)?;
-            let dir = work.join(format!("loader-{codec_name}"));
+        let mut codecs: Vec<(String, f64)> = a.codecs.iter().map(|c| (c.clone(), 0.0)).collect();
+        if let Some(m) = a.min_saving {
+            codecs.push((format!("zstd, min_saving {m}"), m));
+        }
+        for (codec_name, min_saving) in &codecs {
+            let codec = loaderx::dataset::parse_codec(codec_name.split(',').next().unwrap_or(""))?;
+            let dir = work.join(format!("loader-{}", codec_name.replace([',', ' '], "")));
             let (data, label) = (dir.join("data"), dir.join("label"));
             if !data.join("schema.json").exists() {
-                let opts = WriteOptions::codec(codec);
+                let mut opts = WriteOptions::codec(codec);
+                opts.store.min_saving = *min_saving;
                 let start = Instant::now();
                 match (&a.data, floats) {
                     (Some(d), _) => write_dataset_npy(&data, d.join("float.npy"), &opts)?,
@@ -268,12 +294,13 @@ fn main() -> Res<()> {
                 first = false;
                 let _ = write!(
                     json,
-                    "{{\"codec\": \"{}\", \"workers\": {}, \"reuse\": {}, \"batches_s\": {:.2}, \"mib_s\": {:.1}, \"runs\": {:?}}}",
+                    "{{\"codec\": \"{}\", \"workers\": {}, \"reuse\": {}, \"batches_s\": {:.2}, \"mib_s\": {:.1}, \"cpu_ms\": {:.3}, \"runs\": {:?}}}",
                     row.name,
                     row.workers,
                     row.reuse,
                     row.median(),
                     row.median() * row.batch_bytes as f64 / MIB,
+                    row.cpu_ms,
                     row.runs
                 );
             }

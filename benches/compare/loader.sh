@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The loader benchmark, this crate side by side with the reference package
+# loaderx 0.7.3's DataLoader, on the same data, in one command:
+#
+#   bash benches/compare/loader.sh [--quick] [--rounds N] [--keep DIR]
+#
+# 1. a venv in benches/compare/.venv with loaderx==0.7.3 and numpy (PyPI);
+# 2. make_data.py's float.npy (20,000 x 12,288 B float32, mildly compressible)
+#    in a temporary directory;
+# 3. reference_loader.py (the reference's write_dataset and DataLoader: 2
+#    streams, 4 workers, batch 256, IID, zstd and raw) and
+#    `cargo bench --bench loader` (this crate, the same), alternately, N rounds
+#    (default 1); each side also times its sampler; this crate also runs a
+#    zstd dataset written with Options::min_saving = 0.1 (records zstd shrinks
+#    by less than 10% stored raw; a row of its own, no reference counterpart);
+# 4. one table with the ratios (loader_combine.py), also written to
+#    target/bench/loader.md, with the JSON of each side beside it.
+#
+# --quick: fewer batches (a smoke test, not a measurement).
+# --keep DIR: make the data and the datasets in DIR and leave them (reused).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+cd "$root"
+
+rounds=1
+quick=0
+keep=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --quick) quick=1 ;;
+        --rounds) rounds="$2"; shift ;;
+        --keep) keep="$2"; shift ;;
+        *) echo "unknown argument $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+venv="$here/.venv"
+py="$venv/bin/python"
+if ! "$py" -c 'import loaderx, numpy; assert loaderx.__version__ == "0.7.3"' 2>/dev/null; then
+    echo "== venv: loaderx==0.7.3 numpy"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "loaderx==0.7.3" numpy
+fi
+
+if [ -n "$keep" ]; then
+    work="$keep"
+    mkdir -p "$work"
+else
+    work="$(mktemp -d "${TMPDIR:-/tmp}/loaderx-loader-bench.XXXXXX")"
+    trap 'rm -rf "$work"' EXIT
+fi
+data="$work/data"
+if [ ! -f "$data/float.npy" ]; then
+    echo "== data"
+    "$py" "$here/make_data.py" "$data" --batches 10
+fi
+
+common=()
+if [ "$quick" = 1 ]; then
+    common+=(--batches 50 --warmup 10 --reps 1)
+fi
+
+echo "== build"
+cargo bench -p loaderx --bench loader --no-run
+
+out="$root/target/bench"
+mkdir -p "$out"
+rm -f "$out"/loader-crate-*.json "$out"/loader-reference-*.json
+for r in $(seq 1 "$rounds"); do
+    echo "== round $r/$rounds: reference (loaderx 0.7.3, Python)"
+    "$py" "$here/reference_loader.py" --data "$data" --work "$work/reference" \
+        --json "$out/loader-reference-$r.json" ${common[@]+"${common[@]}"}
+    echo "== round $r/$rounds: this crate (cargo bench --bench loader)"
+    cargo bench -p loaderx --bench loader -- --data "$data" --work "$work/crate" --min-saving 0.1 \
+        --json "$out/loader-crate-$r.json" ${common[@]+"${common[@]}"}
+done
+
+echo "== combined (also in target/bench/loader.md)"
+"$py" "$here/loader_combine.py" --crate "$out"/loader-crate-*.json --reference "$out"/loader-reference-*.json \
+    --markdown "$out/loader.md"
