@@ -4,8 +4,9 @@
 //!
 //! ```text
 //! cargo bench -p loaderx --bench store -- --data DIR [--json OUT] [--work DIR]
-//!     [--reps 5] [--append-reps 3] [--batches 100] [--warmup 20]
-//!     [--dict-subset 2000] [--no-extra] [--datasets float,image]
+//!     [--reps 5] [--append-reps 5] [--batches 100] [--warmup 20]
+//!     [--dict-subset 2000] [--datasets float,image]
+//!     [--groups bounds,raw,zstd,zstd_dict,extra] [--round N]
 //! ```
 //!
 //! `DIR` holds `float.npy`, `image.npy` and `indices.npy`, as
@@ -13,6 +14,11 @@
 //! this side by side with the reference package and prints both. `--json`
 //! (or `LOADERX_BENCH_JSON`) writes the results for that script. Stores are
 //! written under `--work` (default: a directory inside `DIR`) and removed.
+//! `--groups` picks what to measure (default all): the bounds, one codec's
+//! append and gather, or the crate-only extras (dictionary level 19, the
+//! dictionary on every record, `min_saving`); run.sh runs one group at a time,
+//! alternating with the reference, and `--round` tags the results with the
+//! pairing round.
 //!
 //! Method. Append: the dataset in calls of 64 MiB (the reference's
 //! `write_dataset` step), each call durable when it returns, into a fresh
@@ -49,7 +55,8 @@ struct Args {
     batches: usize,
     warmup: usize,
     dict_subset: Option<usize>,
-    extra: bool,
+    groups: Vec<String>,
+    round: usize,
     datasets: Vec<String>,
 }
 
@@ -59,11 +66,12 @@ fn parse_args() -> Res<Args> {
         json: std::env::var_os("LOADERX_BENCH_JSON").map(PathBuf::from),
         work: None,
         reps: 5,
-        append_reps: 3,
+        append_reps: 5,
         batches: 100,
         warmup: 20,
         dict_subset: None,
-        extra: true,
+        groups: ["bounds", "raw", "zstd", "zstd_dict", "extra"].map(String::from).to_vec(),
+        round: 0,
         datasets: vec!["float".into(), "image".into()],
     };
     let mut it = std::env::args().skip(1);
@@ -80,7 +88,8 @@ fn parse_args() -> Res<Args> {
             "--batches" => args.batches = value()?.parse()?,
             "--warmup" => args.warmup = value()?.parse()?,
             "--dict-subset" => args.dict_subset = Some(value()?.parse()?),
-            "--no-extra" => args.extra = false,
+            "--groups" => args.groups = value()?.split(',').map(str::to_owned).collect(),
+            "--round" => args.round = value()?.parse()?,
             "--datasets" => args.datasets = value()?.split(',').map(str::to_owned).collect(),
             other => return Err(format!("unknown argument {other:?} (see benches/store.rs)").into()),
         }
@@ -207,6 +216,8 @@ fn dict_sample(data: &[u8], count: usize, row: usize) -> (Vec<u8>, Vec<usize>) {
 }
 
 struct AppendSpec<'a> {
+    /// What `--groups` selects it by.
+    group: &'static str,
     name: String,
     codec: Codec,
     options: Options,
@@ -352,68 +363,55 @@ fn bench_dataset(ctx: &Ctx<'_>, dataset: &str, work: &Path, out: &mut Vec<Row>) 
     let row = npy.row_bytes();
     let n = npy.rows();
     let subset = a.dict_subset.unwrap_or(n).min(n);
-    eprintln!("== {dataset}: {n} records of {row} B");
+    let wanted = |group: &str| a.groups.iter().any(|g| g == group);
+    eprintln!("== {dataset}: {n} records of {row} B; {}", a.groups.join(","));
 
-    out.extend(bench_bounds(ctx, dataset, &npy, &npy_path)?);
+    if wanted("bounds") {
+        out.extend(bench_bounds(ctx, dataset, &npy, &npy_path)?);
+    }
 
     let default = Options::default();
+    let spec = |group, name: &str, codec, options, records, reps, note| AppendSpec {
+        group,
+        name: name.into(),
+        codec,
+        options,
+        records,
+        reps,
+        note,
+    };
+    let dict_levels = |level| Options { dict_level: level, ..default.clone() };
     let mut specs = vec![
-        AppendSpec {
-            name: "raw".into(),
-            codec: Codec::Raw,
-            options: default.clone(),
-            records: n,
-            reps: a.append_reps,
-            note: "",
-        },
-        AppendSpec {
-            name: "zstd".into(),
-            codec: Codec::Zstd,
-            options: default.clone(),
-            records: n,
-            reps: a.append_reps,
-            note: "",
-        },
-        AppendSpec {
-            name: "zstd_dict".into(),
-            codec: Codec::ZstdDict,
-            options: default.clone(),
-            records: subset,
-            reps: a.append_reps,
-            note: "dict_level 9 (the default)",
-        },
+        spec("raw", "raw", Codec::Raw, default.clone(), n, a.append_reps, ""),
+        spec("zstd", "zstd", Codec::Zstd, default.clone(), n, a.append_reps, ""),
+        spec("zstd_dict", "zstd_dict", Codec::ZstdDict, default.clone(), subset, a.append_reps, "dict_level 9"),
+        spec("extra", "zstd_dict level=16", Codec::ZstdDict, dict_levels(16), subset, 1, "dict_level 16"),
+        spec("extra", "zstd_dict level=19", Codec::ZstdDict, dict_levels(19), subset, 1, "the reference's level"),
     ];
-    if a.extra {
-        specs.push(AppendSpec {
-            name: "zstd_dict level=19".into(),
-            codec: Codec::ZstdDict,
-            options: Options { dict_level: 19, ..default.clone() },
-            records: subset,
-            reps: 1,
-            note: "the reference's level",
-        });
-        if subset < n {
-            specs.push(AppendSpec {
-                name: "zstd_dict all".into(),
-                codec: Codec::ZstdDict,
-                options: default.clone(),
-                records: n,
-                reps: 1,
-                note: "every record, dict_level 9",
-            });
-        }
-        if dataset == "float" {
-            specs.push(AppendSpec {
-                name: "zstd min_saving=0.1".into(),
-                codec: Codec::Zstd,
-                options: Options { min_saving: 0.1, ..default.clone() },
-                records: n,
-                reps: a.append_reps,
-                note: "raw unless zstd saves 10%",
-            });
-        }
+    if subset < n {
+        specs.push(spec(
+            "extra",
+            "zstd_dict all",
+            Codec::ZstdDict,
+            default.clone(),
+            n,
+            1,
+            "every record, dict_level 9",
+        ));
     }
-    for spec in &specs {
+    if dataset == "float" {
+        let options = Options { min_saving: 0.1, ..default.clone() };
+        specs.push(spec(
+            "extra",
+            "zstd min_saving=0.1",
+            Codec::Zstd,
+            options,
+            n,
+            a.append_reps,
+            "raw unless zstd saves 10%",
+        ));
+    }
+    for spec in specs.iter().filter(|s| wanted(s.group)) {
         let (append, path) = bench_append(dataset, &npy, work, spec)?;
         eprintln!(
             "   append {:<22} {:>8.0} MiB/s  ratio {:.3}",
@@ -439,6 +437,11 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
+/// The 1-minute load average (the machine is shared: a busy neighbour shows here).
+fn load_average() -> f64 {
+    fs::read_to_string("/proc/loadavg").ok().and_then(|s| s.split_whitespace().next()?.parse().ok()).unwrap_or(f64::NAN)
+}
+
 fn json_str(s: &str) -> String {
     let mut out = String::from("\"");
     for c in s.chars() {
@@ -462,20 +465,22 @@ fn json_num(x: Option<f64>) -> String {
     }
 }
 
-fn to_json(args: &Args, rows: &[Row], batch: usize) -> String {
+fn to_json(args: &Args, rows: &[Row], batch: usize, load: (f64, f64)) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "{{\n  \"side\": \"crate\",");
     let _ = writeln!(
         s,
-        "  \"machine\": {{\"nproc\": {}, \"cpu\": {}, \"threads\": {}}},",
+        "  \"machine\": {{\"nproc\": {}, \"cpu\": {}, \"threads\": {}, \"load_start\": {}, \"load_end\": {}}},",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         json_str(&cpu_model()),
-        rayon::current_num_threads()
+        rayon::current_num_threads(),
+        json_num(Some(load.0)),
+        json_num(Some(load.1))
     );
     let _ = writeln!(
         s,
-        "  \"config\": {{\"batch\": {batch}, \"batches\": {}, \"reps\": {}, \"warmup\": {}, \"append_reps\": {}}},",
-        args.batches, args.reps, args.warmup, args.append_reps
+        "  \"config\": {{\"batch\": {batch}, \"batches\": {}, \"reps\": {}, \"warmup\": {}, \"append_reps\": {}, \"round\": {}}},",
+        args.batches, args.reps, args.warmup, args.append_reps, args.round
     );
     s.push_str("  \"results\": [\n");
     for (k, r) in rows.iter().enumerate() {
@@ -543,7 +548,7 @@ fn main() -> Res<()> {
     let work = args.work.clone().unwrap_or_else(|| data.join("crate-stores"));
     fs::create_dir_all(&work)?;
     eprintln!(
-        "store bench: {} threads, batch {batch}, {} x {} batches after {} warm-up, append best of {}",
+        "store bench: {} threads, batch {batch}, {} x {} batches after {} warm-up, append median of {}",
         rayon::current_num_threads(),
         args.reps,
         args.batches,
@@ -551,13 +556,14 @@ fn main() -> Res<()> {
         args.append_reps
     );
     let ctx = Ctx { args: &args, idx: &idx, batch };
+    let load_start = load_average();
     let mut rows = Vec::new();
     for dataset in &args.datasets {
         bench_dataset(&ctx, dataset, &work, &mut rows)?;
     }
     print_table(&rows);
     if let Some(path) = &args.json {
-        fs::write(path, to_json(&args, &rows, batch))?;
+        fs::write(path, to_json(&args, &rows, batch, (load_start, load_average())))?;
         eprintln!("results: {}", path.display());
     }
     Ok(())

@@ -2,8 +2,8 @@
 Python API, with the method of benches/store.rs on the same data.
 
     python reference_store.py --data DIR --json OUT [--work DIR] [--reps 5]
-        [--append-reps 3] [--batches 100] [--warmup 20] [--dict-subset 2000]
-        [--datasets float,image]
+        [--append-reps 5] [--batches 100] [--warmup 20] [--dict-subset 2000]
+        [--datasets float,image] [--groups bounds,raw,zstd,zstd_dict] [--round N]
 
 Append: `Zrecord.append` in calls of 64 MiB (write_dataset's step) into a
 fresh store, then `sync()` (write_dataset's closing call), timed together;
@@ -17,6 +17,9 @@ preallocated numpy buffer, --warmup batches first, then --reps timed runs of
 --batches batches; median and best MiB/s. Bounds: numpy memcpy of the same
 bytes (`np.copyto`), and a `np.load(mmap_mode='r')` fancy-index gather
 (`a[idx]`, which allocates its result, as client code writes it).
+
+--groups picks what to measure (default all); run.sh runs one group at a time,
+alternating with the crate's bench, and --round tags the results.
 """
 
 import argparse
@@ -44,6 +47,13 @@ def cpu_model():
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def load_average():
+    try:
+        return float(open("/proc/loadavg").read().split()[0])
+    except (OSError, ValueError):
+        return None
 
 
 def time_batches(idx, batch_bytes, warmup, batches, reps, fn):
@@ -156,27 +166,34 @@ def main():
     ap.add_argument("--json", type=Path)
     ap.add_argument("--work", type=Path)
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--append-reps", type=int, default=3)
+    ap.add_argument("--append-reps", type=int, default=5)
     ap.add_argument("--batches", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--dict-subset", type=int, default=2000)
     ap.add_argument("--datasets", default="float,image")
+    ap.add_argument("--groups", default="bounds,raw,zstd,zstd_dict")
+    ap.add_argument("--round", type=int, default=0)
     args = ap.parse_args()
     work = args.work or args.data / "reference-stores"
     work.mkdir(parents=True, exist_ok=True)
     idx = list(np.load(args.data / "indices.npy"))
     idx = [np.ascontiguousarray(b, dtype=np.uint64) for b in idx]
     print(f"reference loaderx {loaderx.__version__}: batch {len(idx[0])}, {args.reps} x {args.batches} "
-          f"batches after {args.warmup} warm-up, append best of {args.append_reps}", flush=True)
+          f"batches after {args.warmup} warm-up, append median of {args.append_reps}; {args.groups}", flush=True)
+    groups = args.groups.split(",")
     results = []
+    load_start = load_average()
     for dataset in args.datasets.split(","):
         npy_path = args.data / f"{dataset}.npy"
         arr = np.load(npy_path, mmap_mode="r")
         n, itemsize = len(arr), arr[0].nbytes
         arr = np.ascontiguousarray(arr)  # in memory, as the crate's bench holds it
         print(f"== {dataset}: {n} records of {itemsize} B", flush=True)
-        results += bench_bounds(args, idx, dataset, npy_path)
+        if "bounds" in groups:
+            results += bench_bounds(args, idx, dataset, npy_path)
         for codec, records in [("raw", n), ("zstd", n), ("zstd_dict", min(n, args.dict_subset))]:
+            if codec not in groups:
+                continue
             a, path = bench_append(dataset, arr, work, codec, records, args.append_reps)
             print(f"   append {codec:<10} {a['mib_s']:8.0f} MiB/s  ratio {a['ratio']:.3f}", flush=True)
             g = bench_gather(args, idx, dataset, path, a, itemsize)
@@ -187,9 +204,10 @@ def main():
     doc = {
         "side": "reference",
         "version": loaderx.__version__,
-        "machine": {"nproc": os.cpu_count(), "cpu": cpu_model()},
+        "machine": {"nproc": os.cpu_count(), "cpu": cpu_model(),
+                    "load_start": load_start, "load_end": load_average()},
         "config": {"batch": len(idx[0]), "batches": args.batches, "reps": args.reps,
-                   "warmup": args.warmup, "append_reps": args.append_reps},
+                   "warmup": args.warmup, "append_reps": args.append_reps, "round": args.round},
         "results": results,
     }
     if args.json:
