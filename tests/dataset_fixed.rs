@@ -169,7 +169,8 @@ fn schema_parsing_is_strict() {
         format!("{{{}}}", body.join(", "))
     };
     assert!(Schema::parse(&with("extra", "\"ignored\""), p).is_ok());
-    let cases: Vec<(String, fn(&DatasetError) -> bool)> = vec![
+    type Check = fn(&DatasetError) -> bool;
+    let cases: Vec<(String, Check)> = vec![
         (with("format", "\"npy\""), |e| matches!(e, DatasetError::UnknownFormat { .. })),
         (with("version", "2"), |e| matches!(e, DatasetError::UnsupportedVersion { .. })),
         (with("version", "1.0"), |e| matches!(e, DatasetError::UnsupportedVersion { .. })),

@@ -101,7 +101,7 @@ fn order_holds_when_workers_finish_out_of_order() {
     let f = fixture();
     // Even steps take longer: later steps finish first.
     let slow_evens = |b: Batch| {
-        if b.step() % 2 == 0 {
+        if b.step().is_multiple_of(2) {
             std::thread::sleep(Duration::from_millis(3 * (b.step() % 5)));
         }
         Ok(b)

@@ -70,7 +70,9 @@ fn smooth(n: usize, per: usize, rng: &mut Rng) -> Vec<f32> {
     let mut out = Vec::with_capacity(n * per);
     for _ in 0..n {
         let (f, p) = (1.0 + rng.below(8) as f32, rng.below(100) as f32 / 10.0);
-        out.extend((0..per).map(|i| ((i as f32 / per as f32 * f * 6.283 + p).sin() * 64.0).round() / 64.0));
+        out.extend(
+            (0..per).map(|i| ((i as f32 / per as f32 * f * std::f32::consts::TAU + p).sin() * 64.0).round() / 64.0),
+        );
     }
     out
 }
