@@ -21,7 +21,10 @@ pub(crate) use loom::sync::{Mutex, MutexGuard};
 
 /// Runs `f` on every item, in parallel on rayon's pool (sequentially under
 /// loom, which must see every thread), stopping at the first error.
-pub(crate) fn try_for_each<T: Sync, E: Send>(items: &[T], f: impl Fn(&T) -> Result<(), E> + Sync + Send) -> Result<(), E> {
+pub(crate) fn try_for_each<T: Sync, E: Send>(
+    items: &[T],
+    f: impl Fn(&T) -> Result<(), E> + Sync + Send,
+) -> Result<(), E> {
     #[cfg(not(loom))]
     {
         use rayon::prelude::*;
@@ -34,7 +37,10 @@ pub(crate) fn try_for_each<T: Sync, E: Send>(items: &[T], f: impl Fn(&T) -> Resu
 
 /// `(0..n).map(f).collect()`, in parallel on rayon's pool (sequentially
 /// under loom), stopping at the first error.
-pub(crate) fn map_collect<R: Send, E: Send>(n: usize, f: impl Fn(usize) -> Result<R, E> + Sync + Send) -> Result<Vec<R>, E> {
+pub(crate) fn map_collect<R: Send, E: Send>(
+    n: usize,
+    f: impl Fn(usize) -> Result<R, E> + Sync + Send,
+) -> Result<Vec<R>, E> {
     #[cfg(not(loom))]
     {
         use rayon::prelude::*;

@@ -1,8 +1,8 @@
 //! Append: encode in parallel, place serially, write, sync, commit.
 //! The ordered steps are `docs/crash-safety.md`, "Append".
 
-use std::borrow::Cow;
 use crate::sync::Ordering;
+use std::borrow::Cow;
 
 use super::Zrecord;
 use super::codec::{Encoded, Encoding, encode_block};
@@ -194,7 +194,8 @@ impl Zrecord {
         .map_err(|e| self.io("write chunk", e))?;
         // Empty records sit at the frontier: the file must reach it (a chunk
         // file may be shorter than the frontier the header records).
-        let tail_file = self.chunks.get(&*self.vfs, cursor.chunk).map_err(|e| self.io("open chunk", e))?.expect("opened");
+        let tail_file =
+            self.chunks.get(&*self.vfs, cursor.chunk).map_err(|e| self.io("open chunk", e))?.expect("opened");
         if tail_file.file.len().map_err(|e| self.io("stat chunk", e))? < u64::from(cursor.offset) {
             tail_file.file.set_len(u64::from(cursor.offset)).map_err(|e| self.io("extend chunk", e))?;
         }

@@ -183,7 +183,8 @@ impl Zrecord {
         }
         if let Some(dict) = self.vfs.kind(&self.path.join(DICT_FILE)).map_err(|e| self.io("stat dict.zr", e))? {
             debug_assert_eq!(dict, FileKind::File);
-            let file = self.vfs.open(&self.path.join(DICT_FILE), OpenMode::Read).map_err(|e| self.io("open dict.zr", e))?;
+            let file =
+                self.vfs.open(&self.path.join(DICT_FILE), OpenMode::Read).map_err(|e| self.io("open dict.zr", e))?;
             file.sync_all().map_err(|e| self.sync_failed(e))?;
         }
         self.table.flush_entries(0, self.len()).map_err(|e| self.sync_failed(e))?;
