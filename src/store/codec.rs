@@ -95,7 +95,7 @@ pub(crate) fn encode_block<'r>(records: impl Iterator<Item = &'r [u8]>, enc: Enc
             if slot.as_ref().is_none_or(|(level, _)| *level != enc.level) {
                 let mut cctx = CCtx::create();
                 cctx.set_parameter(CParameter::CompressionLevel(enc.level)).map_err(zstd_error)?;
-                cctx.set_parameter(CParameter::ChecksumFlag(true)).map_err(zstd_error)?;
+                set_frame_parameters(&mut cctx)?;
                 *slot = Some((enc.level, cctx));
             }
             let (_, cctx) = slot.as_mut().expect("just set");
@@ -109,13 +109,26 @@ pub(crate) fn encode_block<'r>(records: impl Iterator<Item = &'r [u8]>, enc: Enc
             let cdict = dict.cdict(enc.level);
             let mut cctx = CCtx::create();
             cctx.ref_cdict(&cdict).map_err(zstd_error)?;
-            cctx.set_parameter(CParameter::ChecksumFlag(true)).map_err(zstd_error)?;
+            set_frame_parameters(&mut cctx)?;
             for record in records {
                 push_compressed(&mut block, record, enc, |dst, src| cctx.compress2(dst, src))?;
             }
         }
     }
     Ok(block)
+}
+
+/// The frame header fields every record gets: zstd's content checksum (a
+/// damaged record is an error), and neither the content size nor the
+/// dictionary id, which the table entry and the store already hold. The two
+/// omissions save the 4 bytes the checksum costs, so a checksummed store is
+/// no larger than the reference's; its decoder reads such frames (checked by
+/// the interop test).
+fn set_frame_parameters(cctx: &mut CCtx<'_>) -> Result<(), String> {
+    cctx.set_parameter(CParameter::ChecksumFlag(true)).map_err(zstd_error)?;
+    cctx.set_parameter(CParameter::ContentSizeFlag(false)).map_err(zstd_error)?;
+    cctx.set_parameter(CParameter::DictIdFlag(false)).map_err(zstd_error)?;
+    Ok(())
 }
 
 fn push_raw(block: &mut Block, record: &[u8]) {
