@@ -14,7 +14,9 @@
 //! writes it) with `write_dataset_npy`; without it the same kind of data is
 //! generated here. `benches/compare/loader.sh` runs this beside the
 //! reference's DataLoader on the same `.npy` and prints both with ratios.
-//! `--variants` also runs buffer reuse off and 1, 2 workers. `--min-saving F`
+//! `--variants` also runs buffer reuse off, gathers inline on the workers'
+//! threads (`inline_gathers(true)`), and 1, 2 workers. `--inline BOOL`
+//! sets `inline_gathers` in the main configuration. `--min-saving F`
 //! adds a zstd dataset written with `Options::min_saving = F` (records that
 //! zstd shrinks by less than F are stored raw).
 //!
@@ -54,6 +56,8 @@ struct Args {
     probe: bool,
     /// Also a zstd dataset written with `Options::min_saving` = this.
     min_saving: Option<f64>,
+    /// Force `inline_gathers` in the main configuration.
+    inline: Option<bool>,
 }
 
 fn parse_args() -> Res<Args> {
@@ -72,6 +76,7 @@ fn parse_args() -> Res<Args> {
         loader: true,
         probe: false,
         min_saving: None,
+        inline: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -87,6 +92,7 @@ fn parse_args() -> Res<Args> {
             "--batch" => a.batch = value()?.parse()?,
             "--codecs" => a.codecs = value()?.split(',').map(str::to_string).collect(),
             "--variants" => a.variants = true,
+            "--inline" => a.inline = Some(value()?.parse()?),
             "--no-sampler" => a.sampler = false,
             "--no-loader" => a.loader = false,
             "--probe" => a.probe = true,
@@ -147,8 +153,20 @@ impl Row {
     }
 }
 
-fn bench_loader(a: &Args, data: &Path, label: &Path, name: &str, workers: usize, reuse: bool) -> Res<Row> {
-    let mut loader = DataLoader::builder()
+fn bench_loader(
+    a: &Args,
+    data: &Path,
+    label: &Path,
+    name: &str,
+    workers: usize,
+    reuse: bool,
+    inline: Option<bool>,
+) -> Res<Row> {
+    let mut builder = DataLoader::builder();
+    if let Some(inline) = inline {
+        builder = builder.inline_gathers(inline);
+    }
+    let mut loader = builder
         .stream("data", Dataset::open(data)?)
         .stream("label", Dataset::open(label)?)
         .batch_size(a.batch)
@@ -174,7 +192,12 @@ fn bench_loader(a: &Args, data: &Path, label: &Path, name: &str, workers: usize,
         cpu.push((cpu_seconds() - cpu_start) / a.batches as f64 * 1e3);
     }
     cpu.sort_by(f64::total_cmp);
-    let row = Row { name: name.to_string(), workers, reuse, runs, batch_bytes, cpu_ms: cpu[cpu.len() / 2] };
+    let name = match inline {
+        Some(true) => format!("{name} (inline gathers)"),
+        Some(false) => format!("{name} (pooled gathers)"),
+        None => name.to_string(),
+    };
+    let row = Row { name, workers, reuse, runs, batch_bytes, cpu_ms: cpu[cpu.len() / 2] };
     println!(
         "loader  {:<6} workers {} reuse {:<5} {:>8.1} batches/s  {:>7.3} ms/batch  cpu {:>6.3} ms/batch  {:>8.0} MiB/s  (runs {:?})",
         row.name,
@@ -282,12 +305,18 @@ fn main() -> Res<()> {
             if a.probe {
                 probe(&data)?;
             }
-            let mut configs = vec![(a.workers, true)];
+            let mut configs = vec![(a.workers, true, a.inline)];
             if a.variants {
-                configs.extend([(a.workers, false), (1, true), (2, true)]);
+                configs.extend([
+                    (a.workers, false, None),
+                    (a.workers, true, Some(true)),
+                    (1, true, None),
+                    (2, true, None),
+                    (2, true, Some(true)),
+                ]);
             }
-            for (workers, reuse) in configs {
-                let row = bench_loader(&a, &data, &label, codec_name, workers, reuse)?;
+            for (workers, reuse, inline) in configs {
+                let row = bench_loader(&a, &data, &label, codec_name, workers, reuse, inline)?;
                 if !first {
                     json.push_str(", ");
                 }

@@ -70,7 +70,7 @@ fn packed_padded_and_fused_match_the_oracle() {
                 }
                 assert_eq!(packed.row_splits, expect_splits);
                 for (k, &i) in indices.iter().enumerate() {
-                    assert_eq!(packed.record(k), bytemuck::cast_slice::<i32, u8>(&seqs[i as usize]));
+                    assert_eq!(packed.record(k), Some(bytemuck::cast_slice::<i32, u8>(&seqs[i as usize])));
                 }
                 let longest = indices.iter().map(|&i| seqs[i as usize].len() / row).max().unwrap_or(0);
                 for (max_len, pad_value) in [(None, 0), (Some(longest + 3), -1), (Some(longest), 7)] {
@@ -113,6 +113,8 @@ fn a_record_longer_than_max_len_is_an_error() {
     assert_eq!((p.values.shape(), p.lengths.as_slice()), (&[2, 0][..], &[0u64, 0][..]));
     let p = rds.gather_padded(&[], None, 9i32).unwrap();
     assert_eq!(p.values.shape(), &[0, 0]);
+    assert!(matches!(rds.gather_padded(&[], Some(usize::MAX), 9i32), Err(DatasetError::InvalidArgument(_))));
+    assert_eq!((packed.record(3), packed.rows(3)), (None, None));
 }
 
 #[test]

@@ -167,9 +167,11 @@ fn dropping_mid_way_and_during_a_slow_transform_joins_promptly() {
     // At most one transform per worker to finish.
     assert!(took < Duration::from_secs(2), "close took {took:?}");
     assert_eq!(left.load(Ordering::SeqCst), 0, "every worker was joined");
-    // Dropped at once after build, before any batch.
-    let quick = builder(&ds).build().unwrap();
-    within(30, move || drop(quick));
+    // Dropped at once after build, before any batch; also with inline gathers.
+    for inline in [false, true] {
+        let quick = builder(&ds).inline_gathers(inline).build().unwrap();
+        within(30, move || drop(quick));
+    }
     // Dropped after an error.
     let failing = builder(&ds).transform(|_: Batch| Err("no".into())).build().unwrap();
     within(30, move || {
@@ -185,7 +187,7 @@ fn many_loaders_built_and_dropped() {
     let ds = labels(dir.path(), 300);
     within(60, move || {
         for k in 0..50u64 {
-            let mut loader = builder(&ds).seed(k).mode(Mode::Iid).build().unwrap();
+            let mut loader = builder(&ds).seed(k).mode(Mode::Iid).inline_gathers(k % 4 < 2).build().unwrap();
             if k % 2 == 0 {
                 loader.next_batch().unwrap();
             }

@@ -93,6 +93,10 @@ fn order_is_the_same_for_any_worker_count() {
         }
         let no_reuse = take(builder(&f).batch_size(32).mode(mode).seed(5).reuse_buffers(false).build().unwrap(), 40);
         assert!(no_reuse == reference, "{mode:?} without buffer reuse");
+        for workers in [1, 4] {
+            let inline = builder(&f).batch_size(32).mode(mode).seed(5).num_workers(workers).inline_gathers(true);
+            assert!(take(inline.build().unwrap(), 40) == reference, "{mode:?} inline gathers, {workers} workers");
+        }
     }
 }
 

@@ -35,16 +35,19 @@ impl Ragged {
         self.len() == 0
     }
 
-    /// The rows of record `k`. Panics if `k >= len()`.
-    pub fn rows(&self, k: usize) -> Range<usize> {
-        self.row_splits[k] as usize..self.row_splits[k + 1] as usize
+    /// The rows of record `k`; `None` if `k >= len()`.
+    pub fn rows(&self, k: usize) -> Option<Range<usize>> {
+        let start = usize::try_from(*self.row_splits.get(k)?).ok()?;
+        let end = usize::try_from(*self.row_splits.get(k + 1)?).ok()?;
+        Some(start..end)
     }
 
-    /// The bytes of record `k`. Panics if `k >= len()`.
-    pub fn record(&self, k: usize) -> &[u8] {
-        let row_bytes = row_bytes_of(&self.values).unwrap_or(0);
-        let rows = self.rows(k);
-        &self.values.as_bytes()[rows.start * row_bytes..rows.end * row_bytes]
+    /// The bytes of record `k`; `None` if `k >= len()` (or if `row_splits`
+    /// does not fit `values`).
+    pub fn record(&self, k: usize) -> Option<&[u8]> {
+        let row_bytes = row_bytes_of(&self.values).ok()?;
+        let rows = self.rows(k)?;
+        self.values.as_bytes().get(rows.start.checked_mul(row_bytes)?..rows.end.checked_mul(row_bytes)?)
     }
 
     /// [`pad`] of this batch.
@@ -127,8 +130,8 @@ pub fn pad_bytes(
     }
     let lengths: Vec<u64> = row_splits.windows(2).map(|w| w[1] - w[0]).collect();
     let max_len = check_max_len(&lengths, max_len)?;
+    let slot = padded_slot(max_len, row_bytes)?;
     let mut out = Tensor::zeros(values.dtype(), &padded_shape(lengths.len(), max_len, &values.shape()[1..]))?;
-    let slot = max_len * row_bytes;
     let src = values.as_bytes();
     for (k, dst) in out.as_bytes_mut().chunks_exact_mut(slot.max(1)).enumerate().take(lengths.len()) {
         let start = row_splits[k] as usize * row_bytes;
@@ -160,6 +163,13 @@ fn check_max_len(lengths: &[u64], max_len: Option<usize>) -> Result<usize, Datas
         Some(position) => Err(DatasetError::TooLong { position, rows: lengths[position], max_len }),
         None => Ok(max_len),
     }
+}
+
+/// Bytes of one padded row of `max_len` rows, checked.
+fn padded_slot(max_len: usize, row_bytes: usize) -> Result<usize, DatasetError> {
+    max_len
+        .checked_mul(row_bytes)
+        .ok_or_else(|| DatasetError::InvalidArgument(format!("max_len {max_len} overflows the address space")))
 }
 
 fn padded_shape(batch: usize, max_len: usize, tail: &[usize]) -> Vec<usize> {
@@ -328,8 +338,8 @@ impl RaggedDataset {
         let lens = self.byte_lengths(indices)?;
         let lengths: Vec<u64> = lens.iter().map(|&b| u64::from(b) / self.row_bytes as u64).collect();
         let max_len = check_max_len(&lengths, max_len)?;
+        let slot = padded_slot(max_len, self.row_bytes)?;
         let mut out = Tensor::zeros(self.dtype(), &padded_shape(indices.len(), max_len, self.item_shape()))?;
-        let slot = max_len * self.row_bytes;
         let offsets: Vec<u64> = (0..indices.len() as u64).map(|k| k * slot as u64).collect();
         self.store.gather_var(indices, out.as_bytes_mut(), &offsets, &lens)?;
         if pad_element.iter().any(|&b| b != 0) {

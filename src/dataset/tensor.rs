@@ -81,7 +81,8 @@ impl Drop for Buffer {
 /// let t = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
 /// assert_eq!(t.shape(), &[2, 3]);
 /// assert_eq!(t.as_slice::<f32>()?[4], 5.0);
-/// assert_eq!(t.record(1), t.as_bytes()[12..].to_vec());
+/// assert_eq!(t.record(1), Some(&t.as_bytes()[12..]));
+/// assert_eq!(t.record(2), None);
 /// assert!(t.as_slice::<i32>().is_err());
 /// # Ok::<(), loaderx::dataset::DatasetError>(())
 /// ```
@@ -182,11 +183,14 @@ impl Tensor {
         Ok(bytemuck::cast_slice_mut(self.as_bytes_mut()))
     }
 
-    /// The bytes of entry `i` along the first axis (a record of a batch).
-    /// Panics if `i >= len()` (an index bug, like slice indexing).
-    pub fn record(&self, i: usize) -> &[u8] {
-        let per = self.nbytes().checked_div(self.len()).unwrap_or(0);
-        &self.as_bytes()[i * per..(i + 1) * per]
+    /// The bytes of entry `i` along the first axis (a record of a batch);
+    /// `None` if `i >= len()`.
+    pub fn record(&self, i: usize) -> Option<&[u8]> {
+        if i >= self.len() {
+            return None;
+        }
+        let per = self.nbytes() / self.len();
+        self.as_bytes().get(i * per..(i + 1) * per)
     }
 
     /// Changes the shape to one with the same number of bytes.

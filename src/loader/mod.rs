@@ -73,6 +73,7 @@ pub struct LoaderBuilder {
     start_step: u64,
     transform: Option<Arc<Transform>>,
     reuse_buffers: bool,
+    inline_gathers: bool,
 }
 
 impl Default for LoaderBuilder {
@@ -88,6 +89,7 @@ impl Default for LoaderBuilder {
             start_step: 0,
             transform: None,
             reuse_buffers: true,
+            inline_gathers: false,
         }
     }
 }
@@ -178,6 +180,18 @@ impl LoaderBuilder {
         self
     }
 
+    /// Where a batch's records are decoded. `false` (the default): the
+    /// store's gather spreads each batch over the global rayon pool while
+    /// the worker waits (parallelism within a batch, so the batch the
+    /// consumer waits for is finished by every core). `true`: each worker
+    /// decodes its own batch on its own thread (parallelism across batches
+    /// only); measured slower for zstd batches, where the consumer waits on
+    /// one worker's batch (`docs/loader.md`).
+    pub fn inline_gathers(mut self, inline: bool) -> LoaderBuilder {
+        self.inline_gathers = inline;
+        self
+    }
+
     /// Checks the settings and starts the workers.
     pub fn build(self) -> Result<DataLoader, LoaderError> {
         if self.streams.is_empty() {
@@ -203,7 +217,7 @@ impl LoaderBuilder {
         let sampler = sampler.shard(self.shard.0, self.shard.1)?;
         let pools = self.streams.iter().map(|_| self.reuse_buffers.then(|| Pool::new(prefetch + 1))).collect();
         let job = Job { streams: self.streams, sampler, transform: self.transform, pools };
-        let workers = Workers::start(Arc::new(job), self.num_workers, prefetch, self.start_step)?;
+        let workers = Workers::start(Arc::new(job), self.num_workers, prefetch, self.start_step, self.inline_gathers)?;
         Ok(DataLoader { workers, batch_len: sampler.batch_len(), done: false })
     }
 }

@@ -151,10 +151,47 @@ fn work(shared: &Shared, job: &Job) {
 pub(super) struct Workers {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
+    /// With inline gathers, worker `k`'s one-thread pool (its thread is `threads[k]`).
+    pools: Vec<rayon::ThreadPool>,
+}
+
+/// Starts worker `k`. With `inline`, the worker is the one thread of its own
+/// rayon pool, so the store's parallel gather runs on the worker's own thread
+/// (its pieces one after the other) instead of being handed to the global
+/// pool while the worker waits.
+fn spawn(
+    k: usize,
+    inline: bool,
+    shared: Arc<Shared>,
+    job: Arc<Job>,
+) -> std::io::Result<(JoinHandle<()>, Option<rayon::ThreadPool>)> {
+    let name = format!("loaderx-worker-{k}");
+    if !inline {
+        let handle = std::thread::Builder::new().name(name).spawn(move || work(&shared, &job))?;
+        return Ok((handle, None));
+    }
+    let mut handle = None;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .spawn_handler(|thread| {
+            handle = Some(std::thread::Builder::new().name(name.clone()).spawn(move || thread.run())?);
+            Ok(())
+        })
+        .build()
+        .map_err(std::io::Error::other)?;
+    let handle = handle.ok_or_else(|| std::io::Error::other("rayon started no thread"))?;
+    pool.spawn(move || work(&shared, &job));
+    Ok((handle, Some(pool)))
 }
 
 impl Workers {
-    pub(super) fn start(job: Arc<Job>, count: usize, prefetch: usize, start: u64) -> Result<Workers, LoaderError> {
+    pub(super) fn start(
+        job: Arc<Job>,
+        count: usize,
+        prefetch: usize,
+        start: u64,
+        inline: bool,
+    ) -> Result<Workers, LoaderError> {
         let state = State {
             next: start,
             claim: start,
@@ -164,13 +201,13 @@ impl Workers {
         };
         let shared =
             Arc::new(Shared { state: Mutex::new(state), room: Condvar::new(), ready: Condvar::new(), prefetch });
-        let mut workers = Workers { shared: shared.clone(), threads: Vec::with_capacity(count) };
+        let mut workers = Workers { shared: shared.clone(), threads: Vec::with_capacity(count), pools: Vec::new() };
         for k in 0..count {
-            let (shared, job) = (shared.clone(), job.clone());
-            let spawned =
-                std::thread::Builder::new().name(format!("loaderx-worker-{k}")).spawn(move || work(&shared, &job));
-            match spawned {
-                Ok(handle) => workers.threads.push(handle),
+            match spawn(k, inline, shared.clone(), job.clone()) {
+                Ok((handle, pool)) => {
+                    workers.threads.push(handle);
+                    workers.pools.extend(pool);
+                }
                 Err(e) => {
                     // The workers not started never run: count them out.
                     workers.shared.lock().alive -= count - k;
@@ -221,6 +258,9 @@ impl Workers {
 impl Drop for Workers {
     fn drop(&mut self) {
         self.shared.stop();
+        // A pool's thread exits once its pool is dropped and its job (the
+        // worker loop, which sees `stop`) has returned.
+        self.pools.clear();
         for thread in self.threads.drain(..) {
             // A worker's panics are caught per step; a join error would be a
             // panic in the hand-over itself, which there is no one to tell.
