@@ -9,8 +9,9 @@
 #    in a temporary directory;
 # 3. reference_loader.py (the reference's write_dataset and DataLoader: 2
 #    streams, 4 workers, batch 256, IID, zstd and raw) and
-#    `cargo bench --bench loader` (this crate, the same), alternately, N rounds
-#    (default 1); each side also times its sampler; this crate also runs a
+#    `cargo bench --bench loader` (this crate, the same; built once, its
+#    executable run per round), N rounds (default 1), who goes first
+#    alternating; each side also times its sampler; this crate also runs a
 #    zstd dataset written with Options::min_saving = 0.1 (records zstd shrinks
 #    by less than 10% stored raw; a row of its own, no reference counterpart);
 # 4. one table with the ratios (loader_combine.py), also written to
@@ -68,13 +69,20 @@ cargo bench -p loaderx --bench loader --no-run
 out="$root/target/bench"
 mkdir -p "$out"
 rm -f "$out"/loader-crate-*.json "$out"/loader-reference-*.json
-for r in $(seq 1 "$rounds"); do
+bench="$(ls -t target/release/deps/loader-* | grep -v '\.d$' | head -n 1)"
+reference() {
     echo "== round $r/$rounds: reference (loaderx 0.7.3, Python)"
     "$py" "$here/reference_loader.py" --data "$data" --work "$work/reference" \
         --json "$out/loader-reference-$r.json" ${common[@]+"${common[@]}"}
+}
+crate() {
     echo "== round $r/$rounds: this crate (cargo bench --bench loader)"
-    cargo bench -p loaderx --bench loader -- --data "$data" --work "$work/crate" --min-saving 0.1 \
+    "$bench" --data "$data" --work "$work/crate" --min-saving 0.1 \
         --json "$out/loader-crate-$r.json" ${common[@]+"${common[@]}"}
+}
+# Who goes first alternates from round to round.
+for r in $(seq 1 "$rounds"); do
+    if [ $((r % 2)) = 1 ]; then reference; crate; else crate; reference; fi
 done
 
 echo "== combined (also in target/bench/loader.md)"

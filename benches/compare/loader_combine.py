@@ -1,37 +1,39 @@
 """Prints the crate's and the reference's loader benchmark results as one
-table with the ratio crate / reference, and checks the targets of issue 5.
+table with the ratios crate / reference, and checks the targets of issue 5.
 
-    python loader_combine.py --crate crate.json [...] --reference ref.json [...]
+    python loader_combine.py --crate crate-1.json [...] --reference ref-1.json [...]
         [--markdown OUT.md]
 
-With several result files per side (loader.sh --rounds N), each row keeps its
-side's best median over the rounds. "cpu ms/batch" is the process's CPU time
-(all threads) per batch: on a shared machine it is the steadier measure of
-the work a batch costs; batches/s is what a training loop sees.
+Rounds pair up in the order given (loader.sh writes loader-{crate,reference}-N.json
+for round N). Each side's figure is its median over the rounds; "crate / ref"
+is the median of the per-round ratios with their range, the number to read
+on a shared machine. "cpu ms/batch" is the process's CPU time (all threads)
+per batch: the work a batch costs, steadier than batches/s when other jobs
+share the cores; batches/s is what a training loop sees.
 """
 
 import argparse
 import json
 from pathlib import Path
+from statistics import median
+
+
+def key(r):
+    return (r["codec"], r["workers"], r.get("reuse", True))
 
 
 def load(paths):
-    loader, sampler, docs = {}, {}, []
+    rounds = []
     for p in paths:
         doc = json.loads(Path(p).read_text())
-        docs.append(doc)
-        for r in doc.get("loader", []):
-            if r.get("reuse", True) is False or r["workers"] != 4:
-                key = (r["codec"], r["workers"], r.get("reuse", True))
-            else:
-                key = (r["codec"], 4, True)
-            if key not in loader or r["batches_s"] > loader[key]["batches_s"]:
-                loader[key] = r
-        for r in doc.get("sampler", []):
-            key = (r["mode"], r["batch"])
-            if key not in sampler or r["us_per_batch"] < sampler[key]["us_per_batch"]:
-                sampler[key] = r
-    return loader, sampler, docs
+        rounds.append(({key(r): r for r in doc.get("loader", [])},
+                       {(r["mode"], r["batch"]): r for r in doc.get("sampler", [])}, doc))
+    return rounds
+
+
+def med(rounds, which, k, field):
+    values = [rnd[which][k][field] for rnd in rounds if k in rnd[which]]
+    return median(values) if values else None
 
 
 def main():
@@ -40,43 +42,51 @@ def main():
     ap.add_argument("--reference", nargs="+", required=True)
     ap.add_argument("--markdown", type=Path)
     args = ap.parse_args()
-    cl, cs, cdocs = load(args.crate)
-    rl, rs, rdocs = load(args.reference)
+    crate, ref = load(sorted(args.crate)), load(sorted(args.reference))
     lines = []
     out = lines.append
-    out(f"Rounds: {len(cdocs)} per side, best median kept. Reference: loaderx {rdocs[0].get('version', '?')} "
-        "(Python API).")
+    out(f"Rounds: {len(crate)} per side, paired in order; each side's figure is its median over the rounds. "
+        f"Reference: loaderx {ref[0][2].get('version', '?')} (Python API).")
     out("")
     out("| loader (2 streams, batch 256, IID) | this crate batches/s | cpu ms/batch | MiB/s "
-        "| reference batches/s | cpu ms/batch | MiB/s | batches/s ratio | cpu ratio |")
+        "| reference batches/s | cpu ms/batch | MiB/s | crate / ref batches/s | crate / ref work per batch |")
     out("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     checks = []
-    for (codec, workers, reuse), c in sorted(cl.items(), key=lambda kv: (kv[0][0] != "zstd", kv[0][1] != 4, not kv[0][2])):
-        r = rl.get((codec, workers, reuse)) if reuse else None
+    keys = []
+    for rnd in crate:
+        for k in rnd[0]:
+            if k not in keys:
+                keys.append(k)
+    for k in keys:
+        codec, workers, reuse = k
         label = f"{codec}, {workers} workers" + ("" if reuse else ", no buffer reuse")
-        if r:
-            ratio = c["batches_s"] / r["batches_s"]
-            cpu = r["cpu_ms"] / c["cpu_ms"]
-            out(f"| {label} | {c['batches_s']:,.0f} | {c['cpu_ms']:.2f} | {c['mib_s']:,.0f} | {r['batches_s']:,.0f} "
-                f"| {r['cpu_ms']:.2f} | {r['mib_s']:,.0f} | **{ratio:.2f}x** | {cpu:.2f}x |")
-            checks.append((f"{codec}: loader batches/s >= 1.5x the reference's", f"{ratio:.2f}x",
-                           "met" if ratio >= 1.5 else "NOT met"))
+        c_bs, c_cpu, c_mib = (med(crate, 0, k, f) for f in ("batches_s", "cpu_ms", "mib_s"))
+        pairs = [(c[0][k], r[0][k]) for c, r in zip(crate, ref) if k in c[0] and k in r[0]]
+        if pairs:
+            r_bs, r_cpu, r_mib = (med(ref, 0, k, f) for f in ("batches_s", "cpu_ms", "mib_s"))
+            ratios = [c["batches_s"] / r["batches_s"] for c, r in pairs]
+            works = [r["cpu_ms"] / c["cpu_ms"] for c, r in pairs]
+            rng = f" ({min(ratios):.2f}-{max(ratios):.2f})" if len(ratios) > 1 else ""
+            out(f"| {label} | {c_bs:,.0f} | {c_cpu:.2f} | {c_mib:,.0f} | {r_bs:,.0f} | {r_cpu:.2f} | {r_mib:,.0f} "
+                f"| **{median(ratios):.2f}x**{rng} | {median(works):.2f}x |")
+            checks.append((f"{codec}: loader batches/s >= 1.5x the reference's", f"{median(ratios):.2f}x{rng}",
+                           "met" if median(ratios) >= 1.5 else "NOT met"))
         else:
-            out(f"| {label} | {c['batches_s']:,.0f} | {c['cpu_ms']:.2f} | {c['mib_s']:,.0f} | | | | | |")
+            out(f"| {label} (crate only) | {c_bs:,.0f} | {c_cpu:.2f} | {c_mib:,.0f} | | | | | |")
     out("")
-    out("| sampler (index space 2^20) | batch | this crate us/batch | ns/index | reference us/batch | ratio |")
+    out("| sampler (index space 2^20) | batch | this crate us/batch | ns/index | reference us/batch (Python API) | crate / ref |")
     out("|---|---:|---:|---:|---:|---:|")
-    for (mode, batch), c in sorted(cs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        r = rs.get((mode, batch))
-        ratio = f"**{r['us_per_batch'] / c['us_per_batch']:.1f}x**" if r else ""
-        ref = f"{r['us_per_batch']:.2f}" if r else ""
-        out(f"| {mode} | {batch} | {c['us_per_batch']:.2f} | {c['us_per_batch'] * 1e3 / batch:.2f} | {ref} | {ratio} |")
+    skeys = sorted({k for rnd in crate for k in rnd[1]}, key=lambda k: (k[1], k[0]))
+    for k in skeys:
+        c = med(crate, 1, k, "us_per_batch")
+        r = med(ref, 1, k, "us_per_batch")
+        ratio = f"**{r / c:.1f}x** faster" if r else ""
+        out(f"| {k[0]} | {k[1]} | {c:.2f} | {c * 1e3 / k[1]:.2f} | {'' if r is None else f'{r:.2f}'} | {ratio} |")
     for batch in (256, 8192):
-        iid, cyc = cs.get(("iid", batch)), cs.get(("cyclic", batch))
-        if iid and cyc:
-            q = cyc["us_per_batch"] / iid["us_per_batch"]
-            checks.append((f"sampler batch {batch}: cyclic per-index cost within 2x of IID", f"{q:.2f}x",
-                           "met" if q <= 2.0 else "NOT met"))
+        i, c = med(crate, 1, ("iid", batch), "us_per_batch"), med(crate, 1, ("cyclic", batch), "us_per_batch")
+        if i and c:
+            checks.append((f"sampler batch {batch}: cyclic per-index cost within 2x of IID", f"{c / i:.2f}x",
+                           "met" if c / i <= 2.0 else "NOT met"))
     out("")
     out("| target (issue 5) | measured | |")
     out("|---|---|---|")
