@@ -106,12 +106,12 @@ impl Image {
         touched
     }
 
+    /// Sets the length. Invariant: no byte past `len` is non-zero, so a file
+    /// extended later reads zeros there, as POSIX requires.
     fn set_len(&mut self, len: u64) {
-        if len < self.len {
-            self.pages.retain(|&p, _| p * PAGE < len);
-            if let Some(p) = self.pages.get_mut(&(len / PAGE)) {
-                p[(len % PAGE) as usize..].fill(0);
-            }
+        self.pages.retain(|&p, _| p * PAGE < len);
+        if let Some(p) = self.pages.get_mut(&(len / PAGE)) {
+            p[(len % PAGE) as usize..].fill(0);
         }
         self.len = len;
     }
@@ -249,6 +249,9 @@ impl State {
                 }
             }
         }
+        // Whatever came back, nothing past the end of the file is visible.
+        let len = inode.volatile.len;
+        inode.volatile.set_len(len);
         self.trace.push(format!("  EIO ({})", if drop { "dirty pages dropped" } else { "dirty pages kept" }));
         io::Error::other("injected EIO")
     }
@@ -273,8 +276,8 @@ impl State {
             inode.dirty.remove(&p);
         }
         if with_len {
-            inode.durable.len = inode.volatile.len;
-            inode.durable.set_len(inode.volatile.len);
+            let len = inode.volatile.len;
+            inode.durable.set_len(len);
             inode.len_dirty = false;
         }
         Ok(())
@@ -425,6 +428,7 @@ impl SimFs {
                     inode.durable.len = inode.volatile.len;
                 }
             }
+            // Bytes written past the durable end are not part of the file.
             let len = inode.durable.len;
             inode.durable.set_len(len);
             inode.volatile = inode.durable.clone();
@@ -626,7 +630,11 @@ impl VfsFile for SimFile {
         if s.crashed {
             return Err(crash_error());
         }
-        let want = if buf.len() > 1 && s.fault(|f| f.short_io) { 1 + s.rng.below(buf.len() as u64 - 1) } else { buf.len() as u64 };
+        let want = if buf.len() > 1 && s.fault(|f| f.short_io) {
+            1 + s.rng.below(buf.len() as u64 - 1)
+        } else {
+            buf.len() as u64
+        };
         Ok(s.inode(self.id).volatile.read(offset, &mut buf[..want as usize]))
     }
 
@@ -639,7 +647,11 @@ impl VfsFile for SimFile {
             s.trace.push("  ENOSPC".into());
             return Err(io::Error::new(io::ErrorKind::StorageFull, "injected ENOSPC"));
         }
-        let n = if buf.len() > 1 && s.fault(|f| f.short_io) { 1 + s.rng.below(buf.len() as u64 - 1) } else { buf.len() as u64 } as usize;
+        let n = if buf.len() > 1 && s.fault(|f| f.short_io) {
+            1 + s.rng.below(buf.len() as u64 - 1)
+        } else {
+            buf.len() as u64
+        } as usize;
         let inode = s.inode(self.id);
         let before = inode.volatile.len;
         for page in inode.volatile.write(offset, &buf[..n]) {

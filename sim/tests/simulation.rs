@@ -4,12 +4,17 @@
 
 use loaderx_sim::workload::{Settings, run_seed};
 
-/// Seeds that found bugs in the store, kept as regression tests:
+/// Seeds that found bugs, kept as regression tests:
 /// 25 (store creation interrupted by EIO left `0.zr` without `meta.zr`),
 /// 155 (a failed sync while clearing a delete's intent left a stale intent
 /// behind after a crash), 497 (an empty record placed at a frontier past the
-/// end of its chunk file).
-const REGRESSIONS: [u64; 3] = [25, 155, 497];
+/// end of its chunk file), 20703 (delete recovery trusted a header length
+/// that the page cache showed after a failed msync, then dropped the intent),
+/// 27016 (after a crash between the two header words of a rollover, empty
+/// records landed past the end of the previous chunk file), 18547 (a bug of
+/// the simulator itself: bytes past the end of a file came back after a
+/// truncation and an EIO).
+const REGRESSIONS: [u64; 6] = [25, 155, 497, 20703, 27016, 18547];
 
 fn check(seeds: impl Iterator<Item = u64>, settings: &Settings) {
     for seed in seeds {

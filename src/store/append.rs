@@ -192,12 +192,22 @@ impl Zrecord {
             crate::io::write_all_at(&*chunk.file, data, u64::from(loc.offset))
         })
         .map_err(|e| self.io("write chunk", e))?;
-        // Empty records sit at the frontier: the file must reach it (a chunk
-        // file may be shorter than the frontier the header records).
-        let tail_file =
-            self.chunks.get(&*self.vfs, cursor.chunk).map_err(|e| self.io("open chunk", e))?.expect("opened");
-        if tail_file.file.len().map_err(|e| self.io("stat chunk", e))? < u64::from(cursor.offset) {
-            tail_file.file.set_len(u64::from(cursor.offset)).map_err(|e| self.io("extend chunk", e))?;
+        // How far each chunk must reach: the end of its last record, empty
+        // ones included (they sit at the frontier, and a chunk file may be
+        // shorter than the frontier the header records).
+        let mut reach: Vec<(u16, u64)> = Vec::new();
+        for entry in &entries {
+            let (loc, end) = (entry.loc(), u64::from(entry.loc().offset) + u64::from(entry.phys_length()));
+            match reach.last_mut() {
+                Some((chunk, far)) if *chunk == loc.chunk => *far = (*far).max(end),
+                _ => reach.push((loc.chunk, end)),
+            }
+        }
+        for &(id, end) in &reach {
+            let chunk = self.chunks.get(&*self.vfs, id).map_err(|e| self.io("open chunk", e))?.expect("opened above");
+            if chunk.file.len().map_err(|e| self.io("stat chunk", e))? < end {
+                chunk.file.set_len(end).map_err(|e| self.io("extend chunk", e))?;
+            }
         }
         if created {
             self.vfs.sync_dir(&self.path).map_err(|e| self.sync_failed(e))?; // SYNC A0
@@ -225,11 +235,9 @@ impl Zrecord {
         self.table.flush_header().map_err(|e| self.sync_failed(e))?; // SYNC A3b
 
         // Publish: chunk lengths first, then the length readers go by.
-        for (loc, data) in &runs {
-            let chunk = self.chunks.get(&*self.vfs, loc.chunk).map_err(|e| self.io("open chunk", e))?.expect("opened");
-            chunk.grew_to(u64::from(loc.offset) + data.len() as u64);
+        for &(id, end) in &reach {
+            self.chunks.get(&*self.vfs, id).map_err(|e| self.io("open chunk", e))?.expect("opened").grew_to(end);
         }
-        tail_file.grew_to(u64::from(cursor.offset));
         self.tail_chunk.store(u32::from(cursor.chunk), Ordering::Release);
         self.len.store(end, Ordering::Release);
         writer.tail = cursor;

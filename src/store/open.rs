@@ -200,20 +200,20 @@ impl Zrecord {
         let length = self.table.header().length();
         let bad =
             |what: String| Error::Corrupt { path: self.path.clone(), index: None, what: Corruption::Intent(what) };
-        if length == intent.new_len && intent.old_len != intent.new_len {
-            // The delete committed; only the clean-up was lost.
-        } else if length == intent.old_len {
-            let limit = intent.new_len.max(intent.old_len);
-            if let Some((index, _)) = intent.items.iter().find(|(i, _)| *i >= limit || *i >= self.table.capacity()) {
-                return Err(bad(format!("entry {index} is past the length {limit}")));
-            }
-            self.apply_intent(&intent)?;
-        } else {
+        if length != intent.old_len && length != intent.new_len {
             return Err(bad(format!(
                 "it takes length {} to {}, the header says {length}",
                 intent.old_len, intent.new_len
             )));
         }
+        let limit = intent.new_len.max(intent.old_len);
+        if let Some((index, _)) = intent.items.iter().find(|(i, _)| *i >= limit || *i >= self.table.capacity()) {
+            return Err(bad(format!("entry {index} is past the length {limit}")));
+        }
+        // Apply it again even when the header already shows the new length:
+        // what the page cache shows after a failed sync need not be durable,
+        // and the intent may go only once all of it is.
+        self.apply_intent(&intent)?;
         Intent::clear(&*self.meta).map_err(|e| self.sync_failed(e))
     }
 
@@ -228,7 +228,7 @@ impl Zrecord {
             high = high.max(*index + 1);
         }
         self.table.flush_entries(low, high).map_err(|e| self.sync_failed(e))?; // SYNC D2 / C3
-        if intent.new_len != intent.old_len {
+        if intent.new_len != intent.old_len || self.table.header().length() != intent.new_len {
             let tail = self.lock_writer().tail;
             // SAFETY: `&mut self`: the only writer.
             unsafe { self.table.set_header_word1(tail.offset, intent.new_len) };
