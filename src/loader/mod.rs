@@ -1,7 +1,7 @@
 //! The data loader: endless, ordered, resumable batches of named streams.
 //!
 //! A [`DataLoader`] draws the record indices of step 0, 1, 2, ... from a
-//! [`Sampler`](crate::sampler::Sampler) (optionally one host's
+//! [`Sampler`] (optionally one host's
 //! [shard](crate::sampler::ShardedSampler)), gathers every stream at those
 //! indices on `num_workers` threads, applies the transform (the collate
 //! step), and hands the batches over **in step order**, whatever the
