@@ -24,7 +24,11 @@
 //! first, then `--reps` timed runs of `--batches` batches each (every batch
 //! is dropped before the next is asked for, as a training step would);
 //! batches/s of the median run. Sampler: `fill` of consecutive steps into one
-//! buffer over an index space of 1M, median of 5 runs of at least 0.2 s.
+//! buffer, over index spaces of 1,000,000 and 20,000 at batches 256 and 8192;
+//! the three modes side by side in 9 rounds of one 60 ms run each (the order
+//! rotating), a mode's figure its median run in ns/index, and cyclic / IID
+//! the median (and range) of the per-round ratios. `--no-loader` runs the
+//! sampler part alone.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -241,24 +245,67 @@ fn probe(data: &Path) -> Res<()> {
     Ok(())
 }
 
-fn bench_sampler(mode: Mode, batch: usize) -> Res<f64> {
-    let sampler = Sampler::new(1 << 20, batch, mode, 42)?;
-    let mut out = vec![0u64; sampler.batch_len()];
-    let mut runs = Vec::new();
-    for _ in 0..5 {
-        let start = Instant::now();
-        let mut steps = 0u64;
-        while start.elapsed() < Duration::from_millis(200) {
-            for _ in 0..64 {
-                sampler.fill(steps, &mut out)?;
-                std::hint::black_box(&out);
-                steps += 1;
-            }
+/// One timed run of `fill` over consecutive steps from `first`: seconds per
+/// batch, and the step after the last one filled.
+fn sampler_run(sampler: &Sampler, out: &mut [u64], first: u64, budget: Duration) -> Res<(f64, u64)> {
+    let start = Instant::now();
+    let mut step = first;
+    while start.elapsed() < budget {
+        for _ in 0..16 {
+            sampler.fill(step, out)?;
+            std::hint::black_box(&mut *out);
+            step += 1;
         }
-        runs.push(start.elapsed().as_secs_f64() / steps as f64);
     }
-    runs.sort_by(f64::total_cmp);
-    Ok(runs[2])
+    Ok((start.elapsed().as_secs_f64() / (step - first) as f64, step))
+}
+
+/// The sampler's modes side by side in this process: `SAMPLER_ROUNDS`
+/// rounds, each one timed run of every mode (the order rotating from round
+/// to round), each mode continuing from the step where its last run stopped.
+/// Per mode the median run in ns/index, and per round cyclic / IID.
+struct SamplerRow {
+    len: u64,
+    batch: usize,
+    /// Median ns/index of sequential, IID, cyclic.
+    ns: [f64; 3],
+    /// Cyclic / IID per index: median and range over the rounds.
+    ratio: (f64, f64, f64),
+}
+
+const SAMPLER_MODES: [(&str, Mode); 3] =
+    [("sequential", Mode::Sequential), ("iid", Mode::Iid), ("cyclic", Mode::Cyclic)];
+const SAMPLER_ROUNDS: usize = 9;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn bench_sampler(len: u64, batch: usize) -> Res<SamplerRow> {
+    let samplers: Vec<Sampler> =
+        SAMPLER_MODES.iter().map(|&(_, mode)| Sampler::new(len, batch, mode, 42)).collect::<Result<_, _>>()?;
+    let mut out = vec![0u64; batch];
+    let mut steps = [0u64; 3];
+    let mut runs: [Vec<f64>; 3] = Default::default();
+    let mut ratios = Vec::new();
+    for m in 0..3 {
+        // Warm-up.
+        steps[m] = sampler_run(&samplers[m], &mut out, 0, Duration::from_millis(20))?.1;
+    }
+    for round in 0..SAMPLER_ROUNDS {
+        let mut ns = [0.0; 3];
+        for k in 0..3 {
+            let m = (round + k) % 3;
+            let (secs, next) = sampler_run(&samplers[m], &mut out, steps[m], Duration::from_millis(60))?;
+            steps[m] = next;
+            ns[m] = secs * 1e9 / batch as f64;
+            runs[m].push(ns[m]);
+        }
+        ratios.push(ns[2] / ns[1]);
+    }
+    let (lo, hi) = ratios.iter().fold((f64::MAX, 0.0f64), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+    Ok(SamplerRow { len, batch, ns: runs.map(median), ratio: (median(ratios), lo, hi) })
 }
 
 fn main() -> Res<()> {
@@ -341,20 +388,33 @@ fn main() -> Res<()> {
     json.push_str("], \"sampler\": [");
     if a.sampler {
         let mut first = true;
-        for batch in [256, 8192] {
-            for (name, mode) in [("sequential", Mode::Sequential), ("iid", Mode::Iid), ("cyclic", Mode::Cyclic)] {
-                let secs = bench_sampler(mode, batch)?;
-                println!(
-                    "sampler {name:<10} batch {batch:>5}: {:>8.2} us/batch, {:>6.2} ns/index",
-                    secs * 1e6,
-                    secs * 1e9 / batch as f64
-                );
-                if !first {
-                    json.push_str(", ");
+        for len in [1_000_000, 20_000] {
+            for batch in [256, 8192] {
+                let row = bench_sampler(len, batch)?;
+                for (m, (name, _)) in SAMPLER_MODES.iter().enumerate() {
+                    println!(
+                        "sampler len {:>9} batch {:>5} {name:<10} {:>9.2} us/batch {:>6.2} ns/index",
+                        row.len,
+                        row.batch,
+                        row.ns[m] * row.batch as f64 / 1e3,
+                        row.ns[m]
+                    );
+                    if !first {
+                        json.push_str(", ");
+                    }
+                    first = false;
+                    let _ = write!(
+                        json,
+                        "{{\"mode\": \"{name}\", \"len\": {}, \"batch\": {}, \"us_per_batch\": {:.3}}}",
+                        row.len,
+                        row.batch,
+                        row.ns[m] * row.batch as f64 / 1e3
+                    );
                 }
-                first = false;
-                let _ =
-                    write!(json, "{{\"mode\": \"{name}\", \"batch\": {batch}, \"us_per_batch\": {:.3}}}", secs * 1e6);
+                println!(
+                    "sampler len {:>9} batch {:>5} cyclic / iid per index {:.2}x (rounds {:.2}-{:.2})",
+                    row.len, row.batch, row.ratio.0, row.ratio.1, row.ratio.2
+                );
             }
         }
     }

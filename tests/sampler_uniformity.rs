@@ -137,3 +137,72 @@ fn cyclic_first_batches_are_uniform_over_cycles() {
     let stat = chi_square(&counts);
     assert!(stat < CRITICAL_9DF, "chi-square {stat:.1}");
 }
+
+/// Critical values of chi-square at p = 0.001 (Wilson–Hilferty).
+const CRITICAL_81DF: f64 = 126.14;
+const CRITICAL_144DF: f64 = 202.23;
+const CRITICAL_225DF: f64 = 296.32;
+
+/// Pearson's chi-square of a `rows` x `cols` table of counts against
+/// independence (expected cell = row total * column total / total).
+fn chi_square_table(counts: &[u64], cols: usize) -> f64 {
+    let rows = counts.len() / cols;
+    let total: u64 = counts.iter().sum();
+    let row_sums: Vec<u64> = counts.chunks(cols).map(|r| r.iter().sum()).collect();
+    let col_sums: Vec<u64> = (0..cols).map(|c| (0..rows).map(|r| counts[r * cols + c]).sum()).collect();
+    let mut stat = 0.0;
+    for r in 0..rows {
+        for c in 0..cols {
+            let expected = row_sums[r] as f64 * col_sums[c] as f64 / total as f64;
+            stat += (counts[r * cols + c] as f64 - expected).powi(2) / expected;
+        }
+    }
+    stat
+}
+
+#[test]
+fn cyclic_every_position_goes_everywhere_alike() {
+    // The whole position x image table over 16 000 keys: at 16 (a domain
+    // of its own, no walking) and 13 (walking in a domain of 16), where a
+    // weak network's structure would show most.
+    for (len, critical) in [(16u64, CRITICAL_225DF), (13, CRITICAL_144DF)] {
+        let n = len as usize;
+        let mut counts = vec![0u64; n * n];
+        for key in 0..16_000 {
+            let p = Permutation::new(len, key).unwrap();
+            for i in 0..len {
+                counts[i as usize * n + p.get(i).unwrap() as usize] += 1;
+            }
+        }
+        let stat = chi_square_table(&counts, n);
+        assert!(stat < critical, "len {len}: chi-square {stat:.1} >= {critical}");
+    }
+}
+
+#[test]
+fn cyclic_images_are_independent_of_positions_and_of_each_other() {
+    // One permutation of a million (in a domain of 2^20) and one of 20 000
+    // (2^15, much walking), through the sampler: 10 x 10 tables of
+    // (position, image) and of (image, next image), and the gaps between
+    // consecutive images in 100 bins.
+    for (len, seed) in [(1_000_000u64, 9), (20_000, 10)] {
+        let s = Sampler::new(len, len as usize, Mode::Cyclic, seed).unwrap();
+        let images = s.batch(0);
+        let bin = |x: u64| (x * 10 / len) as usize;
+        let mut by_position = vec![0u64; 100];
+        let mut by_previous = vec![0u64; 100];
+        let mut gaps = [0u64; 100];
+        for (i, pair) in images.windows(2).enumerate() {
+            by_position[bin(i as u64) * 10 + bin(pair[0])] += 1;
+            by_previous[bin(pair[0]) * 10 + bin(pair[1])] += 1;
+            let gap = (pair[1] + len - pair[0]) % len;
+            gaps[(gap * 100 / len) as usize] += 1;
+        }
+        let stat = chi_square_table(&by_position, 10);
+        assert!(stat < CRITICAL_81DF, "len {len}: position/image chi-square {stat:.1}");
+        let stat = chi_square_table(&by_previous, 10);
+        assert!(stat < CRITICAL_81DF, "len {len}: image/next chi-square {stat:.1}");
+        let stat = chi_square(&gaps);
+        assert!(stat < CRITICAL_99DF, "len {len}: gap chi-square {stat:.1}");
+    }
+}

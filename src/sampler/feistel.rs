@@ -8,8 +8,11 @@
 //! halves trade widths every round and an odd `bits` needs no padding. Every
 //! round is invertible whatever `F` is, so the network is a bijection on the
 //! domain. [`FEISTEL_ROUNDS`] is even, so the halves end at their starting
-//! widths. `F` is SplitMix64's mixer applied to `R ^ k_i`, with round keys
-//! hashed from the permutation's key.
+//! widths. `F` is a multiply-add-shift of `R` (the top bits of
+//! `a_i * R + b_i mod 2^64`, a pairwise-independent family for halves of at
+//! most 32 bits), with `a_i` (odd) and `b_i` hashed from the permutation's
+//! key once per permutation, so a round costs one multiply, an add, a shift
+//! and an xor.
 //!
 //! Cycle-walking: a value the network sends to `len..2^bits` is sent through
 //! it again until it lands in `0..len`. The walk from an index stays on that
@@ -20,14 +23,36 @@
 //! may be longer (at most `2^bits - len + 1` evaluations).
 
 use super::error::SamplerError;
-use super::hash::{hash2, mix64};
+use super::hash::hash2;
 
 /// Rounds of the Feistel network. Even, so the halves end at their starting
 /// widths; at least four, the Luby–Rackoff bound for a strong pseudorandom
-/// permutation.
+/// permutation. Six because the round function is cheap (one multiply) and
+/// only pairwise independent: with four, the position-by-image table of
+/// small lengths fails its chi-square test (`tests/sampler_uniformity.rs`).
 pub const FEISTEL_ROUNDS: usize = 6;
 
 const _: () = assert!(FEISTEL_ROUNDS >= 4 && FEISTEL_ROUNDS.is_multiple_of(2));
+
+/// One round's function, `F(R) = (mul * R + add) mod 2^64 >> shift`: the top
+/// `64 - shift` bits (the width of the half it is xored into) of a
+/// multiply-add of the other half. For inputs of at most 32 bits and outputs
+/// of at most 32, with `mul` and `add` uniform, this is Dietzfelbinger's
+/// multiply-add-shift family: strongly universal (pairwise independent).
+/// A half of width 0 gets `mul = add = 0`, so `F = 0` with no shift by 64.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Round {
+    mul: u64,
+    add: u64,
+    shift: u32,
+}
+
+impl Round {
+    #[inline(always)]
+    fn apply(self, right: u64) -> u64 {
+        self.mul.wrapping_mul(right).wrapping_add(self.add) >> self.shift
+    }
+}
 
 /// A keyed bijection of `0..len` onto itself, evaluated index by index in
 /// O(1) memory: nothing the size of `len` is ever materialised.
@@ -49,7 +74,8 @@ pub struct Permutation {
     len: u64,
     left_bits: u32,
     right_bits: u32,
-    keys: [u64; FEISTEL_ROUNDS],
+    right_mask: u64,
+    rounds: [Round; FEISTEL_ROUNDS],
 }
 
 impl Permutation {
@@ -67,12 +93,18 @@ impl Permutation {
         debug_assert!(len >= 1);
         let bits = u64::BITS - (len - 1).leading_zeros();
         let left_bits = bits / 2;
-        Self {
-            len,
-            left_bits,
-            right_bits: bits - left_bits,
-            keys: std::array::from_fn(|round| hash2(key, round as u64)),
-        }
+        let right_bits = bits - left_bits;
+        let rounds = std::array::from_fn(|round| {
+            // Even rounds xor into a half of `left_bits`, odd ones into one
+            // of `right_bits` (the halves trade widths every round).
+            let out_bits = if round % 2 == 0 { left_bits } else { right_bits };
+            if out_bits == 0 {
+                return Round { mul: 0, add: 0, shift: 63 };
+            }
+            let round = 2 * round as u64;
+            Round { mul: hash2(key, round) | 1, add: hash2(key, round + 1), shift: 64 - out_bits }
+        });
+        Self { len, left_bits, right_bits, right_mask: (1u64 << right_bits) - 1, rounds }
     }
 
     /// The length of the permuted range.
@@ -107,24 +139,69 @@ impl Permutation {
         x
     }
 
-    /// One pass through the Feistel network: a bijection on `0..2^bits`.
-    #[inline]
-    fn network(&self, x: u64) -> u64 {
-        let (mut left_bits, mut right_bits) = (self.left_bits, self.right_bits);
-        let mut left = x >> right_bits;
-        let mut right = x & low_mask(right_bits);
-        for &key in &self.keys {
-            let f = mix64(right ^ key) & low_mask(left_bits);
-            (left, right) = (right, left ^ f);
-            (left_bits, right_bits) = (right_bits, left_bits);
+    /// Positions `start .. start + out.len()` of the permutation (all below
+    /// `len`), the same as [`walk`](Self::walk) of each, computed a chunk
+    /// at a time: one branch-free network pass over the chunk, then passes
+    /// over only the values still out of range, whose list is compacted
+    /// without branches. The walks' lengths vary unpredictably (at `len`
+    /// just above a power of two, most indices need a second pass), and a
+    /// branch on them per index would cost a misprediction each time.
+    pub(crate) fn fill(&self, start: u64, out: &mut [u64]) {
+        debug_assert!(start <= self.len && out.len() as u64 <= self.len - start);
+        const CHUNK: usize = 256;
+        let mut pending = [0u16; CHUNK];
+        let mut position = start;
+        for chunk in out.chunks_mut(CHUNK) {
+            for slot in chunk.iter_mut() {
+                *slot = self.network(position);
+                position += 1;
+            }
+            let mut count = 0;
+            for (j, &x) in chunk.iter().enumerate() {
+                pending[count] = j as u16;
+                count += usize::from(x >= self.len);
+            }
+            while count > 0 {
+                let mut still = 0;
+                for t in 0..count {
+                    let j = usize::from(pending[t]);
+                    let x = self.network(chunk[j]);
+                    chunk[j] = x;
+                    pending[still] = j as u16;
+                    still += usize::from(x >= self.len);
+                }
+                count = still;
+            }
         }
-        (left << right_bits) | right
+    }
+
+    /// One pass through the Feistel network: a bijection on `0..2^bits`.
+    /// Each round is one multiply, an add, a shift and an xor, in `u64`.
+    #[inline(always)]
+    fn network(&self, x: u64) -> u64 {
+        let mut left = x >> self.right_bits;
+        let mut right = x & self.right_mask;
+        for round in self.rounds {
+            (left, right) = (right, left ^ round.apply(right));
+        }
+        (left << self.right_bits) | right
     }
 }
 
-/// A mask of the low `bits` bits; `bits <= 32` here (each half of at most 64).
-#[inline]
-fn low_mask(bits: u32) -> u64 {
-    debug_assert!(bits <= 32);
-    (1u64 << bits) - 1
+#[cfg(test)]
+mod tests {
+    use super::Permutation;
+
+    #[test]
+    fn fill_agrees_with_walk() {
+        for len in [1u64, 2, 3, 13, 16, 17, 520, 1000, 20_000, (1 << 20) + 1] {
+            let p = Permutation::keyed(len, len ^ 0xABCD);
+            for (start, count) in [(0, len.min(700)), (len / 3, (len - len / 3).min(600)), (len - 1, 1)] {
+                let mut out = vec![0; count as usize];
+                p.fill(start, &mut out);
+                let walked: Vec<u64> = (start..start + count).map(|i| p.walk(i)).collect();
+                assert_eq!(out, walked, "len {len} start {start}");
+            }
+        }
+    }
 }

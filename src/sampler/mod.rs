@@ -220,9 +220,6 @@ impl Sampler {
 
     /// Positions `start..` of the permutation of `0..len` keyed by `key`.
     fn fill_permuted(&self, key: u64, start: u64, out: &mut [u64]) {
-        let permutation = Permutation::keyed(self.len, key);
-        for (position, slot) in (start..).zip(out) {
-            *slot = permutation.walk(position);
-        }
+        Permutation::keyed(self.len, key).fill(start, out);
     }
 }
