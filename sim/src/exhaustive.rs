@@ -97,7 +97,8 @@ pub fn run() -> Result<Explored, (String, Violation)> {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("a one-thread pool");
     pool.install(|| {
         for w in workloads() {
-            let total = run_once(&w, None, Persist::Nothing, 0).map_err(|v| (format!("{} without a crash", w.name), v))?;
+            let total =
+                run_once(&w, None, Persist::Nothing, 0).map_err(|v| (format!("{} without a crash", w.name), v))?;
             let choices = [
                 (Persist::Nothing, 1),
                 (Persist::Everything, 1),

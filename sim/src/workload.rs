@@ -32,7 +32,14 @@ impl Default for Settings {
             ops: 40,
             crash: 0.25,
             crash_in_recovery: 0.2,
-            faults: Faults { writeback: 0.05, eio_sync: 0.01, enospc: 0.01, short_io: 0.05, open_fail: 0.005, lying: false },
+            faults: Faults {
+                writeback: 0.05,
+                eio_sync: 0.01,
+                enospc: 0.01,
+                short_io: 0.05,
+                open_fail: 0.005,
+                lying: false,
+            },
         }
     }
 }
@@ -170,7 +177,12 @@ impl Harness {
     /// As [`Harness::new`], with one crash armed at absolute I/O operation
     /// `crash_at` for the whole run (store creation included), recovered
     /// with `persist`.
-    pub fn with_crash(seed: u64, settings: Settings, crash_at: Option<u64>, persist: Option<Persist>) -> Check<Harness> {
+    pub fn with_crash(
+        seed: u64,
+        settings: Settings,
+        crash_at: Option<u64>,
+        persist: Option<Persist>,
+    ) -> Check<Harness> {
         let mut rng = Rng::new(seed);
         let fs = SimFs::new(rng.fork(), settings.faults.clone());
         let vfs: Arc<dyn Vfs> = Arc::new(fs.clone());
@@ -210,13 +222,10 @@ impl Harness {
         let faults = self.fs.faults();
         self.fs.set_faults(Faults::default());
         let tail = (1u64 << 32) - 3000 - self.rng.below(2000);
-        let meta = self
-            .vfs
-            .open(&Self::path().join("meta.zr"), OpenMode::Write)
-            .and_then(|f| {
-                loaderx::io::write_all_at(&*f, &(tail as u32).to_le_bytes(), 8)?;
-                f.sync_all()
-            });
+        let meta = self.vfs.open(&Self::path().join("meta.zr"), OpenMode::Write).and_then(|f| {
+            loaderx::io::write_all_at(&*f, &(tail as u32).to_le_bytes(), 8)?;
+            f.sync_all()
+        });
         self.fs.set_faults(faults);
         if let Err(e) = meta {
             if self.fs.crashed() {
@@ -562,7 +571,11 @@ impl Harness {
     /// A cheap check after a successful operation: length and a few records.
     fn check_sample(&mut self) -> Check<()> {
         if self.store().len() as usize != self.model.len() {
-            return Err(self.violation(format!("length {} but the model has {}", self.store().len(), self.model.len())));
+            return Err(self.violation(format!(
+                "length {} but the model has {}",
+                self.store().len(),
+                self.model.len()
+            )));
         }
         let len = self.model.len() as u64;
         for _ in 0..3.min(len) {
