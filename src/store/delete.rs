@@ -177,6 +177,25 @@ mod tests {
         assert_eq!(Zrecord::open(dir.path()).unwrap().len(), 19);
     }
 
+    /// An intent from disk that would take the length past the table (no
+    /// mutation grows it) is corruption, not a length to trust.
+    #[test]
+    fn an_intent_that_grows_the_length_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, model) = twenty(dir.path());
+        Intent { old_len: 20, new_len: 1 << 31, items: Vec::new() }.write(&*store.meta).unwrap();
+        drop(store);
+        let err = Zrecord::open(dir.path()).unwrap_err();
+        assert!(matches!(err, crate::Error::Corrupt { what: crate::Corruption::Intent(_), .. }), "{err}");
+        // Nothing was changed: without the bogus intent the store is intact.
+        let meta =
+            crate::io::Vfs::open(&crate::io::real::RealFs, &dir.path().join("meta.zr"), crate::io::OpenMode::Write)
+                .unwrap();
+        Intent::clear(&*meta).unwrap();
+        drop(meta);
+        assert_eq!(contents(&Zrecord::open(dir.path()).unwrap()), model);
+    }
+
     /// A crash after the length committed, before the intent was cleared:
     /// recovery only clears it (and does not delete again).
     #[test]

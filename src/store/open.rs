@@ -206,6 +206,11 @@ impl Zrecord {
                 intent.old_len, intent.new_len
             )));
         }
+        // A delete shrinks the length, a compaction round keeps it; no
+        // intent may take it past the table.
+        if intent.new_len > intent.old_len || intent.old_len > self.table.capacity() {
+            return Err(bad(format!("it takes length {} to {}", intent.old_len, intent.new_len)));
+        }
         let limit = intent.new_len.max(intent.old_len);
         if let Some((index, _)) = intent.items.iter().find(|(i, _)| *i >= limit || *i >= self.table.capacity()) {
             return Err(bad(format!("entry {index} is past the length {limit}")));
