@@ -364,6 +364,20 @@ impl Harness {
 
     /// Runs `op` with a crash armed at absolute I/O operation `crash_at`.
     pub fn step_with_crash(&mut self, op: Op, crash_at: Option<u64>) -> Check<()> {
+        self.step_with_faults(op, crash_at, None)
+    }
+
+    /// What later crashes keep (`None`: a random choice per crash, the
+    /// default). The fuzzer's `ops` target chooses it per crash.
+    pub fn set_persist(&mut self, persist: Option<Persist>) {
+        self.persist = persist;
+    }
+
+    /// As [`Harness::step_with_crash`], with `faults` in force while the
+    /// operation itself runs (`None`: the settings' faults); the recovery
+    /// that follows a failure runs with the settings' faults again. The
+    /// fuzzer's `ops` target injects sync failures into one operation so.
+    pub fn step_with_faults(&mut self, op: Op, crash_at: Option<u64>, faults: Option<Faults>) -> Check<()> {
         // Indices planned for a longer store (a crash may have undone an
         // append) are taken modulo the length.
         let len = self.model.len() as u64;
@@ -397,7 +411,15 @@ impl Harness {
         if !self.global_crash {
             self.fs.arm_crash(crash_at);
         }
+        let saved = faults.map(|f| {
+            let saved = self.fs.faults();
+            self.fs.set_faults(f);
+            saved
+        });
         let result = self.execute(&op);
+        if let Some(saved) = saved {
+            self.fs.set_faults(saved);
+        }
         if !self.global_crash {
             self.fs.arm_crash(None);
         }

@@ -1,0 +1,204 @@
+//! `sampler`: arbitrary (length, batch, mode, seed, step, shard index and
+//! count). No panic; every index in range; the documented shape of each mode
+//! (sequential: the sliding window; fewer records than a batch: each record
+//! once; cyclic: no index twice within a cycle, every index once when the
+//! batch divides the length); `fill`, `batch`, iteration, `seek` and `nth`
+//! agree (seek equals iteration); shards are exactly the slices of the global
+//! batch; the permutation is a bijection.
+
+use std::collections::BTreeSet;
+
+use loaderx::sampler::{Mode, Permutation, Sampler, SamplerError};
+
+use crate::input::In;
+
+/// Lengths up to this are checked exhaustively (bijections, whole cycles).
+const SMALL: u64 = 4096;
+/// The largest batch asked for when the length is not small (the batch is
+/// the caller's allocation, not the sampler's).
+const BATCH_MAX: u64 = 4096;
+
+/// The `sampler` target.
+pub fn sampler(data: &[u8]) {
+    let mut u = In::new(data);
+    let len = match u.below(6) {
+        0 | 1 => u.below(65),
+        2 => u.below(SMALL + 1),
+        3 => u.u64(),
+        4 => u64::MAX - u.below(1000),
+        _ => (1u64 << u.below(64)) + u.below(3) - 1,
+    };
+    let batch = match u.below(6) {
+        0 | 1 => u.below(17) as usize,
+        2 => u.below(BATCH_MAX + 1) as usize,
+        3 if len <= SMALL => usize::MAX - u.below(3) as usize,
+        4 if len <= SMALL => u.u64() as usize,
+        _ => u.below(len.min(BATCH_MAX) + 2) as usize,
+    };
+    let mode = [Mode::Sequential, Mode::Iid, Mode::Cyclic][u.below(3) as usize];
+    let seed = u.u64();
+    let step = match u.below(4) {
+        0 => u.below(64),
+        1 => u64::MAX - u.below(64),
+        _ => u.u64(),
+    };
+    let count = match u.below(4) {
+        0 => u.below(10) as usize,
+        1 => u.u64() as usize,
+        _ => 1 + u.below(8) as usize,
+    };
+    let index = match u.below(4) {
+        0 => u.u64() as usize,
+        _ => u.below((count as u64).saturating_add(2)) as usize,
+    };
+    let back = u.below(9);
+    if std::env::var_os("LOADERX_FUZZ_VERBOSE").is_some() {
+        eprintln!("len {len} batch {batch} {mode:?} seed {seed} step {step} shard {index}/{count} back {back}");
+    }
+    // F4: in cyclic mode with len = u64::MAX, the last batch of a cycle
+    // overflows a position counter (with overflow checks on).
+    let len = if crate::skip_known() && mode == Mode::Cyclic && len == u64::MAX { len - 1 } else { len };
+    check(len, batch, mode, seed, step, count, index, back);
+    check_permutation(len, seed, step);
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check(len: u64, batch: usize, mode: Mode, seed: u64, step: u64, count: usize, index: usize, back: u64) {
+    let s = match Sampler::new(len, batch, mode, seed) {
+        Ok(s) => s,
+        Err(e) => {
+            let want = if len == 0 { SamplerError::EmptyIndexSpace } else { SamplerError::ZeroBatch };
+            assert!(len == 0 || batch == 0, "Sampler::new({len}, {batch}) refused: {e}");
+            assert_eq!(e, want);
+            return;
+        }
+    };
+    assert!(len > 0 && batch > 0, "Sampler::new({len}, {batch}) accepted");
+    let clamped = u64::try_from(batch).map_or(true, |b| b > len);
+    let bl = if clamped { len as usize } else { batch };
+    assert_eq!(s.batch_len(), bl);
+    assert_eq!((s.len(), s.mode(), s.seed()), (len, mode, seed));
+
+    let b = s.batch(step);
+    assert_eq!(b.len(), bl);
+    assert!(b.iter().all(|&i| i < len), "an index out of 0..{len}: {b:?}");
+    let mut filled = vec![u64::MAX; bl];
+    s.fill(step, &mut filled).expect("the right length");
+    assert_eq!(filled, b, "fill and batch differ");
+    assert!(s.fill(step, &mut vec![0; bl + 1]).is_err(), "fill into a wrong-sized buffer");
+    assert_eq!(Sampler::new(len, batch, mode, seed).expect("ok").batch(step), b, "not a pure function of (seed, step)");
+
+    // Seek equals iteration: `back` steps before, iterated forward.
+    let mut it = s.iter();
+    it.seek(step.wrapping_sub(back));
+    for _ in 0..back {
+        it.next();
+    }
+    assert_eq!(it.step(), step);
+    assert_eq!(it.next().expect("endless"), b, "iteration from step - {back} differs from the batch of {step}");
+    assert_eq!(it.step(), step.wrapping_add(1));
+    let mut it = s.iter();
+    it.seek(step.wrapping_sub(back));
+    assert_eq!(it.nth(back as usize).expect("endless"), b, "nth");
+    let mut it = s.iter();
+    it.seek(step);
+    let mut buf = vec![0; bl];
+    assert_eq!(it.next_into(&mut buf), Ok(step));
+    assert_eq!(buf, b, "next_into");
+
+    // The shape of each mode.
+    if clamped {
+        let mut sorted = b.clone();
+        sorted.sort_unstable();
+        assert!(sorted.iter().copied().eq(0..len), "len {len} < batch {batch}: not every record once: {b:?}");
+        if mode == Mode::Sequential {
+            assert!(b.iter().copied().eq(0..len));
+        }
+    } else if mode == Mode::Sequential {
+        for (k, &i) in b.iter().enumerate() {
+            let want = (u128::from(step) * bl as u128 + k as u128) % u128::from(len);
+            assert_eq!(u128::from(i), want, "sequential position {k} of step {step}");
+        }
+    }
+    if mode == Mode::Cyclic {
+        let n = len / bl as u64;
+        assert_eq!(s.steps_per_cycle(), Some(n));
+        let first = step - step % n;
+        if len <= SMALL && first.checked_add(n - 1).is_some() {
+            // The whole cycle of `step`: no index twice, every index once
+            // when the batch divides the length.
+            let mut seen = BTreeSet::new();
+            for t in first..=first + (n - 1) {
+                for i in s.batch(t) {
+                    assert!(seen.insert(i), "cyclic: index {i} twice in the cycle of step {step}");
+                }
+            }
+            assert_eq!(seen.len() as u64, n * bl as u64);
+            if len.is_multiple_of(bl as u64) {
+                assert!(seen.iter().copied().eq(0..len));
+            }
+        }
+    } else {
+        assert_eq!(s.steps_per_cycle(), None);
+    }
+
+    // Shards: exactly the slices of the global batch.
+    match s.shard(index, count) {
+        Ok(sh) => {
+            assert!(count > 0 && index < count && bl % count == 0, "shard({index}, {count}) of {bl} accepted");
+            let sl = bl / count;
+            assert_eq!((sh.batch_len(), sh.index(), sh.count()), (sl, index, count));
+            let part = sh.batch(step);
+            assert_eq!(part, b[index * sl..(index + 1) * sl], "shard {index} of {count}");
+            let mut buf = vec![0; sl];
+            sh.fill(step, &mut buf).expect("the right length");
+            assert_eq!(buf, part);
+            let mut it = sh.iter();
+            it.seek(step.wrapping_sub(back));
+            assert_eq!(it.nth(back as usize).expect("endless"), part, "shard iteration");
+            if count <= 64 {
+                let joined: Vec<u64> = (0..count).flat_map(|i| s.shard(i, count).expect("valid").batch(step)).collect();
+                assert_eq!(joined, b, "the shards do not make up the batch");
+            }
+        }
+        Err(e) => {
+            let want = if count == 0 {
+                SamplerError::ZeroShards
+            } else if index >= count {
+                SamplerError::ShardIndexOutOfRange { index, count }
+            } else {
+                SamplerError::ShardsDoNotDivideBatch { batch_len: bl, count }
+            };
+            assert_eq!(e, want, "shard({index}, {count}) of {bl}");
+        }
+    }
+}
+
+fn check_permutation(len: u64, key: u64, probe: u64) {
+    let p = match Permutation::new(len, key) {
+        Ok(p) => p,
+        Err(e) => {
+            assert_eq!((len, e), (0, SamplerError::EmptyIndexSpace));
+            return;
+        }
+    };
+    assert_eq!(p.len(), len);
+    assert_eq!(p.get(len), None);
+    if len <= SMALL {
+        let mut image: Vec<u64> = (0..len).map(|i| p.get(i).expect("in range")).collect();
+        image.sort_unstable();
+        assert!(image.iter().copied().eq(0..len), "not a bijection of 0..{len}");
+    } else {
+        // Injective on a sample.
+        let mut seen = BTreeSet::new();
+        for k in 0..32u64 {
+            let i = probe.wrapping_add(k.wrapping_mul(0x9E37_79B9_7F4A_7C15)) % len;
+            let image = p.get(i).expect("in range");
+            assert!(image < len);
+            seen.insert((i, image));
+        }
+        let images: BTreeSet<u64> = seen.iter().map(|x| x.1).collect();
+        let sources: BTreeSet<u64> = seen.iter().map(|x| x.0).collect();
+        assert_eq!(images.len(), sources.len(), "two indices with one image");
+    }
+}

@@ -1,0 +1,443 @@
+//! `schema`: the dataset layer's decoders. An arbitrary or structured
+//! `schema.json` (every key present or not, of the right type or not, dtype
+//! strings NumPy has and has not, dimensions up to `u64::MAX`) over a store
+//! whose records fit the schema or not, opened as a [`Dataset`] and as a
+//! [`RaggedDataset`]; and an arbitrary or structured `.npy` file (magic,
+//! version, header length, header dict, data that the shape covers or not)
+//! converted by [`write_dataset_npy`]. Each is a typed error or a valid
+//! dataset: every record reads back exactly as stored, in the schema's shape;
+//! a parsed schema prints back to itself.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use loaderx::dataset::{
+    DType, Dataset, DatasetError, Layout, RaggedDataset, Schema, WriteOptions, pad_bytes, write_dataset_npy,
+};
+use loaderx::{Codec, Zrecord};
+
+use crate::input::In;
+use crate::store::{Disk, FileModel};
+
+/// The `schema` target.
+pub fn schema(data: &[u8]) {
+    crate::in_pool(|| {
+        let mut u = In::new(data);
+        if u.below(4) == 0 {
+            npy(&mut u);
+        } else {
+            dataset(&mut u);
+        }
+    });
+}
+
+const DTYPES: [&str; 24] = [
+    "<f4", "<f8", "|u1", "|i1", "<i2", "<i4", "<i8", "<u2", "<u4", "<u8", "|b1", "<f2", ">f4", ">i8", "=f4", "f4",
+    "<c8", "<c16", "|S4", "<U3", "|V8", "O", "<M8[ns]", "<f0",
+];
+
+/// A dimension: small, zero, large, or not a non-negative integer at all.
+fn dim(u: &mut In) -> String {
+    match u.below(12) {
+        0 => "0".into(),
+        1 => "1048576".into(),
+        2 => u64::MAX.to_string(),
+        3 => "18446744073709551616".into(),
+        4 => "-1".into(),
+        5 => "1.5".into(),
+        6 => "\"3\"".into(),
+        7 => u.u64().to_string(),
+        _ => (1 + u.below(8)).to_string(),
+    }
+}
+
+/// A JSON string literal of arbitrary text.
+fn json_str(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// `schema.json`'s text: arbitrary bytes, or a JSON object whose keys are
+/// each right, wrong or missing.
+fn schema_text(u: &mut In) -> Vec<u8> {
+    if u.below(6) == 0 {
+        return u.bytes(512);
+    }
+    let mut keys: Vec<String> = Vec::new();
+    let mut key = |u: &mut In, name: &str, right: &str, wrong: &[&str]| match u.below(10) {
+        0 => {}
+        1 => keys.push(format!("{}: {}", json_str(name), wrong[u.below(wrong.len() as u64) as usize])),
+        _ => keys.push(format!("{}: {right}", json_str(name))),
+    };
+    key(u, "format", "\"loaderx-zrecord\"", &["\"loaderx\"", "1", "null"]);
+    key(u, "version", "1", &["2", "\"1\"", "1.0", "-1", "18446744073709551616"]);
+    let ragged = u.bool();
+    if ragged || u.below(4) == 0 {
+        key(u, "ragged", if ragged { "true" } else { "false" }, &["1", "\"true\"", "null"]);
+    }
+    let dtype = if u.below(8) == 0 {
+        json_str(&String::from_utf8_lossy(&u.bytes(8)))
+    } else {
+        json_str(DTYPES[u.below(DTYPES.len() as u64) as usize])
+    };
+    key(u, "dtype", &dtype, &["4", "[\"<f4\"]"]);
+    let dims: Vec<String> = (0..u.below(5)).map(|_| dim(u)).collect();
+    let shape = format!("[{}]", dims.join(", "));
+    let shape_key = if ragged == (u.below(8) != 0) { "item_shape" } else { "shape" };
+    key(u, shape_key, &shape, &["3", "null", "{}"]);
+    let codec = ["\"raw\"", "\"zstd\"", "\"zstd_dict\""][u.below(3) as usize];
+    key(u, "codec", codec, &["\"lz4\"", "0"]);
+    if u.below(8) == 0 {
+        keys.push("\"extra\": {\"nested\": [1, 2]}".into());
+    }
+    let mut text = format!("{{\n  {}\n}}\n", keys.join(",\n  ")).into_bytes();
+    if u.below(16) == 0 && !text.is_empty() {
+        let at = u.below(text.len() as u64) as usize;
+        text[at] = u.u8();
+    }
+    text
+}
+
+/// A parsed schema prints back to itself; its dtype too.
+fn check_schema(text: &[u8]) {
+    let Ok(text) = std::str::from_utf8(text) else { return };
+    let Ok(schema) = Schema::parse(text, Path::new("schema.json")) else { return };
+    let unit = schema.unit_bytes().expect("a parsed schema has a valid unit size");
+    assert!(unit <= loaderx::format::RECORD_BYTES_MAX as usize);
+    let again = Schema::parse(&schema.to_json(), Path::new("schema.json")).expect("to_json parses");
+    assert_eq!(again, schema, "schema.json does not round-trip");
+    assert_eq!(DType::parse(&schema.dtype.to_string()).ok(), Some(schema.dtype), "dtype does not round-trip");
+    let _ = schema.describe();
+}
+
+fn dataset(u: &mut In) {
+    let text = schema_text(u);
+    check_schema(&text);
+    let parsed = std::str::from_utf8(&text).ok().and_then(|t| Schema::parse(t, Path::new("schema.json")).ok());
+    let unit = parsed.as_ref().and_then(|s| s.unit_bytes().ok()).unwrap_or(4);
+
+    // The store: records that fit the schema, mostly.
+    let disk = Disk::new();
+    disk.mkdir(&Disk::dir());
+    let n = u.below(7) as usize;
+    let records: Vec<Vec<u8>> = (0..n)
+        .map(|_| {
+            let len = match (u.below(6), parsed.as_ref().map(Schema::is_ragged)) {
+                (0, _) => u.upto(64),
+                (1, _) => unit + 1,
+                (_, Some(true)) => unit * u.upto(3),
+                _ => unit,
+            };
+            u.content(len.min(1 << 20))
+        })
+        .collect();
+    {
+        let store = disk.open(false).expect("a new store opens");
+        if !records.is_empty() {
+            let codec = [Codec::Raw, Codec::Zstd][u.below(2) as usize];
+            let mut offsets = Vec::new();
+            let mut at = 0;
+            for r in &records {
+                offsets.push(at);
+                at += r.len() as u64;
+            }
+            let lens: Vec<u32> = records.iter().map(|r| r.len() as u32).collect();
+            store.append_var(&records.concat(), &offsets, &lens, codec).expect("the append works");
+        }
+    }
+    if u.below(16) != 0 {
+        disk.put("schema.json", &FileModel::whole(text));
+    }
+
+    let dir = Disk::dir();
+    if verbose() {
+        eprintln!("schema {:?}, {} records", parsed.as_ref().map(Schema::describe), records.len());
+    }
+    match Dataset::open_in(disk.vfs.clone(), &dir) {
+        Ok(ds) => check_fixed(&ds, parsed.as_ref(), &records),
+        Err(e) => check_refusal(&e, parsed.as_ref(), false),
+    }
+    match RaggedDataset::open_in(disk.vfs.clone(), &dir) {
+        Ok(ds) => check_ragged(u, &ds, parsed.as_ref(), &records),
+        Err(e) => check_refusal(&e, parsed.as_ref(), true),
+    }
+    disk.assert_no_fault();
+}
+
+/// A refusal of a schema that parsed must be for the other kind.
+fn check_refusal(e: &DatasetError, parsed: Option<&Schema>, ragged: bool) {
+    if let Some(schema) = parsed {
+        if let DatasetError::NoSchema { .. } = e {
+            return; // schema.json was not written
+        }
+        assert!(
+            matches!(e, DatasetError::WrongKind { .. }) && schema.is_ragged() != ragged,
+            "a valid schema {} refused as {}: {e}",
+            schema.describe(),
+            if ragged { "ragged" } else { "fixed" }
+        );
+    }
+}
+
+fn check_fixed(ds: &Dataset, parsed: Option<&Schema>, records: &[Vec<u8>]) {
+    let schema = parsed.expect("the dataset opened, so its schema parses");
+    assert_eq!(ds.schema(), schema);
+    let Layout::Fixed { shape } = &schema.layout else { panic!("a ragged schema opened as fixed") };
+    assert_eq!(ds.shape(), &shape[..]);
+    assert_eq!(ds.len(), records.len() as u64);
+    let rb = ds.record_bytes();
+    for (i, r) in records.iter().enumerate() {
+        match ds.get(i as u64) {
+            Ok(t) => {
+                assert_eq!(r.len(), rb, "record {i} of {} bytes read as a {rb}-byte record", r.len());
+                assert_eq!(t.as_bytes(), &r[..], "record {i}");
+                assert_eq!(t.shape(), ds.shape());
+            }
+            Err(_) => assert_ne!(r.len(), rb, "record {i} fits the schema but does not read"),
+        }
+    }
+    let fitting: Vec<u64> = (0..records.len() as u64).filter(|&i| records[i as usize].len() == rb).collect();
+    if crate::skip_known() && zero_size_overflow(ds.dtype().itemsize(), fitting.len(), ds.shape()) {
+        return;
+    }
+    let batch = ds.gather(&fitting).expect("records that fit gather");
+    assert_eq!(batch.shape(), &ds.batch_shape(fitting.len())[..]);
+    let want: Vec<u8> = fitting.iter().flat_map(|&i| records[i as usize].iter().copied()).collect();
+    assert_eq!(batch.as_bytes(), &want[..]);
+    let mut wrong = vec![0u8; fitting.len() * rb + 1];
+    assert!(ds.gather_bytes(&fitting, &mut wrong).is_err(), "gather_bytes into a buffer of the wrong size");
+    assert!(ds.get(records.len() as u64).is_err());
+}
+
+fn check_ragged(u: &mut In, ds: &RaggedDataset, parsed: Option<&Schema>, records: &[Vec<u8>]) {
+    let schema = parsed.expect("the dataset opened, so its schema parses");
+    assert_eq!(ds.schema(), schema);
+    assert!(schema.is_ragged());
+    assert_eq!(ds.len(), records.len() as u64);
+    let row = ds.row_bytes();
+    assert!(row > 0);
+    let fitting: Vec<u64> =
+        (0..records.len() as u64).filter(|&i| records[i as usize].len().is_multiple_of(row)).collect();
+    for i in 0..records.len() as u64 {
+        let counts = ds.row_counts(&[i]);
+        assert_eq!(counts.is_ok(), fitting.contains(&i), "record {i}: {counts:?}");
+    }
+    let batch = ds.gather(&fitting).expect("whole rows gather");
+    assert_eq!(batch.len(), fitting.len());
+    assert_eq!(batch.row_splits.len(), fitting.len() + 1);
+    let values = batch.values.as_bytes();
+    for (k, &i) in fitting.iter().enumerate() {
+        let (start, end) = (batch.row_splits[k] as usize * row, batch.row_splits[k + 1] as usize * row);
+        assert_eq!(&values[start..end], &records[i as usize][..], "record {i}");
+    }
+    assert_eq!(values.len(), batch.row_splits[fitting.len()] as usize * row);
+    let pad_element = u.fill(ds.dtype().itemsize());
+    let max_len = if u.bool() { None } else { Some(u.upto(4)) };
+    let fused = ds.gather_padded_bytes(&fitting, max_len, &pad_element);
+    let separate = pad_bytes(&batch.values, &batch.row_splits, max_len, &pad_element);
+    match (&fused, &separate) {
+        (Ok(a), Ok(b)) => assert_eq!(a, b, "gather_padded differs from gather + pad"),
+        (Err(_), Err(_)) => {}
+        _ => panic!("gather_padded {:?} but pad {:?}", fused.as_ref().err(), separate.as_ref().err()),
+    }
+    // Arbitrary row_splits are checked, not trusted.
+    let splits: Vec<u64> = (0..u.below(5)).map(|_| u.below(8)).collect();
+    let _ = pad_bytes(&batch.values, &splits, None, &pad_element);
+    if !records.is_empty() && fitting.len() < records.len() {
+        assert!(ds.gather(&(0..records.len() as u64).collect::<Vec<_>>()).is_err(), "a partial row gathered");
+    }
+}
+
+fn verbose() -> bool {
+    std::env::var_os("LOADERX_FUZZ_VERBOSE").is_some()
+}
+
+/// A per-process scratch directory on tmpfs (the `.npy` path writes through
+/// the real filesystem).
+fn scratch() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
+        // Remove what dead runs left (a run that hung or panicked).
+        for entry in std::fs::read_dir(&base).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = name.strip_prefix("loaderx-fuzz-")
+                && Path::new("/proc/self").exists()
+                && !Path::new("/proc").join(pid).exists()
+            {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+        let dir = base.join(format!("loaderx-fuzz-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        dir
+    })
+}
+
+/// A `.npy` file: magic, version, header length and header dict each right
+/// or not, then data bytes the shape covers or not.
+/// Also returns where the data starts when the header is honest (magic,
+/// length field and dict as NumPy writes them).
+fn npy_bytes(u: &mut In) -> (Vec<u8>, Option<usize>) {
+    if u.below(8) == 0 {
+        return (u.bytes(1024), None);
+    }
+    let mut honest = true;
+    let descr = if u.below(8) == 0 {
+        String::from_utf8_lossy(&u.bytes(6)).replace(['\'', '\\'], "")
+    } else {
+        DTYPES[u.below(DTYPES.len() as u64) as usize].to_string()
+    };
+    let dims: Vec<u64> = (0..u.below(4)).map(|_| if u.below(8) == 0 { u.u64() } else { u.below(6) }).collect();
+    let shape = match dims.len() {
+        1 => format!("({},)", dims[0]),
+        _ => format!("({})", dims.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")),
+    };
+    let fortran = if u.below(8) == 0 { "True" } else { "False" };
+    let mut dict = format!("{{'descr': '{descr}', 'fortran_order': {fortran}, 'shape': {shape}, }}");
+    if u.below(16) == 0 {
+        dict = String::from_utf8_lossy(&u.bytes(64)).into_owned();
+        honest = false;
+    }
+    let version = match u.below(8) {
+        0 => [2, 0],
+        1 => [3, 0],
+        2 => [u.u8(), u.u8()],
+        _ => [1, 0],
+    };
+    let wide = version[0] >= 2;
+    let prefix = 6 + 2 + if wide { 4 } else { 2 };
+    let mut header = dict.into_bytes();
+    while (prefix + header.len() + 1) % 64 != 0 {
+        header.push(b' ');
+    }
+    header.push(b'\n');
+    let mut len = header.len() as u32;
+    if u.below(16) == 0 {
+        len = u.u32();
+        honest = false;
+    }
+    let mut out = b"\x93NUMPY".to_vec();
+    if u.below(32) == 0 {
+        out[1] = b'X';
+        honest = false;
+    }
+    out.extend_from_slice(&version);
+    if wide {
+        out.extend_from_slice(&len.to_le_bytes());
+    } else {
+        out.extend_from_slice(&(len as u16).to_le_bytes());
+    }
+    out.extend_from_slice(&header);
+    let data_at = out.len();
+    let data_len = match u.below(8) {
+        0 => u.upto(4096),
+        _ => {
+            let itemsize = DType::parse(&descr).map_or(4, |d| d.itemsize()) as u64;
+            dims.iter().try_fold(itemsize, |a, &d| a.checked_mul(d)).unwrap_or(0).min(1 << 20) as usize
+        }
+    };
+    let data = u.content(data_len);
+    out.extend_from_slice(&data);
+    (out, honest.then_some(data_at))
+}
+
+/// F4: npyz multiplies a header's dimensions unchecked (a panic with
+/// overflow checks on). True if the bytes hold a `shape` tuple whose
+/// numbers do not fit a u64 or whose product overflows (roughly as npyz
+/// reads it).
+fn shape_overflows(bytes: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(4096)]);
+    let Some(at) = text.find("shape") else { return false };
+    let rest = &text[at..];
+    let Some(open) = rest.find('(') else { return false };
+    let tuple = &rest[open + 1..rest[open..].find(')').map_or(rest.len(), |c| open + c)];
+    let Some(dims) = tuple
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|n| !n.is_empty())
+        .map(|n| n.parse::<u64>().ok())
+        .collect::<Option<Vec<u64>>>()
+    else {
+        return true;
+    };
+    // The product, and every product of a suffix (the strides).
+    let overflows = |dims: &[u64]| dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).is_none();
+    (0..dims.len()).any(|k| overflows(&dims[k..]))
+}
+
+/// F6: a record shape with a 0 and dimensions whose product overflows is
+/// accepted (its records are 0 bytes), but a batch of `n >= 2` of them is
+/// refused: the batch's byte size is computed left to right, overflowing
+/// before it reaches the 0.
+fn zero_size_overflow(itemsize: usize, n: usize, shape: &[usize]) -> bool {
+    shape.contains(&0) && std::iter::once(&n).chain(shape).try_fold(itemsize, |a, &d| a.checked_mul(d)).is_none()
+}
+
+/// F5: npyz's header parser takes time exponential in the nesting depth of
+/// brackets (2x per level: 26 levels, a minute). The deepest nesting of
+/// `([{` in the header area.
+fn nesting(bytes: &[u8]) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0);
+    for &b in &bytes[..bytes.len().min(4096)] {
+        match b {
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        deepest = deepest.max(depth);
+    }
+    deepest
+}
+
+fn npy(u: &mut In) {
+    let (bytes, data_at) = npy_bytes(u);
+    if crate::skip_known() && (shape_overflows(&bytes) || nesting(&bytes) > 8) {
+        return;
+    }
+    let dir = scratch();
+    let file = dir.join("in.npy");
+    let ds_dir = dir.join("ds");
+    let _ = std::fs::remove_dir_all(&ds_dir);
+    std::fs::write(&file, &bytes).expect("tmpfs");
+    let codec = [Codec::Raw, Codec::Zstd, Codec::ZstdDict][u.below(3) as usize];
+    let converted = write_dataset_npy(&ds_dir, &file, &WriteOptions::codec(codec));
+    let _ = std::fs::remove_file(&file);
+    let count = match converted {
+        Ok(count) => count,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&ds_dir);
+            if verbose() {
+                eprintln!("npy refused: {e}");
+            }
+            return;
+        }
+    };
+    if verbose() {
+        eprintln!("npy converted: {count} records");
+    }
+    // A valid dataset: every record is the matching slice of the data.
+    let ds = Dataset::open(&ds_dir).expect("a converted dataset opens");
+    assert_eq!(ds.len(), count);
+    let rb = ds.record_bytes();
+    let all: Vec<u64> = (0..count.min(256)).collect();
+    if crate::skip_known() && zero_size_overflow(ds.dtype().itemsize(), all.len(), ds.shape()) {
+        return;
+    }
+    let batch = ds.gather(&all).expect("a converted dataset reads");
+    assert_eq!(batch.as_bytes().len(), all.len() * rb);
+    if let Some(at) = data_at {
+        assert_eq!(batch.as_bytes(), &bytes[at..at + all.len() * rb], "converted records differ from the data");
+    }
+    let _ = Zrecord::open_read_only(&ds_dir).map(|s| s.verify().map(|r| assert!(r.is_ok(), "{:?}", r.problems)));
+    drop(ds);
+    let _ = std::fs::remove_dir_all(&ds_dir);
+}
