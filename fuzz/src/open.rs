@@ -247,14 +247,6 @@ fn run(data: &[u8]) {
 
     // For writing: recovery may rewrite entries (an intent); without one the
     // table is still exactly as written.
-    if let Some(finding) = known_finding(&model, intent.as_ref().map(|i| &i.1[..]))
-        && crate::skip_known()
-    {
-        if verbose() {
-            eprintln!("skipped the writable open: {finding}");
-        }
-        return;
-    }
     let exact = meta_len <= META_BYTES && layout > 3;
     let store = match disk.open(false) {
         Ok(store) => {
@@ -340,32 +332,6 @@ fn intent_bytes(u: &mut In, model: &Model, segs: &[Seg]) -> Vec<u8> {
         out.truncate(u.upto(out.len()));
     }
     out
-}
-
-/// The findings in the store not fixed yet that this input would trip
-/// (`LOADERX_FUZZ_SKIP_KNOWN=1` steps around them in a campaign, so that it
-/// explores past them; see `docs/fuzzing.md`).
-fn known_finding(model: &Model, intent: Option<&[u8]>) -> Option<&'static str> {
-    let (old_len, new_len) = intent.and_then(intent_lengths)?;
-    // F1: recovery commits an intent's new length unchecked.
-    (old_len == model.length && new_len > RECORDS_MAX).then_some("F1: intent new_len past the table")
-}
-
-/// `(old_len, new_len)` of bytes the store reads as a whole intent
-/// (`docs/format.md`, "Intent").
-fn intent_lengths(bytes: &[u8]) -> Option<(u32, u32)> {
-    let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
-    if bytes.len() < 20 || &bytes[..4] != b"ZINT" {
-        return None;
-    }
-    let count = word(12) as usize;
-    let end = count.checked_mul(20)?.checked_add(20)?;
-    if count > RECORDS_MAX as usize || bytes.len() < end {
-        return None;
-    }
-    let mut copy = bytes[..end].to_vec();
-    copy[16..20].fill(0);
-    (crc32(&copy) == word(16)).then(|| (word(4), word(8)))
 }
 
 /// CRC-32 (IEEE), as the intent record uses (`crc32fast::hash`).

@@ -10,6 +10,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use loaderx::dataset::{
     DType, Dataset, DatasetError, Layout, RaggedDataset, Schema, WriteOptions, pad_bytes, write_dataset_npy,
@@ -261,26 +262,38 @@ fn verbose() -> bool {
     std::env::var_os("LOADERX_FUZZ_VERBOSE").is_some()
 }
 
-/// A per-process scratch directory on tmpfs (the `.npy` path writes through
-/// the real filesystem).
-fn scratch() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
-        // Remove what dead runs left (a run that hung or panicked).
-        for entry in std::fs::read_dir(&base).into_iter().flatten().flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if let Some(pid) = name.strip_prefix("loaderx-fuzz-")
-                && Path::new("/proc/self").exists()
-                && !Path::new("/proc").join(pid).exists()
-            {
-                let _ = std::fs::remove_dir_all(entry.path());
-            }
+/// A scratch directory on tmpfs per thread (the `.npy` path writes through
+/// the real filesystem; the replay test runs targets on several threads).
+fn scratch() -> PathBuf {
+    static CLEANED: OnceLock<()> = OnceLock::new();
+    static THREADS: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static DIR: PathBuf = {
+            let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
+            CLEANED.get_or_init(|| remove_dead(&base));
+            let n = THREADS.fetch_add(1, Ordering::Relaxed);
+            let dir = base.join(format!("loaderx-fuzz-{}-{n}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("a scratch directory");
+            dir
+        };
+    }
+    DIR.with(PathBuf::clone)
+}
+
+/// Removes the scratch directories of processes that are gone (a run that
+/// hung or panicked leaves its files).
+fn remove_dead(base: &Path) {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    for entry in std::fs::read_dir(base).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(pid) = name.strip_prefix("loaderx-fuzz-").and_then(|rest| rest.split('-').next())
+            && !Path::new("/proc").join(pid).exists()
+        {
+            let _ = std::fs::remove_dir_all(entry.path());
         }
-        let dir = base.join(format!("loaderx-fuzz-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("a scratch directory");
-        dir
-    })
+    }
 }
 
 /// A `.npy` file: magic, version, header length and header dict each right
