@@ -1,0 +1,428 @@
+//! `Dataset`, `RaggedDataset`, `pad`, `write_dataset`, `write_ragged`: the
+//! reference's dataset layer over the crate's (`loaderx::dataset`).
+//!
+//! A batch read allocates its NumPy output once and the store decodes
+//! straight into it, with the GIL released.
+
+use std::cell::RefCell;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+
+use loaderx::dataset::{self as ds, DType, Tensor, WriteOptions};
+use numpy::prelude::*;
+use numpy::{PyArrayDescr, PyUntypedArray};
+use pyo3::prelude::*;
+use pyo3::types::{IntoPyDict, PyTuple};
+
+use crate::array::{descr, filled, from_tensor, i64_array, index, indices, numpy, read_bytes, u64s};
+use crate::errors::{dataset_error, value_error};
+use crate::store::{codec_name, codec_of};
+
+/// The reference's default bytes per append call of a write.
+pub const WRITE_CHUNK_BYTES: usize = ds::WRITE_CHUNK_BYTES_DEFAULT;
+
+fn closed() -> PyErr {
+    value_error("the dataset is closed")
+}
+
+fn pathlib(py: Python<'_>, path: &std::path::Path) -> PyResult<Py<PyAny>> {
+    Ok(py.import("pathlib")?.getattr("Path")?.call1((path.to_path_buf(),))?.unbind())
+}
+
+/// A dataset handle shared with loaders; `close` drops this handle's share.
+struct Handle<T>(RwLock<Option<Arc<T>>>);
+
+impl<T> Handle<T> {
+    fn new(value: T) -> Handle<T> {
+        Handle(RwLock::new(Some(Arc::new(value))))
+    }
+
+    fn get(&self) -> PyResult<Arc<T>> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone().ok_or_else(closed)
+    }
+
+    fn close(&self) {
+        self.0.write().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}
+
+/// Fixed-shape records over a store (the reference's `loaderx.Dataset`):
+/// `dtype`, `shape` (of one record), `codec`, `path`.
+#[pyclass(frozen, module = "loaderx_rs")]
+pub struct Dataset {
+    inner: Handle<ds::Dataset>,
+    #[pyo3(get)]
+    dtype: Py<PyArrayDescr>,
+    shape: Vec<usize>,
+    codec: &'static str,
+    #[pyo3(get)]
+    path: Py<PyAny>,
+}
+
+impl Dataset {
+    pub fn shared(&self) -> PyResult<Arc<ds::Dataset>> {
+        self.inner.get()
+    }
+
+    /// The NumPy dtype of its records.
+    pub fn dtype_descr(&self, py: Python<'_>) -> Py<PyArrayDescr> {
+        self.dtype.clone_ref(py)
+    }
+
+    fn gather<'py>(&self, py: Python<'py>, idx: &[u64]) -> PyResult<Bound<'py, PyUntypedArray>> {
+        let dataset = self.shared()?;
+        let shape: Vec<usize> = std::iter::once(idx.len()).chain(self.shape.iter().copied()).collect();
+        filled(py, self.dtype.bind(py), &shape, |bytes| dataset.gather_bytes(idx, bytes))?
+            .map_err(|e| dataset_error(py, &e))
+    }
+}
+
+#[pymethods]
+impl Dataset {
+    /// Opens the dataset at `path` (a store written by `write_dataset`).
+    #[new]
+    fn new(py: Python<'_>, path: PathBuf) -> PyResult<Dataset> {
+        let at = path.clone();
+        let dataset = py.detach(|| ds::Dataset::open(&at)).map_err(|e| dataset_error(py, &e))?;
+        let dtype = descr(py, &dataset.dtype().to_string())?.unbind();
+        let shape = dataset.shape().to_vec();
+        let codec = codec_name(dataset.schema().codec);
+        Ok(Dataset { inner: Handle::new(dataset), dtype, shape, codec, path: pathlib(py, &path)? })
+    }
+
+    /// The shape of one record.
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.shape)
+    }
+
+    /// The codec the dataset was written with.
+    #[getter]
+    fn codec(&self) -> &'static str {
+        self.codec
+    }
+
+    fn __len__(&self) -> PyResult<usize> {
+        Ok(self.shared()?.len() as usize)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!("Dataset({}, dtype={}, shape={:?})", self.path.bind(py), self.dtype.bind(py), self.shape)
+    }
+
+    /// A record for an integer index (negative counts from the end); a
+    /// batch `(n, *shape)` for a slice, a list or array of indices, or a
+    /// boolean mask.
+    fn __getitem__<'py>(&self, py: Python<'py>, idx: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let len = self.shared()?.len();
+        if let Some(i) = index(idx, len)? {
+            return self.gather(py, &[i])?.into_any().get_item(0);
+        }
+        let idx = indices(py, idx, len)?;
+        Ok(self.gather(py, &idx)?.into_any())
+    }
+
+    /// The batch of records `idxs`, shaped `(len(idxs), *shape)`.
+    fn __getitems__<'py>(&self, py: Python<'py>, idxs: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyUntypedArray>> {
+        let idx = indices(py, idxs, self.shared()?.len())?;
+        self.gather(py, &idx)
+    }
+
+    /// Picks up records a writer appended since open; returns the length.
+    fn refresh(&self, py: Python<'_>) -> PyResult<u64> {
+        let dataset = self.shared()?;
+        py.detach(|| dataset.refresh()).map_err(|e| dataset_error(py, &e))
+    }
+
+    /// Closes this handle (loaders built from it keep their own).
+    fn close(&self) {
+        self.inner.close();
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __exit__(&self, _t: &Bound<'_, PyAny>, _v: &Bound<'_, PyAny>, _tb: &Bound<'_, PyAny>) -> bool {
+        self.close();
+        false
+    }
+}
+
+/// Variable-length records over a store (the reference's
+/// `loaderx.RaggedDataset`): `dtype`, `item_shape` (of one row), `codec`,
+/// `path`. A batch is packed: `(values, row_splits)`.
+#[pyclass(frozen, module = "loaderx_rs")]
+pub struct RaggedDataset {
+    inner: Handle<ds::RaggedDataset>,
+    #[pyo3(get)]
+    dtype: Py<PyArrayDescr>,
+    item_shape: Vec<usize>,
+    codec: &'static str,
+    #[pyo3(get)]
+    path: Py<PyAny>,
+}
+
+impl RaggedDataset {
+    pub fn shared(&self) -> PyResult<Arc<ds::RaggedDataset>> {
+        self.inner.get()
+    }
+
+    /// The NumPy dtype of its rows.
+    pub fn dtype_descr(&self, py: Python<'_>) -> Py<PyArrayDescr> {
+        self.dtype.clone_ref(py)
+    }
+
+    fn packed<'py>(&self, py: Python<'py>, idx: &[u64]) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        let dataset = self.shared()?;
+        let ragged = py.detach(|| dataset.gather(idx)).map_err(|e| dataset_error(py, &e))?;
+        let values = from_tensor(py, ragged.values, self.dtype.bind(py))?;
+        Ok((values, i64_array(py, &ragged.row_splits).into_any()))
+    }
+}
+
+#[pymethods]
+impl RaggedDataset {
+    /// Opens the ragged dataset at `path` (written by `write_ragged`).
+    #[new]
+    fn new(py: Python<'_>, path: PathBuf) -> PyResult<RaggedDataset> {
+        let at = path.clone();
+        let dataset = py.detach(|| ds::RaggedDataset::open(&at)).map_err(|e| dataset_error(py, &e))?;
+        let dtype = descr(py, &dataset.dtype().to_string())?.unbind();
+        let item_shape = dataset.item_shape().to_vec();
+        let codec = codec_name(dataset.schema().codec);
+        Ok(RaggedDataset { inner: Handle::new(dataset), dtype, item_shape, codec, path: pathlib(py, &path)? })
+    }
+
+    /// The shape of one row.
+    #[getter]
+    fn item_shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.item_shape)
+    }
+
+    /// The codec the dataset was written with.
+    #[getter]
+    fn codec(&self) -> &'static str {
+        self.codec
+    }
+
+    fn __len__(&self) -> PyResult<usize> {
+        Ok(self.shared()?.len() as usize)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!(
+            "RaggedDataset({}, dtype={}, item_shape={:?})",
+            self.path.bind(py),
+            self.dtype.bind(py),
+            self.item_shape
+        )
+    }
+
+    /// A record's `(rows, *item_shape)` array for an integer index; a
+    /// packed batch `(values, row_splits)` otherwise.
+    fn __getitem__<'py>(&self, py: Python<'py>, idx: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let len = self.shared()?.len();
+        if let Some(i) = index(idx, len)? {
+            return Ok(self.packed(py, &[i])?.0);
+        }
+        let idx = indices(py, idx, len)?;
+        Ok(PyTuple::new(py, <[Bound<'py, PyAny>; 2]>::from(self.packed(py, &idx)?))?.into_any())
+    }
+
+    /// The packed batch of records `idxs`: `values` (every row, record
+    /// after record) and `row_splits` (`int64`, `len(idxs) + 1` entries).
+    fn __getitems__<'py>(&self, py: Python<'py>, idxs: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+        let idx = indices(py, idxs, self.shared()?.len())?;
+        PyTuple::new(py, <[Bound<'py, PyAny>; 2]>::from(self.packed(py, &idx)?))
+    }
+
+    /// Records `idxs` decoded straight into a dense `(B, max_len,
+    /// *item_shape)` batch, the rest `pad_value`; returns `(padded,
+    /// lengths)`. `max_len` defaults to the longest record; a longer record
+    /// is an error.
+    #[pyo3(signature = (idxs, max_len = None, pad_value = None))]
+    fn getitems_padded<'py>(
+        &self,
+        py: Python<'py>,
+        idxs: &Bound<'py, PyAny>,
+        max_len: Option<usize>,
+        pad_value: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let dataset = self.shared()?;
+        let idx = indices(py, idxs, dataset.len())?;
+        let element = pad_element(py, self.dtype.bind(py), pad_value)?;
+        let padded =
+            py.detach(|| dataset.gather_padded_bytes(&idx, max_len, &element)).map_err(|e| dataset_error(py, &e))?;
+        let values = from_tensor(py, padded.values, self.dtype.bind(py))?;
+        PyTuple::new(py, [values, i64_array(py, &padded.lengths).into_any()])
+    }
+
+    /// Picks up records a writer appended since open; returns the length.
+    fn refresh(&self, py: Python<'_>) -> PyResult<u64> {
+        let dataset = self.shared()?;
+        py.detach(|| dataset.refresh()).map_err(|e| dataset_error(py, &e))
+    }
+
+    /// Closes this handle (loaders built from it keep their own).
+    fn close(&self) {
+        self.inner.close();
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __exit__(&self, _t: &Bound<'_, PyAny>, _v: &Bound<'_, PyAny>, _tb: &Bound<'_, PyAny>) -> bool {
+        self.close();
+        false
+    }
+}
+
+/// The bytes of one element `pad_value` (default 0) of `dtype`.
+fn pad_element(
+    py: Python<'_>,
+    dtype: &Bound<'_, PyArrayDescr>,
+    pad_value: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Vec<u8>> {
+    let np = numpy(py)?;
+    let value = match pad_value {
+        Some(v) => v.clone(),
+        None => 0i64.into_pyobject(py)?.into_any(),
+    };
+    let scalar = np.call_method1("array", (value, dtype))?;
+    scalar.call_method0("tobytes")?.extract()
+}
+
+fn dtype_of(py: Python<'_>, array: &Bound<'_, PyUntypedArray>) -> PyResult<DType> {
+    let text: String = array.dtype().getattr("str")?.extract()?;
+    DType::parse(&text).map_err(|e| dataset_error(py, &e))
+}
+
+/// Turns a packed `(values, row_splits)` batch into a dense padded one:
+/// returns `(padded, lengths)`, `padded` shaped `(B, max_len, *tail)`.
+#[pyfunction]
+#[pyo3(signature = (values, row_splits, max_len = None, pad_value = None))]
+pub fn pad<'py>(
+    py: Python<'py>,
+    values: &Bound<'py, PyAny>,
+    row_splits: &Bound<'py, PyAny>,
+    max_len: Option<usize>,
+    pad_value: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let np = numpy(py)?;
+    let values = np.call_method1("ascontiguousarray", (values,))?.cast_into::<PyUntypedArray>()?;
+    let dtype = dtype_of(py, &values)?;
+    let splits = u64s(py, row_splits, "row_splits")?;
+    let descr = values.dtype();
+    let element = pad_element(py, &descr, pad_value)?;
+    let shape = values.shape().to_vec();
+    let bytes = read_bytes(values.as_any(), "values")?;
+    let bytes = bytes.as_slice()?;
+    let padded = py
+        .detach(|| -> Result<ds::Padded, ds::DatasetError> {
+            let tensor = Tensor::from_bytes(dtype, &shape, bytes)?;
+            ds::pad_bytes(&tensor, &splits, max_len, &element)
+        })
+        .map_err(|e| dataset_error(py, &e))?;
+    let out = from_tensor(py, padded.values, &descr)?;
+    PyTuple::new(py, [out, i64_array(py, &padded.lengths).into_any()])
+}
+
+fn write_options(py: Python<'_>, codec: &str, chunk_bytes: usize, dict_size: Option<usize>) -> PyResult<WriteOptions> {
+    Ok(WriteOptions { codec: codec_of(py, codec)?, chunk_bytes, dict_size, ..WriteOptions::default() })
+}
+
+/// Persists `array` as a dataset at `path`, one record per slice along
+/// axis 0 (created, or appended to if it holds the same dtype and shape);
+/// returns the number of records written. A C-contiguous array (an
+/// `np.load(..., mmap_mode='r')` one included) is read in place, in calls of
+/// at most `chunk_bytes`; another is made contiguous first.
+#[pyfunction]
+#[pyo3(signature = (path, array, codec = "zstd", chunk_bytes = WRITE_CHUNK_BYTES, dict_size = None))]
+pub fn write_dataset(
+    py: Python<'_>,
+    path: PathBuf,
+    array: &Bound<'_, PyAny>,
+    codec: &str,
+    chunk_bytes: usize,
+    dict_size: Option<usize>,
+) -> PyResult<u64> {
+    let opts = write_options(py, codec, chunk_bytes, dict_size)?;
+    let np = numpy(py)?;
+    let array = np.call_method1("asarray", (array,))?.cast_into::<PyUntypedArray>()?;
+    if array.ndim() < 1 {
+        return Err(value_error("array must have a sample axis"));
+    }
+    let array = if array.is_c_contiguous() {
+        array
+    } else {
+        np.call_method1("ascontiguousarray", (array,))?.cast_into::<PyUntypedArray>()?
+    };
+    let dtype = dtype_of(py, &array)?;
+    let shape = array.shape()[1..].to_vec();
+    let bytes = read_bytes(array.as_any(), "array")?;
+    let bytes = bytes.as_slice()?;
+    py.detach(|| ds::write_dataset_bytes(&path, dtype, &shape, bytes, &opts)).map_err(|e| dataset_error(py, &e))
+}
+
+/// Persists an iterable of variable-length arrays, each `(rows,
+/// *item_shape)`, as a ragged dataset at `path`; returns the number of
+/// records written. `dtype` and `item_shape` default to the first array's.
+#[pyfunction]
+#[pyo3(signature = (path, arrays, dtype = None, item_shape = None, codec = "zstd",
+                    chunk_bytes = WRITE_CHUNK_BYTES, dict_size = None))]
+#[allow(clippy::too_many_arguments)]
+pub fn write_ragged(
+    py: Python<'_>,
+    path: PathBuf,
+    arrays: &Bound<'_, PyAny>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    item_shape: Option<Vec<usize>>,
+    codec: &str,
+    chunk_bytes: usize,
+    dict_size: Option<usize>,
+) -> PyResult<u64> {
+    let opts = write_options(py, codec, chunk_bytes, dict_size)?;
+    let np = numpy(py)?;
+    let mut iter = arrays.try_iter()?;
+    let first = match iter.next() {
+        Some(first) => np.call_method1("ascontiguousarray", (first?,))?.cast_into::<PyUntypedArray>()?,
+        None => return Err(value_error("no arrays to write")),
+    };
+    let descr = match dtype {
+        Some(d) => PyArrayDescr::new(py, d)?,
+        None => first.dtype(),
+    };
+    let item_shape = match item_shape {
+        Some(s) => s,
+        None if first.ndim() >= 1 => first.shape()[1..].to_vec(),
+        None => Vec::new(),
+    };
+    let text: String = descr.getattr("str")?.extract()?;
+    let element = DType::parse(&text).map_err(|e| dataset_error(py, &e))?;
+    let failure: RefCell<Option<PyErr>> = RefCell::new(None);
+    let prepared = |a: Bound<'_, PyAny>| -> PyResult<Vec<u8>> {
+        let a = np.call_method("ascontiguousarray", (a,), Some(&[("dtype", &descr)].into_py_dict(py)?))?;
+        let a = a.cast_into::<PyUntypedArray>()?;
+        if a.ndim() < 1 || a.shape()[1..] != item_shape[..] {
+            return Err(value_error(format!(
+                "array with row shape {:?} does not match item_shape {item_shape:?}",
+                a.shape().get(1..).unwrap_or(&[])
+            )));
+        }
+        Ok(read_bytes(a.as_any(), "array")?.as_slice()?.to_vec())
+    };
+    let records = std::iter::once(Ok(first.into_any())).chain(iter).map_while(|item| match item.and_then(&prepared) {
+        Ok(bytes) => Some(bytes),
+        Err(e) => {
+            *failure.borrow_mut() = Some(e);
+            None
+        }
+    });
+    let written = ds::write_ragged_bytes(&path, element, &item_shape, records, &opts);
+    if let Some(e) = failure.into_inner() {
+        return Err(e);
+    }
+    written.map_err(|e| dataset_error(py, &e))
+}

@@ -1,0 +1,137 @@
+//! `Zsampler`: the crate's endless sampler as its own class (the reference
+//! keeps its sampler internal, `loaderx._sampler.Sampler`, with the same
+//! constructor and `next` / `seek`).
+
+use loaderx::sampler::{Mode, Sampler, ShardedSampler};
+use numpy::PyArray1;
+use numpy::prelude::*;
+use pyo3::prelude::*;
+
+use crate::errors::{sampler_error, value_error};
+
+/// Above this many indices a batch is drawn with the GIL released.
+const DETACH_INDICES_MIN: usize = 1 << 16;
+
+/// The reference's mode numbers.
+pub fn mode_of(mode: u8) -> PyResult<Mode> {
+    match mode {
+        0 => Ok(Mode::Sequential),
+        1 => Ok(Mode::Iid),
+        2 => Ok(Mode::Cyclic),
+        _ => Err(value_error(format!("mode must be 0 (sequential), 1 (iid) or 2 (cyclic), got {mode}"))),
+    }
+}
+
+/// An endless stream of index batches over `0..length`, each a pure
+/// function of `(seed, step)`: `next()` returns the batch of the current
+/// step (a `uint64` array) and advances, `seek(step)` jumps. Modes:
+/// `SEQUENTIAL` (0), `IID` (1, with replacement), `CYCLIC` (2, a fresh
+/// permutation each cycle). `shard_index` / `shard_count` take this host's
+/// contiguous slice of every global batch.
+#[pyclass(module = "loaderx_rs")]
+pub struct Zsampler {
+    sampler: ShardedSampler,
+    mode: u8,
+    step: u64,
+}
+
+impl Zsampler {
+    fn draw<'py>(&self, py: Python<'py>, step: u64) -> PyResult<Bound<'py, PyArray1<u64>>> {
+        let n = self.sampler.batch_len();
+        let out = PyArray1::<u64>::zeros(py, n, false);
+        {
+            let mut rw = out.try_readwrite().map_err(|e| value_error(e.to_string()))?;
+            let slice = rw.as_slice_mut()?;
+            let sampler = self.sampler;
+            if n >= DETACH_INDICES_MIN {
+                py.detach(|| sampler.fill(step, slice)).map_err(|e| sampler_error(&e))?;
+            } else {
+                sampler.fill(step, slice).map_err(|e| sampler_error(&e))?;
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[pymethods]
+impl Zsampler {
+    #[classattr]
+    const SEQUENTIAL: u8 = 0;
+    #[classattr]
+    const IID: u8 = 1;
+    #[classattr]
+    const CYCLIC: u8 = 2;
+
+    #[new]
+    #[pyo3(signature = (length, batch_size, mode = 1, seed = 42, shard_index = 0, shard_count = 1, step = 0))]
+    fn new(
+        length: u64,
+        batch_size: usize,
+        mode: u8,
+        seed: u64,
+        shard_index: usize,
+        shard_count: usize,
+        step: u64,
+    ) -> PyResult<Zsampler> {
+        let sampler = Sampler::new(length, batch_size, mode_of(mode)?, seed).map_err(|e| sampler_error(&e))?;
+        let sampler = sampler.shard(shard_index, shard_count).map_err(|e| sampler_error(&e))?;
+        Ok(Zsampler { sampler, mode, step })
+    }
+
+    /// The batch of the current step; advances to the next.
+    fn next<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<u64>>> {
+        let out = self.draw(py, self.step)?;
+        self.step = self.step.wrapping_add(1);
+        Ok(out)
+    }
+
+    /// Repositions to `step`: the batches after it are exactly the ones
+    /// iterating from step 0 gives there.
+    fn seek(&mut self, step: u64) {
+        self.step = step;
+    }
+
+    /// The batch of `step`, without moving.
+    fn batch<'py>(&self, py: Python<'py>, step: u64) -> PyResult<Bound<'py, PyArray1<u64>>> {
+        self.draw(py, step)
+    }
+
+    /// The step the next `next()` returns the batch of.
+    #[getter]
+    fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// Indices per batch on this shard (`batch_size / shard_count`, or the
+    /// length if that is smaller than one batch).
+    #[getter]
+    fn batch_len(&self) -> usize {
+        self.sampler.batch_len()
+    }
+
+    /// The size of the index space.
+    #[getter]
+    fn length(&self) -> u64 {
+        self.sampler.global().len()
+    }
+
+    /// The mode number.
+    #[getter]
+    fn mode(&self) -> u8 {
+        self.mode
+    }
+
+    /// The seed.
+    #[getter]
+    fn seed(&self) -> u64 {
+        self.sampler.global().seed()
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<u64>>> {
+        self.next(py)
+    }
+}

@@ -1,0 +1,333 @@
+//! `Zrecord`: the store, its byte-level API as the reference's `Zrecord`
+//! class has it, plus `verify`, `refresh` and a read-only open.
+//!
+//! Reads (`gather`, `gather_var`, `lengths`) and appends take the store
+//! shared and run with the GIL released, so several Python threads gather at
+//! once; `delete` and `compact` take it exclusively (they wait for running
+//! reads, and reads wait for them), which the Rust API demands (`&mut`).
+
+use std::path::PathBuf;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use loaderx::dataset::parse_codec;
+use loaderx::{Codec, Options};
+use numpy::PyArray1;
+use numpy::prelude::*;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::array::{indices, read_bytes, u64s, write_bytes};
+use crate::errors::{dataset_error, store_error, value_error};
+
+/// A record store (the reference's `loaderx.Zrecord`): a dense index space
+/// `0..len` of byte records, each compressed on its own.
+#[pyclass(frozen, module = "loaderx_rs")]
+pub struct Zrecord {
+    inner: RwLock<Option<loaderx::Zrecord>>,
+    path: PathBuf,
+    codec: Codec,
+}
+
+fn closed() -> PyErr {
+    value_error("the store is closed")
+}
+
+pub fn codec_name(codec: Codec) -> &'static str {
+    match codec {
+        Codec::Raw => "raw",
+        Codec::Zstd => "zstd",
+        Codec::ZstdDict => "zstd_dict",
+    }
+}
+
+pub fn codec_of(py: Python<'_>, name: &str) -> PyResult<Codec> {
+    parse_codec(name).map_err(|e| dataset_error(py, &e))
+}
+
+impl Zrecord {
+    fn read(&self) -> PyResult<RwLockReadGuard<'_, Option<loaderx::Zrecord>>> {
+        Ok(self.inner.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Option<loaderx::Zrecord>> {
+        self.inner.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `f` on the store with the GIL released.
+    fn with<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&loaderx::Zrecord) -> loaderx::Result<R> + Send,
+    ) -> PyResult<R> {
+        let result = py.detach(|| -> PyResult<Result<R, loaderx::Error>> {
+            let guard = self.read()?;
+            let store = guard.as_ref().ok_or_else(closed)?;
+            Ok(f(store))
+        })?;
+        result.map_err(|e| store_error(py, &e))
+    }
+
+    /// Runs `f` on the store, exclusively, with the GIL released.
+    fn with_mut<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut loaderx::Zrecord) -> loaderx::Result<R> + Send,
+    ) -> PyResult<R> {
+        let result = py.detach(|| -> PyResult<Result<R, loaderx::Error>> {
+            let mut guard = self.write();
+            let store = guard.as_mut().ok_or_else(closed)?;
+            Ok(f(store))
+        })?;
+        result.map_err(|e| store_error(py, &e))
+    }
+
+    fn len_now(&self) -> PyResult<u64> {
+        Ok(u64::from(self.read()?.as_ref().ok_or_else(closed)?.len()))
+    }
+
+    fn codec_arg(&self, py: Python<'_>, codec: Option<&str>) -> PyResult<Codec> {
+        codec.map_or(Ok(self.codec), |c| codec_of(py, c))
+    }
+}
+
+#[pymethods]
+impl Zrecord {
+    /// Opens (creating if missing or empty) the store at `path`; `codec` is
+    /// the default compression of `append` ("zstd", "raw" or "zstd_dict").
+    /// `read_only=True` opens without the writer's lock and refuses writes.
+    #[new]
+    #[pyo3(signature = (path, codec = "zstd", read_only = false))]
+    fn new(py: Python<'_>, path: PathBuf, codec: &str, read_only: bool) -> PyResult<Zrecord> {
+        let codec = codec_of(py, codec)?;
+        let options = Options { read_only, ..Options::default() };
+        let at = path.clone();
+        let store = py.detach(|| loaderx::Zrecord::open_with(&at, options)).map_err(|e| store_error(py, &e))?;
+        Ok(Zrecord { inner: RwLock::new(Some(store)), path, codec })
+    }
+
+    /// `Zrecord(path, codec, read_only)`, by name.
+    #[staticmethod]
+    #[pyo3(signature = (path, codec = "zstd", read_only = false))]
+    fn open(py: Python<'_>, path: PathBuf, codec: &str, read_only: bool) -> PyResult<Zrecord> {
+        Zrecord::new(py, path, codec, read_only)
+    }
+
+    /// The store's directory.
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.path.clone()
+    }
+
+    /// The default codec of `append` and `append_var`.
+    #[getter]
+    fn codec(&self) -> &'static str {
+        codec_name(self.codec)
+    }
+
+    /// True if the store was opened read-only.
+    #[getter]
+    fn read_only(&self) -> PyResult<bool> {
+        Ok(self.read()?.as_ref().ok_or_else(closed)?.is_read_only())
+    }
+
+    fn __len__(&self) -> PyResult<usize> {
+        Ok(self.len_now()? as usize)
+    }
+
+    fn __repr__(&self) -> String {
+        match self.read().ok().and_then(|g| g.as_ref().map(|s| s.len())) {
+            Some(len) => format!("Zrecord({:?}, {len} records)", self.path.display().to_string()),
+            None => format!("Zrecord({:?}, closed)", self.path.display().to_string()),
+        }
+    }
+
+    /// Makes everything durable (every mutation already is when it returns).
+    fn sync(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |s| s.sync())
+    }
+
+    /// For a read-only store: picks up records a writer appended since open;
+    /// returns the length.
+    fn refresh(&self, py: Python<'_>) -> PyResult<u32> {
+        self.with(py, |s| s.refresh())
+    }
+
+    /// The logical (decoded) size of each record of `idxs`, as `uint32`.
+    fn lengths<'py>(&self, py: Python<'py>, idxs: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyArray1<u32>>> {
+        let idx = indices(py, idxs, self.len_now()?)?;
+        let out = PyArray1::<u32>::zeros(py, idx.len(), false);
+        {
+            let mut rw = out.readwrite();
+            let slice = rw.as_slice_mut()?;
+            self.with(py, |s| s.lengths(&idx, slice))?;
+        }
+        Ok(out)
+    }
+
+    /// Decodes records `idxs` straight into `dst` (a C-contiguous, writeable
+    /// array), record `k` at byte `k * stride`; every record must be `stride`
+    /// bytes long.
+    fn gather(&self, py: Python<'_>, idxs: &Bound<'_, PyAny>, dst: &Bound<'_, PyAny>, stride: usize) -> PyResult<()> {
+        let idx = indices(py, idxs, self.len_now()?)?;
+        let mut dst = write_bytes(dst, "dst")?;
+        let bytes = dst.as_slice_mut()?;
+        self.with(py, |s| s.gather(&idx, bytes, stride))
+    }
+
+    /// Decodes records `idxs` into `dst` at byte `offsets[k]` each (its
+    /// length is the record's, `lengths(idxs)`); the regions must lie
+    /// inside `dst` and not overlap.
+    fn gather_var(
+        &self,
+        py: Python<'_>,
+        idxs: &Bound<'_, PyAny>,
+        dst: &Bound<'_, PyAny>,
+        offsets: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let idx = indices(py, idxs, self.len_now()?)?;
+        let offsets = u64s(py, offsets, "offsets")?;
+        if offsets.len() != idx.len() {
+            return Err(value_error(format!("{} indices but {} offsets", idx.len(), offsets.len())));
+        }
+        let mut dst = write_bytes(dst, "dst")?;
+        let bytes = dst.as_slice_mut()?;
+        self.with(py, |s| {
+            let mut lens = vec![0u32; idx.len()];
+            s.lengths(&idx, &mut lens)?;
+            s.gather_var(&idx, bytes, &offsets, &lens)
+        })
+    }
+
+    /// Appends `n` records of `item_len` bytes taken back to back from the
+    /// start of `src` (a C-contiguous array); returns the index of the
+    /// first. Atomic and durable when it returns.
+    #[pyo3(signature = (src, n, item_len, codec = None))]
+    fn append(
+        &self,
+        py: Python<'_>,
+        src: &Bound<'_, PyAny>,
+        n: usize,
+        item_len: usize,
+        codec: Option<&str>,
+    ) -> PyResult<u64> {
+        let codec = self.codec_arg(py, codec)?;
+        let src = read_bytes(src, "src")?;
+        let bytes = src.as_slice()?;
+        self.with(py, |s| s.append(bytes, n, item_len, codec))
+    }
+
+    /// Appends variable-size records, record `k` being
+    /// `src[offsets[k]:offsets[k] + lens[k]]` (bytes); returns the index of
+    /// the first. Empty records are records.
+    #[pyo3(signature = (src, offsets, lens, codec = None))]
+    fn append_var(
+        &self,
+        py: Python<'_>,
+        src: &Bound<'_, PyAny>,
+        offsets: &Bound<'_, PyAny>,
+        lens: &Bound<'_, PyAny>,
+        codec: Option<&str>,
+    ) -> PyResult<u64> {
+        let codec = self.codec_arg(py, codec)?;
+        let offsets = u64s(py, offsets, "offsets")?;
+        let lens: Vec<u32> = u64s(py, lens, "lens")?
+            .into_iter()
+            .map(|l| u32::try_from(l).map_err(|_| value_error(format!("record length {l} is over the record limit"))))
+            .collect::<PyResult<_>>()?;
+        let src = read_bytes(src, "src")?;
+        let bytes = src.as_slice()?;
+        self.with(py, |s| s.append_var(bytes, &offsets, &lens, codec))
+    }
+
+    /// Trains a zstd dictionary on `samples` (concatenated records of
+    /// `sizes` bytes), stores and installs it; returns its size. `target`
+    /// caps the size. Required before appending `zstd_dict` records.
+    fn train_dict(
+        &self,
+        py: Python<'_>,
+        samples: &Bound<'_, PyAny>,
+        sizes: &Bound<'_, PyAny>,
+        target: usize,
+    ) -> PyResult<usize> {
+        let sizes: Vec<usize> = u64s(py, sizes, "sizes")?.into_iter().map(|s| s as usize).collect();
+        let samples = read_bytes(samples, "samples")?;
+        let bytes = samples.as_slice()?;
+        self.with(py, |s| s.train_dict(bytes, &sizes, target))
+    }
+
+    /// True if the store has a dictionary.
+    fn has_dict(&self) -> PyResult<bool> {
+        Ok(self.read()?.as_ref().ok_or_else(closed)?.has_dict())
+    }
+
+    /// Removes records `idxs` (any order, duplicates allowed), swapping the
+    /// last records into their places so the index space stays dense.
+    /// Atomic. Waits for running reads; nothing else runs meanwhile.
+    fn delete(&self, py: Python<'_>, idxs: &Bound<'_, PyAny>) -> PyResult<()> {
+        let idx = indices(py, idxs, self.len_now()?)?;
+        self.with_mut(py, |s| s.delete(&idx))
+    }
+
+    /// Reclaims the space deleted records left, in place; returns what it did.
+    fn compact<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let report = self.with_mut(py, |s| s.compact())?;
+        let d = PyDict::new(py);
+        d.set_item("moved_records", report.moved_records)?;
+        d.set_item("moved_bytes", report.moved_bytes)?;
+        d.set_item("rounds", report.rounds)?;
+        d.set_item("bytes_before", report.bytes_before)?;
+        d.set_item("bytes_after", report.bytes_after)?;
+        d.set_item("removed_chunks", report.removed_chunks)?;
+        Ok(d)
+    }
+
+    /// Storage usage: the reference's `records`, `live_bytes`,
+    /// `chunk_bytes`, `reclaimable`, plus `logical_bytes`, `chunks`,
+    /// `codec_records` (raw, zstd, zstd_dict) and `dict_bytes`.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.with(py, |s| s.stats())?;
+        let d = PyDict::new(py);
+        d.set_item("records", s.records)?;
+        d.set_item("live_bytes", s.live_bytes)?;
+        d.set_item("chunk_bytes", s.chunk_bytes)?;
+        d.set_item("reclaimable", s.reclaimable)?;
+        d.set_item("logical_bytes", s.logical_bytes)?;
+        d.set_item("chunks", s.chunks)?;
+        d.set_item("codec_records", s.codec_records.to_vec())?;
+        d.set_item("dict_bytes", s.dict_bytes)?;
+        Ok(d)
+    }
+
+    /// Checks the whole store (every entry, every record decoded, no
+    /// overlaps). Returns `{"records": n, "ok": bool, "problems": [str]}`;
+    /// raises only if the check itself could not run (I/O).
+    fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let report = self.with(py, |s| s.verify())?;
+        let d = PyDict::new(py);
+        d.set_item("records", report.records)?;
+        d.set_item("ok", report.is_ok())?;
+        d.set_item("problems", report.problems.iter().map(|p| p.to_string()).collect::<Vec<_>>())?;
+        Ok(d)
+    }
+
+    /// Closes the store (waits for running calls); later calls raise.
+    fn close(&self, py: Python<'_>) {
+        let store = py.detach(|| self.write().take());
+        drop(store);
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _exc_type: &Bound<'_, PyAny>,
+        _exc: &Bound<'_, PyAny>,
+        _tb: &Bound<'_, PyAny>,
+    ) -> bool {
+        self.close(py);
+        false
+    }
+}
