@@ -1,27 +1,50 @@
-//! `loaderx`: inspect and dump Zrecord stores from the shell.
+//! `loaderx`: inspect, check, repack, convert and measure Zrecord stores
+//! from the shell.
 //!
-//! Every subcommand opens the store read-only: it takes no lock, runs no
-//! recovery and never writes to the store.
+//! One module per subcommand; `out` holds what they share (byte counts for
+//! people, JSON for scripts, the progress bar). The library does the work:
+//! this crate parses arguments and prints.
+//!
+//! `stats`, `verify`, `cat` and `bench` open the store read-only: they take
+//! no lock, run no recovery and never write to it. `compact` and `delete`
+//! open it for writing (the store's advisory lock keeps a second writer
+//! out); `convert` writes a new dataset or appends to one.
+
+mod bench;
+mod cat;
+mod compact;
+mod convert;
+mod delete;
+mod out;
+mod stats;
+mod verify;
 
 use std::error::Error as StdError;
-use std::fmt;
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use loaderx::{Stats, Zrecord};
+
+use crate::cat::RangeArg;
+use crate::convert::CodecArg;
 
 const EXIT_CODES: &str = "\
 Exit status:
-  0  success
+  0  success (for verify: no problem found)
   1  the command failed (store missing or unreadable, index out of range,
-     corrupt record, output not writable); one line `loaderx: <error>` on stderr
-  2  invalid command line (usage error, reported by the argument parser)";
+     corrupt record, output not writable, another writer has the store
+     open); one line `loaderx: <error>: <cause>` on stderr
+  2  invalid command line (usage error, reported by the argument parser)
+  3  verify found problems (each listed on stdout)";
 
 #[derive(Parser, Debug)]
-#[command(name = "loaderx", version, about = "Inspect and dump loaderx Zrecord stores", after_help = EXIT_CODES)]
+#[command(
+    name = "loaderx",
+    version,
+    about = "Inspect, check, compact, convert and benchmark loaderx Zrecord stores",
+    after_help = EXIT_CODES
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -29,7 +52,7 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Show a store's size, codec mix, compression ratio and dictionary.
+    /// Show a store's size, codec mix, compression ratio, dictionary and schema.
     #[command(after_help = EXIT_CODES)]
     Stats {
         /// The store directory.
@@ -38,7 +61,67 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Write records' decoded bytes back to back (all records if no INDEX and no --range).
+    /// Check the whole store (fsck) and its schema; list every problem.
+    ///
+    /// Every table entry validated and inside its chunk file, no two records
+    /// sharing bytes, every record decoded to its length (zstd checksums
+    /// included), the dictionary present where a record needs it;
+    /// schema.json, if there is one, parses and every record's length fits
+    /// it (one item of a fixed shape, or whole rows). Reads everything,
+    /// writes nothing. Each problem is listed with its record index; the
+    /// first 1000 are listed, the rest counted.
+    #[command(after_help = EXIT_CODES)]
+    Verify {
+        /// The store directory.
+        store: PathBuf,
+        /// Print one JSON object instead of a list.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reclaim the space deleted records left behind, in place.
+    ///
+    /// Safe to interrupt: Ctrl-C, a kill or a power loss at any point leaves
+    /// every record reading back its exact bytes, and running `compact`
+    /// again finishes the job (docs/crash-safety.md, "Compaction"). Run it
+    /// with no other process reading the store: a reader may see a record
+    /// move under it. A progress bar is drawn on stderr when it is a
+    /// terminal.
+    #[command(after_help = EXIT_CODES)]
+    Compact {
+        /// The store directory.
+        store: PathBuf,
+        /// Print one JSON object instead of a summary.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a .npy file as a dataset (a store and its schema.json).
+    ///
+    /// One record per slice along the first axis, dtype and shape from the
+    /// file's header. The file is mapped and streamed: it may be larger than
+    /// memory. An existing dataset of the same dtype and shape is appended
+    /// to (it keeps its own codec). A progress bar is drawn on stderr when
+    /// it is a terminal; the throughput is printed at the end.
+    #[command(after_help = EXIT_CODES)]
+    Convert {
+        /// The .npy file (C order, a plain dtype).
+        input: PathBuf,
+        /// The dataset directory to write.
+        output: PathBuf,
+        /// Codec of a new dataset.
+        #[arg(long, value_enum, default_value_t = CodecArg::Zstd)]
+        codec: CodecArg,
+        /// Cap on the dictionary size in bytes (zstd_dict only; default:
+        /// adapted to the sample).
+        #[arg(long, value_name = "N")]
+        dict_size: Option<usize>,
+        /// Print one JSON object instead of a summary.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write records' decoded bytes, raw or as a .npy array.
+    ///
+    /// Raw: the records back to back, in the order given. All records if no
+    /// INDEX and no --range.
     #[command(after_help = EXIT_CODES)]
     Cat {
         /// The store directory.
@@ -47,61 +130,109 @@ enum Command {
         #[arg(value_name = "INDEX", conflicts_with = "range")]
         indices: Vec<u64>,
         /// A half-open range of indices `A..B` (`A..` runs to the end, `..B` starts at 0).
-        #[arg(long, value_name = "A..B", value_parser = parse_range)]
+        #[arg(long, value_name = "A..B", value_parser = cat::parse_range)]
         range: Option<RangeArg>,
-        /// Write to FILE instead of standard output (removed again if the command fails).
+        /// Write to FILE instead of standard output (removed again if the
+        /// command fails). A name ending in `.npy` implies --npy.
         #[arg(long, short, value_name = "FILE")]
         out: Option<PathBuf>,
+        /// Write a NumPy .npy array with the dtype and shape of the store's
+        /// schema.json: shape (records, *shape) for a fixed-shape dataset;
+        /// for a ragged one, a single record as (rows, *item_shape).
+        #[arg(long)]
+        npy: bool,
+    },
+    /// Delete records by swap-with-last.
+    ///
+    /// WARNING: indices are not stable. The last record moves into each
+    /// hole (holes taken from the highest index down), so after a delete the
+    /// records that were last have new, lower indices. The store's length
+    /// drops by the number of distinct indices; the space is reclaimed by
+    /// `compact`. Atomic: after a crash the store is as before or as after.
+    #[command(after_help = EXIT_CODES)]
+    Delete {
+        /// The store directory.
+        store: PathBuf,
+        /// Record indices to delete (any order, repeats allowed).
+        #[arg(value_name = "INDEX", required_unless_present = "from_file")]
+        indices: Vec<u64>,
+        /// Also delete the indices in FILE (whitespace-separated, `#` starts
+        /// a comment; `-` reads standard input).
+        #[arg(long, value_name = "FILE")]
+        from_file: Option<PathBuf>,
+        /// Print one JSON object instead of a summary.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Measure random-batch gather and DataLoader throughput on this store.
+    ///
+    /// Gather: IID batches of random indices, each decoded with one call
+    /// (MiB/s, records/s). Loader, for a dataset (schema.json): a DataLoader
+    /// over it, batches taken as fast as they come (batches/s). Each
+    /// workload runs --batches batches (after one warm-up batch), or stops
+    /// early when --seconds has passed.
+    #[command(after_help = EXIT_CODES)]
+    Bench {
+        /// The store directory.
+        store: PathBuf,
+        /// Records per batch.
+        #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+        batch_size: u32,
+        /// Batches per workload.
+        #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
+        batches: u64,
+        /// Stop a workload after this many seconds even if --batches are not done.
+        #[arg(long, value_name = "SECS", value_parser = bench::parse_seconds)]
+        seconds: Option<f64>,
+        /// Loader worker threads (default: the number of cores).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        workers: Option<u32>,
+        /// Seed of the random indices.
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
     },
 }
 
-/// `A..B` as given on the command line; an open end is `None`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct RangeArg {
-    start: u64,
-    end: Option<u64>,
-}
-
-fn parse_range(s: &str) -> Result<RangeArg, String> {
-    let (a, b) = s.split_once("..").ok_or_else(|| format!("`{s}` is not a range A..B"))?;
-    let num = |t: &str, default: Option<u64>| -> Result<Option<u64>, String> {
-        if t.is_empty() {
-            return Ok(default);
-        }
-        t.parse::<u64>().map(Some).map_err(|_| format!("`{t}` in `{s}` is not a record index"))
-    };
-    let start = num(a, Some(0))?.expect("default");
-    let end = num(b, None)?;
-    if let Some(end) = end
-        && end < start
-    {
-        return Err(format!("range `{s}` ends before it starts"));
-    }
-    Ok(RangeArg { start, end })
-}
-
-/// An error the CLI itself detects.
-#[derive(Debug)]
-struct CliError(String);
-
-impl fmt::Display for CliError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl StdError for CliError {}
-
 type CliResult<T> = std::result::Result<T, Box<dyn StdError>>;
+
+/// How a command that ran to the end came out.
+enum Done {
+    Ok,
+    /// `verify` found problems.
+    Problems,
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
-        Command::Stats { store, json } => stats(&store, json),
-        Command::Cat { store, indices, range, out } => cat(&store, &indices, range, out.as_deref()),
+        Command::Stats { store, json } => stats::run(&store, json).map(|()| Done::Ok),
+        Command::Verify { store, json } => verify::run(&store, json),
+        Command::Compact { store, json } => compact::run(&store, json).map(|()| Done::Ok),
+        Command::Convert { input, output, codec, dict_size, json } => {
+            if dict_size.is_some() && codec != CodecArg::ZstdDict {
+                use clap::CommandFactory;
+                let message = "--dict-size applies to --codec zstd_dict only";
+                Cli::command().error(clap::error::ErrorKind::ArgumentConflict, message).exit();
+            }
+            convert::run(&input, &output, codec, dict_size, json).map(|()| Done::Ok)
+        }
+        Command::Cat { store, indices, range, out, npy } => {
+            cat::run(&store, &indices, range, out.as_deref(), npy).map(|()| Done::Ok)
+        }
+        Command::Delete { store, indices, from_file, json } => {
+            delete::run(&store, indices, from_file.as_deref(), json).map(|()| Done::Ok)
+        }
+        Command::Bench { store, batch_size, batches, seconds, workers, seed, json } => {
+            let opts = bench::Options { batch_size: batch_size as usize, batches, seconds, workers, seed };
+            bench::run(&store, &opts, json).map(|()| Done::Ok)
+        }
     };
     match outcome {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(Done::Ok) => ExitCode::SUCCESS,
+        Ok(Done::Problems) => ExitCode::from(3),
         Err(e) if is_broken_pipe(&*e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("loaderx: {}", error_line(&*e));
@@ -123,7 +254,8 @@ fn error_line(e: &(dyn StdError + 'static)) -> String {
         }
         source = s.source();
     }
-    line
+    // One line, whatever a message holds.
+    line.replace('\n', " ")
 }
 
 /// A write to a closed pipe (`loaderx cat ... | head`): not an error.
@@ -140,211 +272,22 @@ fn is_broken_pipe(e: &(dyn StdError + 'static)) -> bool {
     false
 }
 
-// ---------------------------------------------------------------- stats
-
-fn stats(path: &Path, json: bool) -> CliResult<()> {
-    let store = Zrecord::open_read_only(path)?;
-    let s = store.stats()?;
-    let text = if json { stats_json(path, &s) } else { stats_table(path, &s) };
-    let mut stdout = io::stdout().lock();
-    stdout.write_all(text.as_bytes())?;
-    stdout.flush()?;
-    Ok(())
-}
-
-/// logical / live, `None` when nothing is stored.
-fn ratio(s: &Stats) -> Option<f64> {
-    (s.live_bytes > 0).then(|| s.logical_bytes as f64 / s.live_bytes as f64)
-}
-
-fn human(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut v = bytes as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit < UNITS.len() - 1 {
-        v /= 1024.0;
-        unit += 1;
-    }
-    format!("{bytes} ({v:.1} {})", UNITS[unit])
-}
-
-fn stats_table(path: &Path, s: &Stats) -> String {
-    let [raw, zstd, dict] = s.codec_records;
-    let ratio = ratio(s).map_or("n/a (nothing stored)".to_string(), |r| format!("{r:.3}x (logical / live)"));
-    let dictionary = s.dict_bytes.map_or("none".to_string(), human);
-    let rows = [
-        ("store", path.display().to_string()),
-        ("records", s.records.to_string()),
-        ("logical bytes", human(s.logical_bytes)),
-        ("live bytes", human(s.live_bytes)),
-        ("chunk bytes", human(s.chunk_bytes)),
-        ("reclaimable", human(s.reclaimable)),
-        ("chunks", s.chunks.to_string()),
-        ("codecs", format!("raw {raw}, zstd {zstd}, zstd_dict {dict}")),
-        ("ratio", ratio),
-        ("dictionary", dictionary),
-    ];
-    rows.iter().map(|(k, v)| format!("{k:<14} {v}\n")).collect()
-}
-
-fn json_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-fn stats_json(path: &Path, s: &Stats) -> String {
-    let [raw, zstd, dict] = s.codec_records;
-    let ratio = ratio(s).map_or("null".to_string(), |r| format!("{r}"));
-    let dict_bytes = s.dict_bytes.map_or("null".to_string(), |b| b.to_string());
-    format!(
-        concat!(
-            "{{\"store\":{},\"records\":{},\"live_bytes\":{},\"logical_bytes\":{},\"chunk_bytes\":{},",
-            "\"reclaimable\":{},\"chunks\":{},\"codec_records\":{{\"raw\":{},\"zstd\":{},\"zstd_dict\":{}}},",
-            "\"compression_ratio\":{},\"dict_bytes\":{}}}\n"
-        ),
-        json_string(&path.to_string_lossy()),
-        s.records,
-        s.live_bytes,
-        s.logical_bytes,
-        s.chunk_bytes,
-        s.reclaimable,
-        s.chunks,
-        raw,
-        zstd,
-        dict,
-        ratio,
-        dict_bytes,
-    )
-}
-
-// ---------------------------------------------------------------- cat
-
-/// Indices looked up per `lengths` call.
-const WINDOW: usize = 4096;
-/// Most decoded bytes gathered per `gather_var` call.
-const BATCH_BYTES: u64 = 32 << 20;
-
-fn cat(path: &Path, indices: &[u64], range: Option<RangeArg>, out: Option<&Path>) -> CliResult<()> {
-    let store = Zrecord::open_read_only(path)?;
-    let len = u64::from(store.len());
-    let selection: Box<dyn Iterator<Item = u64>> = match range {
-        Some(RangeArg { start, end }) => {
-            let end = end.unwrap_or(len);
-            if end > len || start > len {
-                // The library's own message for the first index past the end.
-                let mut one = [0u32];
-                store.lengths(&[len.max(start.min(end))], &mut one)?;
-            }
-            Box::new(start..end)
-        }
-        None if indices.is_empty() => Box::new(0..len),
-        None => {
-            // Every index is checked before a byte is written.
-            if let Some(&bad) = indices.iter().find(|&&i| i >= len) {
-                let mut one = [0u32];
-                store.lengths(&[bad], &mut one)?;
-            }
-            Box::new(indices.iter().copied())
-        }
-    };
-    match out {
-        None => {
-            let mut w = BufWriter::with_capacity(1 << 20, io::stdout().lock());
-            write_records(&store, selection, &mut w)?;
-            w.flush()?;
-            Ok(())
-        }
-        Some(file) => {
-            let f = File::create(file).map_err(|e| CliError(format!("{}: cannot create: {e}", file.display())))?;
-            let mut w = BufWriter::with_capacity(1 << 20, f);
-            let written = write_records(&store, selection, &mut w)
-                .and_then(|()| w.flush().map_err(Into::into))
-                .and_then(|()| w.get_ref().sync_all().map_err(Into::into));
-            if let Err(e) = written {
-                drop(w);
-                let _ = std::fs::remove_file(file);
-                let e: Box<dyn StdError> = match e.downcast::<io::Error>() {
-                    Ok(io) => Box::new(CliError(format!("{}: write failed: {io}", file.display()))),
-                    Err(other) => other,
-                };
-                return Err(e);
-            }
-            Ok(())
-        }
-    }
-}
-
-/// Gathers the selected records in bounded batches and writes them in order.
-fn write_records(store: &Zrecord, mut selection: impl Iterator<Item = u64>, w: &mut impl Write) -> CliResult<()> {
-    let mut window: Vec<u64> = Vec::with_capacity(WINDOW);
-    let mut lens: Vec<u32> = Vec::with_capacity(WINDOW);
-    let mut buf: Vec<u8> = Vec::new();
-    loop {
-        window.clear();
-        window.extend(selection.by_ref().take(WINDOW));
-        if window.is_empty() {
-            return Ok(());
-        }
-        lens.clear();
-        lens.resize(window.len(), 0);
-        store.lengths(&window, &mut lens)?;
-        let mut start = 0;
-        while start < window.len() {
-            // At least one record per batch; a record is at most 1 MiB.
-            let mut end = start;
-            let mut bytes = 0u64;
-            while end < window.len() && (end == start || bytes + u64::from(lens[end]) <= BATCH_BYTES) {
-                bytes += u64::from(lens[end]);
-                end += 1;
-            }
-            let mut offsets = Vec::with_capacity(end - start);
-            let mut at = 0u64;
-            for &l in &lens[start..end] {
-                offsets.push(at);
-                at += u64::from(l);
-            }
-            buf.clear();
-            buf.resize(bytes as usize, 0);
-            store.gather_var(&window[start..end], &mut buf, &offsets, &lens[start..end])?;
-            w.write_all(&buf)?;
-            start = end;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn ranges() {
-        assert_eq!(parse_range("2..5"), Ok(RangeArg { start: 2, end: Some(5) }));
-        assert_eq!(parse_range("..5"), Ok(RangeArg { start: 0, end: Some(5) }));
-        assert_eq!(parse_range("3.."), Ok(RangeArg { start: 3, end: None }));
-        assert_eq!(parse_range("4..4"), Ok(RangeArg { start: 4, end: Some(4) }));
-        assert!(parse_range("5..2").is_err());
-        assert!(parse_range("5").is_err());
-        assert!(parse_range("a..2").is_err());
+    fn error_line_joins_new_causes_only() {
+        let inner = io::Error::other("disk on fire");
+        let outer = loaderx::Error::Io { path: "s".into(), op: "read chunk", source: inner };
+        assert_eq!(error_line(&outer), "s: read chunk failed: disk on fire");
+        let wrapped = out::CliError::with_source("cannot open x", io::Error::other("denied\nreally"));
+        assert_eq!(error_line(&wrapped), "cannot open x: denied really");
     }
 
     #[test]
-    fn json_escapes() {
-        assert_eq!(json_string("a\"b\\c\n"), "\"a\\\"b\\\\c\\n\"");
+    fn the_parser_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
     }
 }

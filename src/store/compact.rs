@@ -19,6 +19,9 @@ use crate::format::{CHUNK_BYTES_MAX, CHUNKS_MAX, Entry, Loc, Tail, chunk_file_na
 
 /// Most bytes one round copies before it syncs.
 const ROUND_BYTES_MAX: u64 = 64 << 20;
+/// [`Zrecord::compact_with_progress`] reports at least once per this many
+/// records left in place.
+const PROGRESS_RECORDS: usize = 4096;
 
 /// What a compaction did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -67,9 +70,25 @@ impl Zrecord {
     /// interrupt at any point, power loss included: every live record keeps
     /// reading back its exact bytes, and compacting again finishes the job.
     pub fn compact(&mut self) -> Result<CompactReport> {
+        self.compact_with_progress(|_, _| {})
+    }
+
+    /// [`compact`](Self::compact), calling `progress(settled_bytes,
+    /// live_bytes)` as it goes: `live_bytes` is the stored size of the live
+    /// records (fixed for the call), `settled_bytes` how much of it, taken in
+    /// physical order, is already where it stays (in place, or moved and
+    /// durable). It never decreases; the first call reports 0 and the last,
+    /// once the compaction is complete, `live_bytes`. Calls come from the
+    /// calling thread after each round of moves (at most 64 MiB) and every
+    /// 4096 records left in place; keep the callback cheap.
+    pub fn compact_with_progress(&mut self, mut progress: impl FnMut(u64, u64)) -> Result<CompactReport> {
         self.check_writable()?;
         let bytes_before = self.stats()?.chunk_bytes;
         let mut groups = self.live_groups()?;
+        let live_bytes: u64 = groups.iter().map(|group| u64::from(group.phys)).sum();
+        // Stored bytes of `groups[..g]`.
+        let mut settled = 0u64;
+        progress(settled, live_bytes);
         let mut report = CompactReport { bytes_before, ..CompactReport::default() };
         let mut ends = vec![0u64; CHUNKS_MAX as usize + 1];
         let mut cursor = Tail::default();
@@ -83,7 +102,11 @@ impl Zrecord {
             let Some((to, next)) = place(cursor, group.phys).filter(|(to, _)| to.address() <= src) else {
                 cursor = end_of(group.loc, group.phys); // stays (it cannot move down)
                 note_end(&mut ends, group.loc, group.phys);
+                settled += u64::from(group.phys);
                 g += 1;
+                if round.is_empty() && g % PROGRESS_RECORDS == 0 {
+                    progress(settled, live_bytes);
+                }
                 continue;
             };
             let to_end = to.address() + u64::from(group.phys);
@@ -95,6 +118,7 @@ impl Zrecord {
                 round_bytes += u64::from(group.phys);
             } else if !round.is_empty() {
                 self.flush_round(&groups, &round, None, &mut report)?;
+                progress(settled, live_bytes);
                 round.clear();
                 (floor, round_bytes) = (u64::MAX, 0);
                 continue; // the sources are free now: try this record again
@@ -106,13 +130,20 @@ impl Zrecord {
             }
             note_end(&mut ends, to, group.phys);
             cursor = next;
+            // Reported only with no round pending, so every byte reported
+            // as settled is durable where it stays.
+            settled += u64::from(group.phys);
             g += 1;
+            if round.is_empty() && g % PROGRESS_RECORDS == 0 {
+                progress(settled, live_bytes);
+            }
         }
         if !round.is_empty() {
             self.flush_round(&groups, &round, None, &mut report)?;
         }
         self.commit_frontier(cursor, &mut ends, &mut report)?;
         report.bytes_after = self.stats()?.chunk_bytes;
+        progress(live_bytes, live_bytes);
         Ok(report)
     }
 
@@ -312,4 +343,29 @@ fn note_end(ends: &mut [u64], loc: Loc, phys: u32) {
 
 fn items_count(groups: &[Group], round: &[Move]) -> u64 {
     round.iter().map(|m| groups[m.group].indices.len() as u64).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Codec, Zrecord};
+
+    #[test]
+    fn progress_is_monotone_and_ends_at_the_live_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Zrecord::open(dir.path()).unwrap();
+        let n = 3 * super::PROGRESS_RECORDS + 17;
+        let data: Vec<u8> = (0..n * 8).map(|i| (i * 31 % 251) as u8).collect();
+        store.append(&data, n, 8, Codec::Raw).unwrap();
+        let doomed: Vec<u64> = (0..n as u64).filter(|i| i % 3 == 0).collect();
+        store.delete(&doomed).unwrap();
+        let live = store.stats().unwrap().live_bytes;
+        let mut calls: Vec<(u64, u64)> = Vec::new();
+        let report = store.compact_with_progress(|settled, total| calls.push((settled, total))).unwrap();
+        assert!(report.moved_records > 0);
+        assert_eq!(calls.first(), Some(&(0, live)));
+        assert_eq!(calls.last(), Some(&(live, live)));
+        assert!(calls.len() > 2, "{calls:?}");
+        assert!(calls.windows(2).all(|w| w[0].0 <= w[1].0 && w[1].1 == live), "{calls:?}");
+        assert_eq!(store.stats().unwrap().reclaimable, 0);
+    }
 }

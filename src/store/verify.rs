@@ -5,18 +5,37 @@ use crate::error::{Corruption, Error, Result};
 use crate::format::Loc;
 
 /// What [`Zrecord::verify`] found.
+///
+/// Every problem is counted in [`problems_total`](Self::problems_total);
+/// only the first [`PROBLEMS_KEPT`](Self::PROBLEMS_KEPT) are kept, so a
+/// store whose whole table is garbage costs bounded memory.
 #[derive(Debug, Default)]
 pub struct VerifyReport {
     /// Records checked.
     pub records: u32,
-    /// Every problem, with the record it concerns when it concerns one.
+    /// The first problems found (at most [`PROBLEMS_KEPT`](Self::PROBLEMS_KEPT)),
+    /// with the record each concerns when it concerns one: entry checks and
+    /// decoding in index order, then overlaps in physical order.
     pub problems: Vec<Error>,
+    /// Every problem found, the ones not kept in `problems` included.
+    pub problems_total: u64,
 }
 
 impl VerifyReport {
+    /// Most problems kept in [`problems`](Self::problems).
+    pub const PROBLEMS_KEPT: usize = 1000;
+
     /// True when no problem was found.
     pub fn is_ok(&self) -> bool {
-        self.problems.is_empty()
+        self.problems_total == 0
+    }
+
+    /// Counts a problem, keeping it if there is room.
+    fn note(&mut self, problem: Error) {
+        self.problems_total += 1;
+        if self.problems.len() < Self::PROBLEMS_KEPT {
+            self.problems.push(problem);
+        }
     }
 }
 
@@ -28,7 +47,7 @@ impl Zrecord {
     /// reported in the [`VerifyReport`].
     pub fn verify(&self) -> Result<VerifyReport> {
         let len = self.len();
-        let mut report = VerifyReport { records: len, problems: Vec::new() };
+        let mut report = VerifyReport { records: len, ..VerifyReport::default() };
         let mut extents: Vec<(Loc, u32, u32)> = Vec::with_capacity(len as usize);
         let mut buf = Vec::new();
         for index in 0..len {
@@ -36,7 +55,7 @@ impl Zrecord {
             let entry = match self.entry(index64, len) {
                 Ok((entry, _)) => entry,
                 Err(e) => {
-                    report.problems.push(e);
+                    report.note(e);
                     continue;
                 }
             };
@@ -44,7 +63,7 @@ impl Zrecord {
             match self.read_into(index64, len, &mut buf) {
                 Ok(()) => extents.push((entry.loc(), entry.phys_length(), index)),
                 Err(e @ Error::Io { .. }) => return Err(e),
-                Err(e) => report.problems.push(e),
+                Err(e) => report.note(e),
             }
         }
         extents.sort_unstable();
@@ -52,7 +71,7 @@ impl Zrecord {
         let mut reach: Option<(u64, u32)> = None;
         for (loc, phys, index) in extents.into_iter().filter(|e| e.1 > 0) {
             if let Some((end, other)) = reach.filter(|(end, _)| loc.address() < *end) {
-                report.problems.push(Error::Corrupt {
+                report.note(Error::Corrupt {
                     path: self.path.clone(),
                     index: Some(u64::from(index)),
                     what: Corruption::Overlap { other: u64::from(other) },
@@ -63,5 +82,31 @@ impl Zrecord {
             }
         }
         Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn keeps_the_first_problems_and_counts_all() {
+        let mut report = VerifyReport::default();
+        assert!(report.is_ok());
+        let total = VerifyReport::PROBLEMS_KEPT as u64 + 5;
+        for index in 0..total {
+            report.note(Error::Corrupt {
+                path: PathBuf::from("s"),
+                index: Some(index),
+                what: Corruption::UnwrittenEntry,
+            });
+        }
+        assert!(!report.is_ok());
+        assert_eq!(report.problems_total, total);
+        assert_eq!(report.problems.len(), VerifyReport::PROBLEMS_KEPT);
+        assert!(matches!(report.problems[0], Error::Corrupt { index: Some(0), .. }));
+        let last = VerifyReport::PROBLEMS_KEPT as u64 - 1;
+        assert!(matches!(report.problems.last(), Some(Error::Corrupt { index: Some(i), .. }) if *i == last));
     }
 }

@@ -1,0 +1,195 @@
+//! `bench`: the two read workloads on the store at hand. Random-batch
+//! gather: IID batches of record indices (the loader's default sampler),
+//! each decoded with one `gather_var` into one buffer. Loader: a
+//! `DataLoader` over the dataset (it needs schema.json), batches taken as
+//! fast as the consumer can. Figures only; `docs/benchmarks.md` has the
+//! controlled comparison.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use loaderx::Zrecord;
+use loaderx::dataset::{Dataset, RaggedDataset};
+use loaderx::loader::{Column, DataLoader, Stream};
+use loaderx::sampler::{Mode, Sampler};
+
+use crate::CliResult;
+use crate::out::{CliError, Json, MIB, per_second, print, table};
+use crate::stats::read_schema;
+
+/// What `bench` was asked for.
+pub struct Options {
+    pub batch_size: usize,
+    pub batches: u64,
+    pub seconds: Option<f64>,
+    pub workers: Option<u32>,
+    pub seed: u64,
+}
+
+/// `--seconds`: a positive, finite number of seconds.
+pub fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 1e9 => Ok(v),
+        _ => Err(format!("`{s}` is not a positive number of seconds")),
+    }
+}
+
+/// One workload's measurement.
+struct Run {
+    batches: u64,
+    records: u64,
+    bytes: u64,
+    elapsed: Duration,
+}
+
+impl Run {
+    fn json(&self) -> Json {
+        let mib = self.bytes as f64 / MIB;
+        Json::object()
+            .field("batches", self.batches)
+            .field("records", self.records)
+            .field("bytes", self.bytes)
+            .field("seconds", self.elapsed.as_secs_f64())
+            .field("mib_per_s", per_second(mib, self.elapsed))
+            .field("records_per_s", per_second(self.records as f64, self.elapsed))
+            .field("batches_per_s", per_second(self.batches as f64, self.elapsed))
+    }
+
+    fn line(&self) -> String {
+        format!(
+            "{:.1} MiB/s, {:.0} records/s, {:.1} batches/s ({} batches in {:.3} s)",
+            per_second(self.bytes as f64 / MIB, self.elapsed),
+            per_second(self.records as f64, self.elapsed),
+            per_second(self.batches as f64, self.elapsed),
+            self.batches,
+            self.elapsed.as_secs_f64()
+        )
+    }
+}
+
+/// Runs `batch(step)` (returning records and bytes) once to warm up, then
+/// for steps `1..=batches`, stopping early after `seconds`.
+fn measure(opts: &Options, mut batch: impl FnMut(u64) -> CliResult<(u64, u64)>) -> CliResult<Run> {
+    batch(0)?;
+    let deadline = opts.seconds.map(Duration::from_secs_f64);
+    let mut run = Run { batches: 0, records: 0, bytes: 0, elapsed: Duration::ZERO };
+    let started = Instant::now();
+    for step in 1..=opts.batches {
+        let (records, bytes) = batch(step)?;
+        run.batches += 1;
+        run.records += records;
+        run.bytes += bytes;
+        if deadline.is_some_and(|d| started.elapsed() >= d) {
+            break;
+        }
+    }
+    run.elapsed = started.elapsed();
+    Ok(run)
+}
+
+pub fn run(path: &Path, opts: &Options, json: bool) -> CliResult<()> {
+    let store = Zrecord::open_read_only(path)?;
+    let len = u64::from(store.len());
+    if len == 0 {
+        return Err(CliError::new(format!("{}: the store is empty: nothing to read", path.display())).into());
+    }
+    let gather = bench_gather(&store, opts)?;
+    let workers =
+        opts.workers.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |w| w as usize);
+    let loader = match read_schema(path)? {
+        None => Err("no schema.json (the loader reads datasets)".to_string()),
+        Some(schema) => {
+            let stream: Stream =
+                if schema.is_ragged() { RaggedDataset::open(path)?.into() } else { Dataset::open(path)?.into() };
+            bench_loader(stream, workers, opts).map(Ok)?
+        }
+    };
+    let batch = opts.batch_size.min(len as usize);
+    let text = if json {
+        let (loader_json, skipped) = match &loader {
+            Ok(run) => (run.json().field("workers", workers as u64).finish(), None),
+            Err(reason) => ("null".to_string(), Some(reason.as_str())),
+        };
+        let mut text = Json::object()
+            .field("store", path.to_string_lossy().as_ref())
+            .field("records", len)
+            .field("batch_size", batch as u64)
+            .field("seed", opts.seed)
+            .raw("gather", &gather.json().finish())
+            .raw("loader", &loader_json)
+            .field("loader_skipped", skipped)
+            .finish();
+        text.push('\n');
+        text
+    } else {
+        let loader = match &loader {
+            Ok(run) => format!("{} with {workers} workers", run.line()),
+            Err(reason) => format!("skipped: {reason}"),
+        };
+        table(&[
+            ("store", path.display().to_string()),
+            ("records", len.to_string()),
+            ("batch", format!("{batch} records, IID indices, seed {}", opts.seed)),
+            ("gather", gather.line()),
+            ("loader", loader),
+        ])
+    };
+    print(&text)?;
+    Ok(())
+}
+
+/// Random-batch gather: the sampler's IID batches, each decoded with one
+/// `gather_var` into a reused buffer.
+fn bench_gather(store: &Zrecord, opts: &Options) -> CliResult<Run> {
+    let sampler = Sampler::new(u64::from(store.len()), opts.batch_size, Mode::Iid, opts.seed)?;
+    let n = sampler.batch_len();
+    let mut indices = vec![0u64; n];
+    let mut lens = vec![0u32; n];
+    let mut offsets = vec![0u64; n];
+    let mut dst: Vec<u8> = Vec::new();
+    measure(opts, |step| {
+        sampler.fill(step, &mut indices)?;
+        store.lengths(&indices, &mut lens)?;
+        let mut at = 0u64;
+        for (offset, &l) in offsets.iter_mut().zip(&lens) {
+            *offset = at;
+            at += u64::from(l);
+        }
+        dst.resize(at as usize, 0);
+        store.gather_var(&indices, &mut dst, &offsets, &lens)?;
+        Ok((n as u64, at))
+    })
+}
+
+/// The loader workload: one stream, IID batches, `workers` threads.
+fn bench_loader(stream: Stream, workers: usize, opts: &Options) -> CliResult<Run> {
+    let mut loader = DataLoader::builder()
+        .stream("data", stream)
+        .batch_size(opts.batch_size)
+        .num_workers(workers)
+        .mode(Mode::Iid)
+        .seed(opts.seed)
+        .build()?;
+    measure(opts, |_| {
+        let batch = loader.next_batch()?;
+        let bytes = match batch.get("data") {
+            Some(Column::Dense(t)) => t.nbytes(),
+            Some(Column::Ragged(r)) => r.values.nbytes(),
+            _ => 0,
+        };
+        Ok((batch.indices().len() as u64, bytes as u64))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_seconds;
+
+    #[test]
+    fn seconds() {
+        assert_eq!(parse_seconds("1.5"), Ok(1.5));
+        for bad in ["0", "-1", "nan", "inf", "x", "1e300"] {
+            assert!(parse_seconds(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! `convert`: a `.npy` file to a dataset through the library's
+//! [`write_dataset_npy`] (mapped and streamed, so larger than memory is
+//! fine). On a terminal a second thread watches the store grow, read-only,
+//! to draw the progress bar; the writer is not slowed by it.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::Path;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use clap::ValueEnum;
+use indicatif::ProgressBar;
+use loaderx::dataset::{DatasetError, WriteOptions, write_dataset_npy};
+use loaderx::{Codec, Zrecord};
+
+use crate::CliResult;
+use crate::out::{CliError, Json, MIB, human, per_second, print, progress_bar, table};
+use crate::stats::{read_schema, schema_json};
+
+/// How often the progress bar looks at the store's length.
+const POLL: Duration = Duration::from_millis(100);
+/// Bytes per append call: the progress bar moves once per call, and each
+/// call's sync is small next to 16 MiB of encoding.
+const CALL_BYTES: usize = 16 << 20;
+
+/// `--codec`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CodecArg {
+    /// zstd, level 3, each record its own frame.
+    Zstd,
+    /// Stored as is (reads at memory speed, no checksum).
+    Raw,
+    /// zstd with a dictionary trained on an evenly spaced sample of the file.
+    #[value(name = "zstd_dict")]
+    ZstdDict,
+}
+
+impl CodecArg {
+    fn codec(self) -> Codec {
+        match self {
+            CodecArg::Zstd => Codec::Zstd,
+            CodecArg::Raw => Codec::Raw,
+            CodecArg::ZstdDict => Codec::ZstdDict,
+        }
+    }
+}
+
+pub fn run(input: &Path, output: &Path, codec: CodecArg, dict_size: Option<usize>, json: bool) -> CliResult<()> {
+    let opts = WriteOptions { dict_size, chunk_bytes: CALL_BYTES, ..WriteOptions::codec(codec.codec()) };
+    let records_before = Zrecord::open_read_only(output).map_or(0, |s| u64::from(s.len()));
+    let started = Instant::now();
+    let written = match progress_bar(npy_records(input).unwrap_or(0), "convert", false) {
+        None => write_dataset_npy(output, input, &opts)?,
+        Some(bar) => write_watched(input, output, &opts, records_before, &bar)?,
+    };
+    let elapsed = started.elapsed();
+    let schema =
+        read_schema(output)?.ok_or_else(|| CliError::new(format!("{}: no schema.json written", output.display())))?;
+    let bytes = written * schema.unit_bytes()? as u64;
+    let stats = Zrecord::open_read_only(output)?.stats()?;
+    let ratio = (stats.live_bytes > 0).then(|| stats.logical_bytes as f64 / stats.live_bytes as f64);
+    let mib_s = per_second(bytes as f64 / MIB, elapsed);
+    let records_s = per_second(written as f64, elapsed);
+    let text = if json {
+        let mut text = Json::object()
+            .field("input", input.to_string_lossy().as_ref())
+            .field("output", output.to_string_lossy().as_ref())
+            .field("records_written", written)
+            .field("records", stats.records)
+            .field("bytes_written", bytes)
+            .field("seconds", elapsed.as_secs_f64())
+            .field("mib_per_s", mib_s)
+            .field("records_per_s", records_s)
+            .field("live_bytes", stats.live_bytes)
+            .field("compression_ratio", ratio)
+            .field("dict_bytes", stats.dict_bytes)
+            .raw("schema", &schema_json(&schema))
+            .finish();
+        text.push('\n');
+        text
+    } else {
+        let appended =
+            if records_before > 0 { format!(" (appended; {} in all)", stats.records) } else { String::new() };
+        let ratio = ratio.map_or("n/a".to_string(), |r| format!("{r:.3}x"));
+        table(&[
+            ("output", output.display().to_string()),
+            ("schema", format!("{}, codec {}", schema.describe(), schema.codec.name())),
+            ("records", format!("{written}{appended}")),
+            ("bytes", human(bytes)),
+            ("stored", format!("{} (ratio {ratio})", human(stats.live_bytes))),
+            ("time", format!("{:.3} s", elapsed.as_secs_f64())),
+            ("throughput", format!("{mib_s:.1} MiB/s, {records_s:.0} records/s")),
+        ])
+    };
+    print(&text)?;
+    Ok(())
+}
+
+/// The record count in a `.npy` header, for the progress bar only (the
+/// library reads the file for real).
+fn npy_records(input: &Path) -> Option<u64> {
+    let file = File::open(input).ok()?;
+    let header = npyz::NpyHeader::from_reader(BufReader::new(file)).ok()?;
+    header.shape().first().copied()
+}
+
+/// Runs the conversion on a second thread and moves the bar as the store's
+/// published length grows.
+fn write_watched(
+    input: &Path,
+    output: &Path,
+    opts: &WriteOptions,
+    records_before: u64,
+    bar: &ProgressBar,
+) -> Result<u64, DatasetError> {
+    thread::scope(|scope| {
+        let writer = scope.spawn(|| write_dataset_npy(output, input, opts));
+        let mut reader: Option<Zrecord> = None;
+        while !writer.is_finished() {
+            thread::sleep(POLL);
+            if reader.is_none() {
+                reader = Zrecord::open_read_only(output).ok();
+            }
+            if let Some(len) = reader.as_ref().and_then(|r| r.refresh().ok()) {
+                bar.set_position(u64::from(len).saturating_sub(records_before));
+            }
+        }
+        bar.finish_and_clear();
+        writer.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}

@@ -1,0 +1,92 @@
+//! `delete`: the store's swap-with-last delete ([`Zrecord::delete`]), atomic
+//! across a crash. Every index is checked before anything changes.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::Path;
+
+use loaderx::Zrecord;
+
+use crate::CliResult;
+use crate::out::{CliError, Json, human, print, table};
+
+/// Largest `--from-file` read: 2^24 indices of up to 20 digits each, with room.
+const FROM_FILE_BYTES_MAX: u64 = 1 << 30;
+
+pub fn run(path: &Path, mut indices: Vec<u64>, from_file: Option<&Path>, json: bool) -> CliResult<()> {
+    if let Some(file) = from_file {
+        indices.extend(read_indices(file)?);
+    }
+    // A read-only open first: a missing store is an error, not a new store.
+    drop(Zrecord::open_read_only(path)?);
+    let mut store = Zrecord::open(path)?;
+    let before = store.len();
+    store.delete(&indices)?;
+    let after = store.len();
+    let reclaimable = store.stats()?.reclaimable;
+    let deleted = before - after;
+    let text = if json {
+        let mut text = Json::object()
+            .field("store", path.to_string_lossy().as_ref())
+            .field("deleted", deleted)
+            .field("records_before", before)
+            .field("records", after)
+            .field("reclaimable", reclaimable)
+            .finish();
+        text.push('\n');
+        text
+    } else {
+        table(&[
+            ("store", path.display().to_string()),
+            ("deleted", format!("{deleted} records ({} indices given)", indices.len())),
+            ("records", format!("{after} (was {before}; the last records moved into the holes)")),
+            ("reclaimable", format!("{} (run `loaderx compact` to free it)", human(reclaimable))),
+        ])
+    };
+    print(&text)?;
+    Ok(())
+}
+
+/// The indices in `file` (`-`: standard input): whitespace-separated
+/// decimal numbers, `#` to the end of a line a comment.
+fn read_indices(file: &Path) -> CliResult<Vec<u64>> {
+    let name = file.display();
+    let mut text = String::new();
+    let read = if file == Path::new("-") {
+        io::stdin().lock().take(FROM_FILE_BYTES_MAX + 1).read_to_string(&mut text)
+    } else {
+        let f = File::open(file).map_err(|e| CliError::with_source(format!("{name}: cannot open"), e))?;
+        f.take(FROM_FILE_BYTES_MAX + 1).read_to_string(&mut text)
+    };
+    read.map_err(|e| CliError::with_source(format!("{name}: cannot read"), e))?;
+    if text.len() as u64 > FROM_FILE_BYTES_MAX {
+        return Err(CliError::new(format!("{name}: longer than {FROM_FILE_BYTES_MAX} bytes")).into());
+    }
+    parse_indices(&text).map_err(|e| CliError::new(format!("{name}: {e}")).into())
+}
+
+fn parse_indices(text: &str) -> Result<Vec<u64>, String> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split_once('#').map_or(line, |(before, _)| before);
+        for word in line.split_whitespace() {
+            let index = word.parse::<u64>().map_err(|_| format!("line {}: `{word}` is not a record index", n + 1))?;
+            out.push(index);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_indices;
+
+    #[test]
+    fn index_files() {
+        assert_eq!(parse_indices("1 2\n\n3\t4 # five\n# 6\n7"), Ok(vec![1, 2, 3, 4, 7]));
+        assert_eq!(parse_indices(""), Ok(vec![]));
+        assert_eq!(parse_indices("1\n2 x\n").unwrap_err(), "line 2: `x` is not a record index");
+        assert!(parse_indices("-1").is_err());
+        assert!(parse_indices("99999999999999999999999").is_err());
+    }
+}

@@ -1,0 +1,165 @@
+//! What the subcommands share: the CLI's own error, byte counts and rates for
+//! people, JSON objects for scripts, the progress bar, writing to stdout.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::io::{self, IsTerminal, Write};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// An error the CLI itself detects, with the error that caused it if any.
+#[derive(Debug)]
+pub struct CliError {
+    message: String,
+    source: Option<Box<dyn StdError>>,
+}
+
+impl CliError {
+    pub fn new(message: impl Into<String>) -> CliError {
+        CliError { message: message.into(), source: None }
+    }
+
+    pub fn with_source(message: impl Into<String>, source: impl StdError + 'static) -> CliError {
+        CliError { message: message.into(), source: Some(Box::new(source)) }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl StdError for CliError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.source.as_deref()
+    }
+}
+
+/// `12345 (12.1 KiB)`; below 1 KiB just `N B`.
+pub fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut v = bytes as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{bytes} ({v:.1} {})", UNITS[unit])
+}
+
+pub const MIB: f64 = (1u64 << 20) as f64;
+
+/// `count / seconds`, 0 for an empty interval.
+pub fn per_second(count: f64, elapsed: Duration) -> f64 {
+    let s = elapsed.as_secs_f64();
+    if s > 0.0 { count / s } else { 0.0 }
+}
+
+/// A JSON object written field by field, keys in the order given.
+pub struct Json(String);
+
+impl Json {
+    pub fn object() -> Json {
+        Json(String::from("{"))
+    }
+
+    fn key(&mut self, key: &str) {
+        if self.0.len() > 1 {
+            self.0.push(',');
+        }
+        self.0.push_str(&serde_json::Value::from(key).to_string());
+        self.0.push(':');
+    }
+
+    /// A field with any value serde_json makes (numbers, strings, bools,
+    /// `Option`s as `null`, vectors as arrays; a non-finite float is `null`).
+    pub fn field(mut self, key: &str, value: impl Into<serde_json::Value>) -> Json {
+        self.key(key);
+        self.0.push_str(&value.into().to_string());
+        self
+    }
+
+    /// A field whose value is already JSON text (a nested object or array).
+    pub fn raw(mut self, key: &str, json: &str) -> Json {
+        self.key(key);
+        self.0.push_str(json);
+        self
+    }
+
+    pub fn finish(mut self) -> String {
+        self.0.push('}');
+        self.0
+    }
+}
+
+/// A JSON array of already-rendered values.
+pub fn json_array(items: impl IntoIterator<Item = String>) -> String {
+    let items: Vec<String> = items.into_iter().collect();
+    format!("[{}]", items.join(","))
+}
+
+/// Rows `key value`, keys padded to one column.
+pub fn table(rows: &[(&str, String)]) -> String {
+    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0).max(14);
+    rows.iter().map(|(k, v)| format!("{k:<width$} {v}\n")).collect()
+}
+
+/// Writes `text` to stdout and flushes.
+pub fn print(text: &str) -> io::Result<()> {
+    let mut stdout = io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
+    stdout.flush()
+}
+
+/// A progress bar on stderr, or `None` when stderr is not a terminal (a
+/// pipe, a file, a test): scripts get no control characters.
+pub fn progress_bar(len: u64, what: &str, bytes: bool) -> Option<ProgressBar> {
+    if !io::stderr().is_terminal() {
+        return None;
+    }
+    let counts = if bytes { "{bytes}/{total_bytes} ({bytes_per_sec})" } else { "{human_pos}/{human_len} ({per_sec})" };
+    let template = format!("{what} [{{elapsed_precise}}] {{wide_bar}} {counts} eta {{eta}}");
+    let style = ProgressStyle::with_template(&template).unwrap_or_else(|_| ProgressStyle::default_bar());
+    let bar = ProgressBar::new(len).with_style(style);
+    bar.enable_steady_tick(Duration::from_millis(200));
+    Some(bar)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_bytes() {
+        assert_eq!(human(0), "0 B");
+        assert_eq!(human(1023), "1023 B");
+        assert_eq!(human(1536), "1536 (1.5 KiB)");
+        assert_eq!(human(3 << 30), "3221225472 (3.0 GiB)");
+    }
+
+    #[test]
+    fn json_objects() {
+        let inner = Json::object().field("a", 1u64).finish();
+        let text = Json::object()
+            .field("s", "q\"\n")
+            .field("n", None::<u64>)
+            .field("f", f64::NAN)
+            .raw("o", &inner)
+            .raw("l", &json_array(["1".to_string(), "2".to_string()]))
+            .finish();
+        assert_eq!(text, r#"{"s":"q\"\n","n":null,"f":null,"o":{"a":1},"l":[1,2]}"#);
+        let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(parsed["o"]["a"], 1);
+    }
+
+    #[test]
+    fn rates() {
+        assert_eq!(per_second(10.0, Duration::ZERO), 0.0);
+        assert_eq!(per_second(10.0, Duration::from_secs(2)), 5.0);
+    }
+}

@@ -1,0 +1,101 @@
+//! `stats`: a store's size, codec mix, compression ratio, dictionary and
+//! schema. Reads the table, not the records.
+
+use std::path::Path;
+
+use loaderx::dataset::{DatasetError, Layout, Schema};
+use loaderx::io::real::RealFs;
+use loaderx::{Stats, Zrecord};
+
+use crate::CliResult;
+use crate::out::{Json, human, print, table};
+
+pub fn run(path: &Path, json: bool) -> CliResult<()> {
+    let store = Zrecord::open_read_only(path)?;
+    let stats = store.stats()?;
+    let schema = read_schema(path);
+    let text = if json { to_json(path, &stats, &schema) } else { to_table(path, &stats, &schema) };
+    print(&text)?;
+    Ok(())
+}
+
+/// The dataset schema: `Ok(None)` for a plain store (no schema.json), `Err`
+/// with the reason when schema.json is there but unusable.
+pub fn read_schema(path: &Path) -> Result<Option<Schema>, DatasetError> {
+    match Schema::read(&RealFs, path) {
+        Ok(schema) => Ok(Some(schema)),
+        Err(DatasetError::NoSchema { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// logical / live, `None` when nothing is stored.
+fn ratio(s: &Stats) -> Option<f64> {
+    (s.live_bytes > 0).then(|| s.logical_bytes as f64 / s.live_bytes as f64)
+}
+
+fn to_table(path: &Path, s: &Stats, schema: &Result<Option<Schema>, DatasetError>) -> String {
+    let [raw, zstd, dict] = s.codec_records;
+    let ratio = ratio(s).map_or("n/a (nothing stored)".to_string(), |r| format!("{r:.3}x (logical / live)"));
+    let dictionary = s.dict_bytes.map_or("none".to_string(), |b| format!("present, {}", human(b)));
+    let schema = match schema {
+        Ok(None) => "none (a plain store, no schema.json)".to_string(),
+        Ok(Some(schema)) => format!("{}, codec {}", schema.describe(), schema.codec.name()),
+        Err(e) => format!("unreadable: {e}"),
+    };
+    table(&[
+        ("store", path.display().to_string()),
+        ("records", s.records.to_string()),
+        ("logical bytes", human(s.logical_bytes)),
+        ("live bytes", human(s.live_bytes)),
+        ("chunk bytes", human(s.chunk_bytes)),
+        ("reclaimable", human(s.reclaimable)),
+        ("chunks", s.chunks.to_string()),
+        ("codecs", format!("raw {raw}, zstd {zstd}, zstd_dict {dict}")),
+        ("ratio", ratio),
+        ("dictionary", dictionary),
+        ("schema", schema),
+    ])
+}
+
+/// The schema as a JSON object, keys as in schema.json.
+pub fn schema_json(schema: &Schema) -> String {
+    let (key, dims) = match &schema.layout {
+        Layout::Fixed { shape } => ("shape", shape),
+        Layout::Ragged { item_shape } => ("item_shape", item_shape),
+    };
+    let dims: Vec<u64> = dims.iter().map(|&d| d as u64).collect();
+    Json::object()
+        .field("dtype", schema.dtype.to_string())
+        .field("ragged", schema.is_ragged())
+        .field(key, dims)
+        .field("codec", schema.codec.name())
+        .finish()
+}
+
+fn to_json(path: &Path, s: &Stats, schema: &Result<Option<Schema>, DatasetError>) -> String {
+    let [raw, zstd, dict] = s.codec_records;
+    let codecs = Json::object().field("raw", raw).field("zstd", zstd).field("zstd_dict", dict).finish();
+    let (schema_text, schema_error) = match schema {
+        Ok(None) => ("null".to_string(), None),
+        Ok(Some(schema)) => (schema_json(schema), None),
+        Err(e) => ("null".to_string(), Some(e.to_string())),
+    };
+    let mut text = Json::object()
+        .field("store", path.to_string_lossy().as_ref())
+        .field("records", s.records)
+        .field("live_bytes", s.live_bytes)
+        .field("logical_bytes", s.logical_bytes)
+        .field("chunk_bytes", s.chunk_bytes)
+        .field("reclaimable", s.reclaimable)
+        .field("chunks", s.chunks)
+        .raw("codec_records", &codecs)
+        .field("compression_ratio", ratio(s))
+        .field("dictionary", s.dict_bytes.is_some())
+        .field("dict_bytes", s.dict_bytes)
+        .raw("schema", &schema_text)
+        .field("schema_error", schema_error)
+        .finish();
+    text.push('\n');
+    text
+}

@@ -1,0 +1,185 @@
+//! `verify`: the store's full integrity check ([`Zrecord::verify`]) plus the
+//! dataset's: schema.json parses, and every record's length fits it.
+
+use std::path::Path;
+
+use loaderx::dataset::{Layout, Schema};
+use loaderx::{Corruption, Error, VerifyReport, Zrecord};
+
+use crate::out::{Json, json_array, print};
+use crate::stats::{read_schema, schema_json};
+use crate::{CliResult, Done};
+
+/// Most problems listed; the rest are counted.
+const LISTED_MAX: usize = VerifyReport::PROBLEMS_KEPT;
+
+/// One problem, as listed.
+struct Problem {
+    /// The record it concerns, if one.
+    index: Option<u64>,
+    /// A short name scripts can match on.
+    kind: &'static str,
+    /// What is wrong, without the store's path.
+    message: String,
+}
+
+/// Everything found: the listed problems and the count of all of them.
+#[derive(Default)]
+struct Findings {
+    records: u32,
+    listed: Vec<Problem>,
+    total: u64,
+    schema: Option<Schema>,
+}
+
+impl Findings {
+    fn note(&mut self, problem: Problem) {
+        self.total += 1;
+        if self.listed.len() < LISTED_MAX {
+            self.listed.push(problem);
+        }
+    }
+}
+
+pub fn run(path: &Path, json: bool) -> CliResult<Done> {
+    let mut findings = Findings::default();
+    match Zrecord::open_read_only(path) {
+        Ok(store) => check_store(&store, &mut findings)?,
+        // A store that cannot open because its bytes are inconsistent is a
+        // finding, not a failure to check.
+        Err(e) if opening_found_damage(&e) => findings.note(problem(&e)),
+        Err(e) => return Err(e.into()),
+    }
+    let text = if json { to_json(path, &findings) } else { to_text(path, &findings) };
+    print(&text)?;
+    Ok(if findings.total == 0 { Done::Ok } else { Done::Problems })
+}
+
+fn opening_found_damage(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Corrupt { .. } | Error::MetaTruncated { .. } | Error::MetaMissing { .. } | Error::NotAStore { .. }
+    )
+}
+
+fn check_store(store: &Zrecord, findings: &mut Findings) -> CliResult<()> {
+    let report = store.verify()?;
+    findings.records = report.records;
+    for e in &report.problems {
+        findings.note(problem(e));
+    }
+    // Those the library counted but did not keep.
+    findings.total += report.problems_total - report.problems.len() as u64;
+    match read_schema(store.path()) {
+        Ok(None) => {}
+        Ok(Some(schema)) => {
+            check_lengths(store, &schema, findings);
+            findings.schema = Some(schema);
+        }
+        Err(e) => findings.note(Problem { index: None, kind: "schema", message: e.to_string() }),
+    }
+    Ok(())
+}
+
+/// Every record's length against the schema: a fixed-shape record is
+/// exactly one item, a ragged one a whole number of rows. Records whose
+/// entry is broken were reported by the store's check and are skipped.
+fn check_lengths(store: &Zrecord, schema: &Schema, findings: &mut Findings) {
+    let Ok(unit) = schema.unit_bytes() else { return };
+    let unit = unit as u64;
+    let mut one = [0u32];
+    for index in 0..u64::from(store.len()) {
+        if store.lengths(&[index], &mut one).is_err() {
+            continue;
+        }
+        let len = u64::from(one[0]);
+        let message = match &schema.layout {
+            Layout::Fixed { .. } if len != unit => {
+                format!("{len} bytes, but a record of {} is {unit} bytes (schema.json)", schema.describe())
+            }
+            Layout::Ragged { .. } if unit > 0 && len % unit != 0 => {
+                format!("{len} bytes, not a whole number of {unit}-byte rows of {} (schema.json)", schema.describe())
+            }
+            _ => continue,
+        };
+        findings.note(Problem { index: Some(index), kind: "schema_length", message });
+    }
+}
+
+/// The listed form of a store error: index, kind, and the message without
+/// the store's path where the error has a record.
+fn problem(e: &Error) -> Problem {
+    match e {
+        Error::Corrupt { index, what, .. } => {
+            Problem { index: *index, kind: corruption_kind(what), message: what.to_string() }
+        }
+        Error::NoDictionary { index, .. } => Problem {
+            index: *index,
+            kind: "no_dictionary",
+            message: "needs the dictionary, and dict.zr is missing".to_string(),
+        },
+        Error::LengthMismatch { index, .. } => Problem { index: Some(*index), kind: "length", message: e.to_string() },
+        Error::MetaTruncated { .. } => Problem { index: None, kind: "meta_truncated", message: e.to_string() },
+        Error::MetaMissing { .. } => Problem { index: None, kind: "meta_missing", message: e.to_string() },
+        Error::NotAStore { .. } => Problem { index: None, kind: "not_a_store", message: e.to_string() },
+        other => Problem { index: None, kind: "other", message: other.to_string() },
+    }
+}
+
+fn corruption_kind(what: &Corruption) -> &'static str {
+    match what {
+        Corruption::UnwrittenEntry => "unwritten_entry",
+        Corruption::UnknownCodec(_) => "unknown_codec",
+        Corruption::ChunkPastTail { .. } => "chunk_past_tail",
+        Corruption::ChunkMissing { .. } => "chunk_missing",
+        Corruption::PastChunkEnd { .. } => "past_chunk_end",
+        Corruption::LogicTooLarge(_) => "logic_too_large",
+        Corruption::RawLengthMismatch { .. } => "raw_length_mismatch",
+        Corruption::Decode(_) => "decode",
+        Corruption::DecodedLength { .. } => "decoded_length",
+        Corruption::Header(_) => "header",
+        Corruption::Intent(_) => "intent",
+        Corruption::Overlap { .. } => "overlap",
+        Corruption::Dictionary(_) => "dictionary",
+        _ => "corrupt",
+    }
+}
+
+fn to_text(path: &Path, f: &Findings) -> String {
+    let mut text = String::new();
+    for p in &f.listed {
+        match p.index {
+            Some(index) => text.push_str(&format!("record {index}: {}\n", p.message)),
+            None => text.push_str(&format!("{}\n", p.message)),
+        }
+    }
+    let unlisted = f.total - f.listed.len() as u64;
+    if unlisted > 0 {
+        text.push_str(&format!("... and {unlisted} more problems (the first {} are listed)\n", f.listed.len()));
+    }
+    let schema = f.schema.as_ref().map_or(String::new(), |s| format!(", schema {}", s.describe()));
+    if f.total == 0 {
+        text.push_str(&format!("{}: ok: {} records checked{schema}\n", path.display(), f.records));
+    } else {
+        let s = if f.total == 1 { "" } else { "s" };
+        text.push_str(&format!("{}: {} problem{s} in {} records{schema}\n", path.display(), f.total, f.records));
+    }
+    text
+}
+
+fn to_json(path: &Path, f: &Findings) -> String {
+    let problems = json_array(f.listed.iter().map(|p| {
+        Json::object().field("index", p.index).field("kind", p.kind).field("message", p.message.as_str()).finish()
+    }));
+    let schema = f.schema.as_ref().map_or("null".to_string(), schema_json);
+    let mut text = Json::object()
+        .field("store", path.to_string_lossy().as_ref())
+        .field("ok", f.total == 0)
+        .field("records", f.records)
+        .field("problems_total", f.total)
+        .raw("problems", &problems)
+        .raw("schema", &schema)
+        .finish();
+    text.push('\n');
+    text
+}

@@ -1,0 +1,80 @@
+//! `loaderx bench`: runs the requested number of batches of each workload
+//! and reports what it read (the rates themselves are not asserted).
+
+mod common;
+
+use common::*;
+use loaderx::Zrecord;
+use loaderx::dataset::{WriteOptions, write_dataset, write_ragged};
+
+#[test]
+fn bench_a_plain_store_gathers_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Zrecord::open(dir.path()).unwrap();
+    store.append(&vec![7u8; 500 * 64], 500, 64, loaderx::Codec::Zstd).unwrap();
+    drop(store);
+    let json = ok_json(&loaderx(&["bench", path_str(dir.path()), "--batches", "3", "--batch-size", "32", "--json"]));
+    assert_eq!(json["records"], 500);
+    assert_eq!(json["batch_size"], 32);
+    assert_eq!(json["gather"]["batches"], 3);
+    assert_eq!(json["gather"]["records"], 96);
+    assert_eq!(json["gather"]["bytes"], 96 * 64);
+    assert!(json["gather"]["mib_per_s"].as_f64().unwrap() > 0.0, "{json}");
+    assert!(json["loader"].is_null());
+    assert!(json["loader_skipped"].as_str().unwrap().contains("no schema.json"), "{json}");
+}
+
+#[test]
+fn bench_a_dataset_runs_the_loader_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let values: Vec<f32> = (0..40 * 12).map(|v| v as f32).collect();
+    write_dataset(dir.path(), &values, &[12], &WriteOptions::default()).unwrap();
+    let p = path_str(dir.path());
+    let args = ["bench", p, "--batches", "4", "--batch-size", "16", "--workers", "2", "--seed", "3", "--json"];
+    let json = ok_json(&loaderx(&args));
+    assert_eq!(json["gather"]["bytes"], 4 * 16 * 48);
+    assert_eq!(json["loader"]["batches"], 4);
+    assert_eq!(json["loader"]["records"], 64);
+    assert_eq!(json["loader"]["bytes"], 64 * 48);
+    assert_eq!(json["loader"]["workers"], 2);
+    assert!(json["loader_skipped"].is_null());
+
+    let text = ok(&loaderx(&["bench", p, "--batches", "2", "--batch-size", "8"]));
+    assert!(text.contains("batch          8 records, IID indices, seed 42\n"), "{text}");
+    assert!(text.contains("batches/s (2 batches in "), "{text}");
+    assert!(text.contains(" workers\n"), "{text}");
+}
+
+#[test]
+fn bench_a_ragged_dataset_and_a_small_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows: Vec<Vec<i16>> = (0..5).map(|k| vec![k as i16; 2 * k]).collect();
+    write_ragged(dir.path(), &[2], &rows, &WriteOptions::default()).unwrap();
+    // A batch larger than the store holds every record once.
+    let json = ok_json(&loaderx(&["bench", path_str(dir.path()), "--batches", "2", "--json"]));
+    assert_eq!(json["batch_size"], 5);
+    assert_eq!(json["gather"]["records"], 10);
+    assert_eq!(json["gather"]["bytes"], 2 * 2 * 2 * (0..5).sum::<u64>());
+    assert_eq!(json["loader"]["records"], 10);
+}
+
+#[test]
+fn bench_stops_at_the_time_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    make_store(dir.path(), 50, loaderx::Codec::Zstd);
+    // A tiny limit: the first measured batch passes it, so exactly one runs.
+    let json = ok_json(&loaderx(&["bench", path_str(dir.path()), "--batches", "1000", "--seconds", "1e-9", "--json"]));
+    assert_eq!(json["gather"]["batches"], 1);
+}
+
+#[test]
+fn bench_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Zrecord::open(dir.path()).unwrap());
+    let p = path_str(dir.path());
+    assert_fails(&loaderx(&["bench", p]), "the store is empty");
+    assert_fails(&loaderx(&["bench", path_str(&dir.path().join("nope"))]), "no store here");
+    for bad in [["--batches", "0"], ["--batch-size", "0"], ["--seconds", "0"], ["--workers", "0"]] {
+        assert_usage(&loaderx(&["bench", p, bad[0], bad[1]]));
+    }
+}

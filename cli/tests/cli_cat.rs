@@ -1,0 +1,163 @@
+//! `loaderx cat`: raw bytes by index and by range, to stdout or a file, and
+//! `.npy` output for datasets.
+
+mod common;
+
+use common::*;
+use loaderx::dataset::{WriteOptions, write_dataset, write_ragged};
+use loaderx::{Codec, Zrecord};
+
+#[test]
+fn cat_indices_in_the_order_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = make_store(dir.path(), 8, Codec::Zstd);
+    let out = loaderx(&["cat", path_str(dir.path()), "5", "0", "5", "7"]);
+    ok(&out);
+    assert_eq!(out.stdout, [&records[5][..], &records[0], &records[5], &records[7]].concat());
+}
+
+#[test]
+fn cat_everything_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = make_store(dir.path(), 8, Codec::Raw);
+    let out = loaderx(&["cat", path_str(dir.path())]);
+    ok(&out);
+    assert_eq!(out.stdout, records.concat());
+}
+
+#[test]
+fn cat_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = make_store(dir.path(), 9, Codec::ZstdDict);
+    let p = path_str(dir.path());
+    for (range, want) in [
+        ("2..5", records[2..5].concat()),
+        ("0..9", records.concat()),
+        ("6..", records[6..].concat()),
+        ("..3", records[..3].concat()),
+        ("4..4", Vec::new()),
+        ("9..", Vec::new()),
+    ] {
+        let out = loaderx(&["cat", p, "--range", range]);
+        assert!(out.status.success(), "{range}: {}", stderr(&out));
+        assert_eq!(out.stdout, want, "--range {range}");
+    }
+}
+
+#[test]
+fn cat_out_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let records = make_store(&store, 20, Codec::Zstd);
+    let file = dir.path().join("out.bin");
+    let out = loaderx(&["cat", path_str(&store), "--range", "3..17", "--out", path_str(&file)]);
+    assert!(ok(&out).is_empty());
+    assert_eq!(std::fs::read(&file).unwrap(), records[3..17].concat());
+}
+
+#[test]
+fn cat_leaves_the_store_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    make_store(dir.path(), 5, Codec::Zstd);
+    let before: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let meta = std::fs::read(dir.path().join("meta.zr")).unwrap();
+    // A writer holding the store open does not stop a read-only reader.
+    let _writer = Zrecord::open(dir.path()).unwrap();
+    ok(&loaderx(&["cat", path_str(dir.path())]));
+    ok(&loaderx(&["stats", path_str(dir.path())]));
+    let after: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(before, after);
+    assert!(std::fs::read(dir.path().join("meta.zr")).unwrap() == meta);
+}
+
+#[test]
+fn cat_npy_of_a_fixed_dataset() {
+    let dir = tempfile::tempdir().unwrap();
+    let values: Vec<f32> = (0..60).map(|v| v as f32 * 0.5).collect(); // 5 records of (3, 4)
+    write_dataset(dir.path(), &values, &[3, 4], &WriteOptions::default()).unwrap();
+    let out = loaderx(&["cat", path_str(dir.path()), "--npy", "4", "1"]);
+    ok(&out);
+    let (shape, got) = read_npy_f32(&out.stdout);
+    assert_eq!(shape, [2, 3, 4]);
+    assert_eq!(got, [&values[48..60], &values[12..24]].concat());
+
+    // `--out x.npy` implies --npy; a range.
+    let file = dir.path().join("x.npy");
+    ok(&loaderx(&["cat", path_str(dir.path()), "--range", "1..5", "--out", path_str(&file)]));
+    let (shape, got) = read_npy_f32(&std::fs::read(&file).unwrap());
+    assert_eq!(shape, [4, 3, 4]);
+    assert_eq!(got, values[12..]);
+}
+
+#[test]
+fn cat_npy_of_one_ragged_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows: Vec<Vec<f32>> = vec![vec![1.0, 2.0], vec![3.0, 4.0, 5.0, 6.0, 7.0, 8.0]];
+    write_ragged(dir.path(), &[2], &rows, &WriteOptions::default()).unwrap();
+    let p = path_str(dir.path());
+    let out = loaderx(&["cat", p, "--npy", "1"]);
+    let (shape, got) = read_npy_f32(&out.stdout);
+    assert_eq!(shape, [3, 2]);
+    assert_eq!(got, rows[1]);
+    let out = loaderx(&["cat", p, "--npy", "0", "1"]);
+    assert_fails(&out, "give one INDEX");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn cat_npy_needs_a_schema_and_matching_lengths() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    make_store(&store, 4, Codec::Raw);
+    let out = loaderx(&["cat", path_str(&store), "--npy"]);
+    assert_fails(&out, "no schema.json");
+    assert!(out.stdout.is_empty());
+
+    // A record appended behind the schema's back: named, nothing written.
+    let ds = dir.path().join("ds");
+    write_dataset(&ds, &[1.0f32; 8], &[2], &WriteOptions::default()).unwrap();
+    Zrecord::open(&ds).unwrap().append(&[0u8; 5], 1, 5, Codec::Raw).unwrap();
+    let file = dir.path().join("out.npy");
+    let out = loaderx(&["cat", path_str(&ds), "--out", path_str(&file)]);
+    assert_fails(&out, "record 4 is 5 bytes");
+    assert!(!file.exists());
+}
+
+#[test]
+fn cat_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    make_store(&store, 4, Codec::Zstd);
+    let p = path_str(&store);
+
+    assert_fails(&loaderx(&["cat", path_str(&dir.path().join("nope")), "0"]), "no store here");
+
+    // Nothing is written before the bad index is found.
+    let out = loaderx(&["cat", p, "0", "1", "4"]);
+    assert_fails(&out, "index 4 out of range (store holds 4 records)");
+    assert!(out.stdout.is_empty());
+    let out = loaderx(&["cat", p, "--range", "2..5"]);
+    assert_fails(&out, "index 4 out of range");
+    assert!(out.stdout.is_empty());
+    assert_fails(&loaderx(&["cat", p, "--range", "7.."]), "out of range");
+    let file = dir.path().join("out.bin");
+    assert_fails(&loaderx(&["cat", p, "9", "--out", path_str(&file)]), "index 9 out of range");
+    assert!(!file.exists());
+
+    let unwritable = dir.path().join("no-such-dir").join("out.bin");
+    assert_fails(&loaderx(&["cat", p, "--out", path_str(&unwritable)]), "cannot create");
+}
+
+#[test]
+fn cat_corrupt_record_removes_partial_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    make_store(&store, 30, Codec::Zstd);
+    // Damage the stored bytes of the last record (zstd's checksum catches it).
+    let (offset, phys) = stored_extent(&store, 29);
+    flip_byte(&store.join("0.zr"), offset + phys - 6);
+    let file = dir.path().join("out.bin");
+    let out = loaderx(&["cat", path_str(&store), "--out", path_str(&file)]);
+    assert_fails(&out, "record 29");
+    assert!(!file.exists(), "a failed --out must not leave a partial file");
+}

@@ -1,0 +1,109 @@
+//! `loaderx convert`: `.npy` to a dataset that the library and `cat --npy`
+//! read back exactly, with each codec; appends; refusals.
+
+mod common;
+
+use common::*;
+use loaderx::dataset::Dataset;
+use loaderx::{Codec, Zrecord};
+
+/// `n` records of shape (3, 4), smooth enough to compress.
+fn values(n: usize) -> Vec<f32> {
+    (0..n * 12).map(|i| (i / 5) as f32).collect()
+}
+
+#[test]
+fn convert_then_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let npy = dir.path().join("in.npy");
+    let ds = dir.path().join("ds");
+    let values = values(100);
+    write_npy_f32(&npy, &[100, 3, 4], &values);
+    let json = ok_json(&loaderx(&["convert", path_str(&npy), path_str(&ds), "--json"]));
+    assert_eq!(json["records_written"], 100);
+    assert_eq!(json["records"], 100);
+    assert_eq!(json["bytes_written"], 100 * 48);
+    assert_eq!(json["schema"]["dtype"], "<f4");
+    assert_eq!(json["schema"]["shape"], serde_json::json!([3, 4]));
+    assert_eq!(json["schema"]["codec"], "zstd");
+    assert!(json["mib_per_s"].as_f64().unwrap() >= 0.0);
+    assert!(json["compression_ratio"].as_f64().unwrap() > 1.0, "{json}");
+
+    // The library reads it as a dataset; cat --npy gives the array back.
+    let dataset = Dataset::open(&ds).unwrap();
+    assert_eq!((dataset.len(), dataset.shape()), (100, &[3usize, 4][..]));
+    let out = loaderx(&["cat", path_str(&ds), "--npy"]);
+    let (shape, got) = read_npy_f32(&out.stdout);
+    assert_eq!(shape, [100, 3, 4]);
+    assert_eq!(got, values);
+    ok(&loaderx(&["verify", path_str(&ds)]));
+}
+
+#[test]
+fn convert_with_each_codec() {
+    let dir = tempfile::tempdir().unwrap();
+    let npy = dir.path().join("in.npy");
+    write_npy_f32(&npy, &[200, 3, 4], &values(200));
+    for (codec, field) in [("raw", "raw"), ("zstd_dict", "zstd_dict")] {
+        let ds = dir.path().join(codec);
+        let mut args = vec!["convert", path_str(&npy), path_str(&ds), "--codec", codec];
+        if codec == "zstd_dict" {
+            args.extend(["--dict-size", "2048"]);
+        }
+        let text = ok(&loaderx(&args));
+        assert!(text.contains(&format!("schema         <f4(3, 4), codec {codec}\n")), "{text}");
+        assert!(text.contains("records        200\n"), "{text}");
+        assert!(text.contains("throughput     "), "{text}");
+        let stats = Zrecord::open_read_only(&ds).unwrap().stats().unwrap();
+        let col = ["raw", "zstd", "zstd_dict"].iter().position(|c| *c == field).unwrap();
+        if codec == "raw" {
+            assert_eq!(stats.codec_records[col], 200);
+            assert_eq!(stats.dict_bytes, None);
+        } else {
+            // Records that zstd cannot shrink stay raw; the rest use the dictionary.
+            assert!(stats.codec_records[Codec::ZstdDict as usize] > 0, "{stats:?}");
+            assert!(stats.dict_bytes.is_some_and(|b| b <= 2048), "{stats:?}");
+        }
+        let out = loaderx(&["cat", path_str(&ds), "--npy", "199"]);
+        assert_eq!(read_npy_f32(&out.stdout).1, values(200)[199 * 12..]);
+    }
+}
+
+#[test]
+fn convert_appends_to_a_dataset_of_the_same_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    let npy = dir.path().join("in.npy");
+    let ds = dir.path().join("ds");
+    write_npy_f32(&npy, &[10, 3, 4], &values(10));
+    ok(&loaderx(&["convert", path_str(&npy), path_str(&ds)]));
+    let text = ok(&loaderx(&["convert", path_str(&npy), path_str(&ds)]));
+    assert!(text.contains("records        10 (appended; 20 in all)\n"), "{text}");
+    let out = loaderx(&["cat", path_str(&ds), "--npy"]);
+    assert_eq!(read_npy_f32(&out.stdout).1, [values(10), values(10)].concat());
+
+    let other = dir.path().join("other.npy");
+    write_npy_f32(&other, &[2, 12], &[0.0; 24]);
+    assert_fails(&loaderx(&["convert", path_str(&other), path_str(&ds)]), "cannot append");
+}
+
+#[test]
+fn convert_refuses_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    let garbage = dir.path().join("garbage.npy");
+    std::fs::write(&garbage, b"this is not numpy").unwrap();
+    assert_fails(&loaderx(&["convert", path_str(&garbage), path_str(&ds)]), "garbage.npy");
+    let missing = dir.path().join("missing.npy");
+    assert_fails(&loaderx(&["convert", path_str(&missing), path_str(&ds)]), "missing.npy");
+
+    let npy = dir.path().join("in.npy");
+    write_npy_f32(&npy, &[4, 3, 4], &values(4));
+    let truncated = dir.path().join("truncated.npy");
+    let bytes = std::fs::read(&npy).unwrap();
+    std::fs::write(&truncated, &bytes[..bytes.len() - 10]).unwrap();
+    assert_fails(&loaderx(&["convert", path_str(&truncated), path_str(&ds)]), "truncated");
+
+    assert_usage(&loaderx(&["convert", path_str(&npy), path_str(&ds), "--dict-size", "1000"]));
+    assert_usage(&loaderx(&["convert", path_str(&npy), path_str(&ds), "--codec", "lz4"]));
+    assert!(!ds.join("meta.zr").exists(), "nothing written on refusal");
+}

@@ -1,0 +1,159 @@
+//! Helpers shared by the CLI tests: running the binary, building stores and
+//! datasets with the library, damaging them, and a model of delete.
+#![allow(dead_code)] // each test file uses its own subset
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::process::Output;
+
+use loaderx::format::{ENTRY_BYTES, META_FILE, entry_offset};
+use loaderx::{Codec, Zrecord, default_dict_size};
+
+/// Runs `loaderx ARGS`.
+pub fn loaderx(args: &[&str]) -> Output {
+    assert_cmd::cargo::cargo_bin_cmd!("loaderx").args(args).output().expect("run loaderx")
+}
+
+/// Runs `loaderx ARGS` with `input` on standard input.
+pub fn loaderx_stdin(args: &[&str], input: &str) -> Output {
+    assert_cmd::cargo::cargo_bin_cmd!("loaderx").args(args).write_stdin(input).output().expect("run loaderx")
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Asserts success and returns stdout.
+pub fn ok(out: &Output) -> String {
+    assert_eq!(out.status.code(), Some(0), "stderr: {}\nstdout: {}", stderr(out), stdout(out));
+    stdout(out)
+}
+
+/// Asserts success and parses stdout as one JSON object on one line.
+pub fn ok_json(out: &Output) -> serde_json::Value {
+    let text = ok(out);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+/// Asserts a failure with exit code 1 and one line `loaderx: ...` containing `needle`.
+pub fn assert_fails(out: &Output, needle: &str) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
+    assert!(err.starts_with("loaderx: "), "stderr: {err}");
+    assert_eq!(err.lines().count(), 1, "one line, got: {err}");
+    assert!(err.contains(needle), "expected {needle:?} in: {err}");
+}
+
+/// Asserts a usage error: exit code 2.
+pub fn assert_usage(out: &Output) {
+    assert_eq!(out.status.code(), Some(2), "stderr: {}", stderr(out));
+}
+
+pub fn path_str(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Record `k` of the test stores: `k + 1` copies of a letter, then a
+/// compressible tail, so lengths and contents differ per record.
+pub fn record(k: usize) -> Vec<u8> {
+    let mut r = vec![b'a' + (k % 26) as u8; k + 1];
+    r.extend(std::iter::repeat_n(b"tensor ".as_slice(), 20 + k % 50).flatten());
+    r
+}
+
+/// Appends `records` (any lengths) with `codec`.
+pub fn append_records(store: &Zrecord, records: &[Vec<u8>], codec: Codec) {
+    let src = records.concat();
+    let lens: Vec<u32> = records.iter().map(|r| r.len() as u32).collect();
+    let mut offsets = Vec::new();
+    let mut at = 0u64;
+    for &l in &lens {
+        offsets.push(at);
+        at += u64::from(l);
+    }
+    store.append_var(&src, &offsets, &lens, codec).unwrap();
+}
+
+/// A store of `n` variable-size records with `codec`; returns the records.
+pub fn make_store(dir: &Path, n: usize, codec: Codec) -> Vec<Vec<u8>> {
+    let records: Vec<Vec<u8>> = (0..n).map(record).collect();
+    let store = Zrecord::open(dir).unwrap();
+    if codec == Codec::ZstdDict {
+        let sizes: Vec<usize> = records.iter().map(Vec::len).collect();
+        let flat = records.concat();
+        store.train_dict(&flat, &sizes, default_dict_size(flat.len())).unwrap();
+    }
+    append_records(&store, &records, codec);
+    records
+}
+
+/// Every record of the store at `dir`, read with the library.
+pub fn read_all(dir: &Path) -> Vec<Vec<u8>> {
+    let store = Zrecord::open_read_only(dir).unwrap();
+    (0..u64::from(store.len())).map(|i| store.get(i).unwrap()).collect()
+}
+
+/// The model of swap-with-last delete: holes taken from the highest index
+/// down, each filled by the current last record.
+pub fn model_delete(records: &mut Vec<Vec<u8>>, indices: &[u64]) {
+    let mut doomed: Vec<usize> = indices.iter().map(|&i| i as usize).collect();
+    doomed.sort_unstable_by(|a, b| b.cmp(a));
+    doomed.dedup();
+    for d in doomed {
+        let last = records.pop().unwrap();
+        if d < records.len() {
+            records[d] = last;
+        }
+    }
+}
+
+/// Overwrites bytes of a file in place.
+pub fn poke(path: &Path, offset: u64, bytes: &[u8]) {
+    OpenOptions::new().write(true).open(path).unwrap().write_all_at(bytes, offset).unwrap();
+}
+
+/// The 16 bytes of table entry `index` of the store at `dir`.
+pub fn entry_bytes(dir: &Path, index: u32) -> [u8; ENTRY_BYTES as usize] {
+    let mut out = [0u8; ENTRY_BYTES as usize];
+    let meta = std::fs::File::open(dir.join(META_FILE)).unwrap();
+    meta.read_exact_at(&mut out, entry_offset(index)).unwrap();
+    out
+}
+
+/// (offset in its chunk, stored length) of record `index`.
+pub fn stored_extent(dir: &Path, index: u32) -> (u64, u64) {
+    let e = entry_bytes(dir, index);
+    let word = |at: usize| u64::from(u32::from_le_bytes(e[at..at + 4].try_into().unwrap()));
+    (word(0), word(4))
+}
+
+/// Writes a C-order `.npy` file of `<f4` values with `shape`.
+pub fn write_npy_f32(path: &Path, shape: &[u64], values: &[f32]) {
+    use npyz::WriterBuilder;
+    let file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut w = npyz::WriteOptions::new().default_dtype().shape(shape).writer(file).begin_nd().unwrap();
+    w.extend(values.iter().copied()).unwrap();
+    w.finish().unwrap();
+}
+
+/// `(shape, values)` of a `.npy` file of `<f4` values.
+pub fn read_npy_f32(bytes: &[u8]) -> (Vec<u64>, Vec<f32>) {
+    let npy = npyz::NpyFile::new(bytes).unwrap();
+    assert!(npy.dtype().descr().contains("<f4"), "{}", npy.dtype().descr());
+    let shape = npy.shape().to_vec();
+    (shape, npy.into_vec::<f32>().unwrap())
+}
+
+/// Inverts the byte at `offset` of a file.
+pub fn flip_byte(path: &Path, offset: u64) {
+    let file = OpenOptions::new().read(true).write(true).open(path).unwrap();
+    let mut b = [0u8];
+    file.read_exact_at(&mut b, offset).unwrap();
+    file.write_all_at(&[!b[0]], offset).unwrap();
+}
