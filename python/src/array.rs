@@ -84,6 +84,12 @@ pub fn indices(py: Python<'_>, obj: &Bound<'_, PyAny>, len: u64) -> PyResult<Vec
             a.readonly().as_slice()?.iter().map(|&i| wrap(i, len)).collect()
         }
         _ if array.len() == 0 => Ok(Vec::new()),
+        // Python integers past int64 (NumPy's object arrays): converting
+        // raises OverflowError, anything else not an integer TypeError.
+        b'O' if flat.try_iter()?.all(|v| v.is_ok_and(|v| v.is_instance_of::<PyInt>())) => {
+            let a = np.call_method1("asarray", (flat, np.getattr("int64")?))?.cast_into::<PyArray1<i64>>()?;
+            a.readonly().as_slice()?.iter().map(|&i| wrap(i, len)).collect()
+        }
         _ => Err(type_error(format!("record indices must be integers, got dtype {}", array.dtype()))),
     }
 }
