@@ -49,6 +49,14 @@ impl CodecArg {
 pub fn run(input: &Path, output: &Path, codec: CodecArg, dict_size: Option<usize>, json: bool) -> CliResult<()> {
     let opts = WriteOptions { dict_size, chunk_bytes: CALL_BYTES, ..WriteOptions::codec(codec.codec()) };
     let records_before = Zrecord::open_read_only(output).map_or(0, |s| u64::from(s.len()));
+    if records_before > 0 && read_schema(output)?.is_none() {
+        // Records of unknown layout: a schema written over them would lie.
+        return Err(CliError::new(format!(
+            "{}: holds {records_before} records but no schema.json; refusing to make it a dataset",
+            output.display()
+        ))
+        .into());
+    }
     let started = Instant::now();
     let written = match progress_bar(npy_records(input).unwrap_or(0), "convert", false) {
         None => write_dataset_npy(output, input, &opts)?,

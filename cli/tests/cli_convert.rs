@@ -103,6 +103,13 @@ fn convert_refuses_bad_input() {
     std::fs::write(&truncated, &bytes[..bytes.len() - 10]).unwrap();
     assert_fails(&loaderx(&["convert", path_str(&truncated), path_str(&ds)]), "truncated");
 
+    // A plain store with records: its layout is unknown, no schema is put over it.
+    let plain = dir.path().join("plain");
+    let records = make_store(&plain, 3, Codec::Raw);
+    assert_fails(&loaderx(&["convert", path_str(&npy), path_str(&plain)]), "no schema.json; refusing");
+    assert!(!plain.join("schema.json").exists());
+    assert_eq!(read_all(&plain), records);
+
     assert_usage(&loaderx(&["convert", path_str(&npy), path_str(&ds), "--dict-size", "1000"]));
     assert_usage(&loaderx(&["convert", path_str(&npy), path_str(&ds), "--codec", "lz4"]));
     assert!(!ds.join("meta.zr").exists(), "nothing written on refusal");
