@@ -13,8 +13,7 @@ use crate::CliResult;
 use crate::out::{Json, human, print, progress_bar, table};
 
 pub fn run(path: &Path, json: bool) -> CliResult<()> {
-    // A read-only open first: a missing store is an error, not a new store.
-    drop(Zrecord::open_read_only(path)?);
+    crate::out::require_store(path)?;
     let started = Instant::now();
     let mut store = Zrecord::open(path)?;
     let bar = progress_bar(0, "compact", true);

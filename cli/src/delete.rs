@@ -17,8 +17,7 @@ pub fn run(path: &Path, mut indices: Vec<u64>, from_file: Option<&Path>, json: b
     if let Some(file) = from_file {
         indices.extend(read_indices(file)?);
     }
-    // A read-only open first: a missing store is an error, not a new store.
-    drop(Zrecord::open_read_only(path)?);
+    crate::out::require_store(path)?;
     let mut store = Zrecord::open(path)?;
     let before = store.len();
     store.delete(&indices)?;

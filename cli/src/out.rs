@@ -4,9 +4,11 @@
 use std::error::Error as StdError;
 use std::fmt;
 use std::io::{self, IsTerminal, Write};
+use std::path::Path;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use loaderx::Zrecord;
 
 /// An error the CLI itself detects, with the error that caused it if any.
 #[derive(Debug)]
@@ -34,6 +36,17 @@ impl fmt::Display for CliError {
 impl StdError for CliError {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         self.source.as_deref()
+    }
+}
+
+/// Checks that `path` holds a store before a command opens it for writing
+/// (which would create one): a read-only open, which takes no lock. A store
+/// with an interrupted delete or compaction pending passes: the open for
+/// writing finishes it.
+pub fn require_store(path: &Path) -> Result<(), loaderx::Error> {
+    match Zrecord::open_read_only(path) {
+        Ok(_) | Err(loaderx::Error::RecoveryNeeded { .. }) => Ok(()),
+        Err(e) => Err(e),
     }
 }
 

@@ -9,6 +9,7 @@ use loaderx::dataset::{WriteOptions, write_dataset, write_ragged};
 
 #[test]
 fn bench_a_plain_store_gathers_only() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let store = Zrecord::open(dir.path()).unwrap();
     store.append(&vec![7u8; 500 * 64], 500, 64, loaderx::Codec::Zstd).unwrap();
@@ -26,6 +27,7 @@ fn bench_a_plain_store_gathers_only() {
 
 #[test]
 fn bench_a_dataset_runs_the_loader_too() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let values: Vec<f32> = (0..40 * 12).map(|v| v as f32).collect();
     write_dataset(dir.path(), &values, &[12], &WriteOptions::default()).unwrap();
@@ -47,6 +49,7 @@ fn bench_a_dataset_runs_the_loader_too() {
 
 #[test]
 fn bench_a_ragged_dataset_and_a_small_store() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let rows: Vec<Vec<i16>> = (0..5).map(|k| vec![k as i16; 2 * k]).collect();
     write_ragged(dir.path(), &[2], &rows, &WriteOptions::default()).unwrap();
@@ -60,6 +63,7 @@ fn bench_a_ragged_dataset_and_a_small_store() {
 
 #[test]
 fn bench_stops_at_the_time_limit() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     make_store(dir.path(), 50, loaderx::Codec::Zstd);
     // A tiny limit: the first measured batch passes it, so exactly one runs.
@@ -69,6 +73,7 @@ fn bench_stops_at_the_time_limit() {
 
 #[test]
 fn bench_errors() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     drop(Zrecord::open(dir.path()).unwrap());
     let p = path_str(dir.path());

@@ -9,6 +9,7 @@ use loaderx::{Codec, Zrecord};
 
 #[test]
 fn cat_indices_in_the_order_given() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let records = make_store(dir.path(), 8, Codec::Zstd);
     let out = loaderx(&["cat", path_str(dir.path()), "5", "0", "5", "7"]);
@@ -18,6 +19,7 @@ fn cat_indices_in_the_order_given() {
 
 #[test]
 fn cat_everything_by_default() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let records = make_store(dir.path(), 8, Codec::Raw);
     let out = loaderx(&["cat", path_str(dir.path())]);
@@ -27,6 +29,7 @@ fn cat_everything_by_default() {
 
 #[test]
 fn cat_range() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let records = make_store(dir.path(), 9, Codec::ZstdDict);
     let p = path_str(dir.path());
@@ -46,6 +49,7 @@ fn cat_range() {
 
 #[test]
 fn cat_out_file() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     let records = make_store(&store, 20, Codec::Zstd);
@@ -57,6 +61,7 @@ fn cat_out_file() {
 
 #[test]
 fn cat_leaves_the_store_untouched() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     make_store(dir.path(), 5, Codec::Zstd);
     let before: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
@@ -72,6 +77,7 @@ fn cat_leaves_the_store_untouched() {
 
 #[test]
 fn cat_npy_of_a_fixed_dataset() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let values: Vec<f32> = (0..60).map(|v| v as f32 * 0.5).collect(); // 5 records of (3, 4)
     write_dataset(dir.path(), &values, &[3, 4], &WriteOptions::default()).unwrap();
@@ -91,6 +97,7 @@ fn cat_npy_of_a_fixed_dataset() {
 
 #[test]
 fn cat_npy_of_one_ragged_record() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let rows: Vec<Vec<f32>> = vec![vec![1.0, 2.0], vec![3.0, 4.0, 5.0, 6.0, 7.0, 8.0]];
     write_ragged(dir.path(), &[2], &rows, &WriteOptions::default()).unwrap();
@@ -106,6 +113,7 @@ fn cat_npy_of_one_ragged_record() {
 
 #[test]
 fn cat_npy_needs_a_schema_and_matching_lengths() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     make_store(&store, 4, Codec::Raw);
@@ -125,6 +133,7 @@ fn cat_npy_needs_a_schema_and_matching_lengths() {
 
 #[test]
 fn cat_errors() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     make_store(&store, 4, Codec::Zstd);
@@ -150,6 +159,7 @@ fn cat_errors() {
 
 #[test]
 fn cat_corrupt_record_removes_partial_output() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     make_store(&store, 30, Codec::Zstd);

@@ -20,6 +20,7 @@ fn store_with_holes(dir: &std::path::Path, n: usize, codec: Codec) -> Vec<Vec<u8
 
 #[test]
 fn compact_reclaims_and_keeps_every_record() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let records = store_with_holes(dir.path(), 300, Codec::Zstd);
     let before = Zrecord::open_read_only(dir.path()).unwrap().stats().unwrap();
@@ -47,6 +48,7 @@ fn compact_reclaims_and_keeps_every_record() {
 
 #[test]
 fn compact_summary_for_people() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     store_with_holes(dir.path(), 60, Codec::Raw);
     let before = Zrecord::open_read_only(dir.path()).unwrap().stats().unwrap();
@@ -60,6 +62,7 @@ fn compact_summary_for_people() {
 
 #[test]
 fn compact_killed_at_any_point_then_run_again_finishes() {
+    let _x = exclusive();
     // The kill lands wherever it lands; whatever state it leaves must read
     // back every record, and a second run must finish the compaction.
     for delay_ms in [0u64, 5, 20, 60] {
@@ -94,6 +97,7 @@ fn compact_killed_at_any_point_then_run_again_finishes() {
 
 #[test]
 fn compact_errors() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nope");
     assert_fails(&loaderx(&["compact", path_str(&missing)]), "no store here");
@@ -110,4 +114,18 @@ fn compact_help_says_it_is_safe_to_interrupt() {
     let text = ok(&loaderx(&["compact", "--help"]));
     assert!(text.contains("Safe to interrupt"), "{text}");
     assert!(text.contains("again finishes the job"), "{text}");
+}
+
+#[test]
+fn compact_finishes_an_interrupted_delete_first() {
+    let _x = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let records = make_store(dir.path(), 8, Codec::Zstd);
+    let after = pending_delete(dir.path(), &records, 2);
+    // Read-only commands cannot finish it, and say so.
+    assert_fails(&loaderx(&["stats", path_str(dir.path())]), "open the store for writing once");
+    let json = ok_json(&loaderx(&["compact", path_str(dir.path()), "--json"]));
+    assert_eq!(json["records"], 7);
+    assert_eq!(read_all(dir.path()), after);
+    ok(&loaderx(&["verify", path_str(dir.path())]));
 }

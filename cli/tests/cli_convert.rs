@@ -88,6 +88,7 @@ fn convert_appends_to_a_dataset_of_the_same_shape() {
 
 #[test]
 fn convert_refuses_bad_input() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let ds = dir.path().join("ds");
     let garbage = dir.path().join("garbage.npy");

@@ -8,6 +8,7 @@ use loaderx::{Codec, Zrecord};
 
 #[test]
 fn delete_by_swap_with_last() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let mut records = make_store(dir.path(), 10, Codec::Zstd);
     let json = ok_json(&loaderx(&["delete", path_str(dir.path()), "2", "9", "2", "0", "--json"]));
@@ -21,6 +22,7 @@ fn delete_by_swap_with_last() {
 
 #[test]
 fn delete_from_a_file_and_from_stdin() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     let mut records = make_store(&store, 12, Codec::Raw);
@@ -45,6 +47,7 @@ fn delete_from_a_file_and_from_stdin() {
 
 #[test]
 fn a_bad_index_changes_nothing() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     let records = make_store(&store, 4, Codec::Zstd);
@@ -73,4 +76,16 @@ fn delete_needs_indices_and_warns_in_help() {
     assert_usage(&loaderx(&["delete", path_str(dir.path()), "x"]));
     let text = ok(&loaderx(&["delete", "--help"]));
     assert!(text.contains("indices are not stable"), "{text}");
+}
+
+#[test]
+fn delete_finishes_an_interrupted_delete_first() {
+    let _x = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let records = make_store(dir.path(), 6, Codec::Raw);
+    let mut after = pending_delete(dir.path(), &records, 0);
+    assert_fails(&loaderx(&["verify", path_str(dir.path())]), "interrupted");
+    ok(&loaderx(&["delete", path_str(dir.path()), "1"]));
+    model_delete(&mut after, &[1]);
+    assert_eq!(read_all(dir.path()), after);
 }

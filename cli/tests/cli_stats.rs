@@ -8,6 +8,7 @@ use loaderx::{Codec, Zrecord};
 
 #[test]
 fn stats_table() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let records = make_store(dir.path(), 10, Codec::Zstd);
     let text = ok(&loaderx(&["stats", path_str(dir.path())]));
@@ -23,6 +24,7 @@ fn stats_table() {
 
 #[test]
 fn stats_json_matches_the_library() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     make_store(dir.path(), 12, Codec::ZstdDict);
     let mut store = Zrecord::open(dir.path()).unwrap();
@@ -50,6 +52,7 @@ fn stats_json_matches_the_library() {
 
 #[test]
 fn stats_json_of_an_empty_store() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     drop(Zrecord::open(dir.path()).unwrap());
     let json = ok_json(&loaderx(&["stats", path_str(dir.path()), "--json"]));
@@ -61,6 +64,7 @@ fn stats_json_of_an_empty_store() {
 
 #[test]
 fn stats_shows_a_fixed_schema() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let values: Vec<f32> = (0..60).map(|v| v as f32).collect();
     write_dataset(dir.path(), &values, &[3, 4], &WriteOptions::codec(Codec::Raw)).unwrap();
@@ -77,6 +81,7 @@ fn stats_shows_a_fixed_schema() {
 
 #[test]
 fn stats_shows_a_ragged_schema() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let rows: Vec<Vec<i64>> = vec![vec![1, 2], vec![], vec![3, 4, 5, 6]];
     write_ragged(dir.path(), &[2], &rows, &WriteOptions::default()).unwrap();
@@ -89,6 +94,7 @@ fn stats_shows_a_ragged_schema() {
 
 #[test]
 fn stats_reports_an_unreadable_schema_without_failing() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     make_store(dir.path(), 3, Codec::Raw);
     std::fs::write(dir.path().join("schema.json"), "{not json").unwrap();

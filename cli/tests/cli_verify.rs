@@ -30,6 +30,7 @@ fn problems(json: &Value) -> Vec<(Option<u64>, String)> {
 
 #[test]
 fn a_good_store_and_a_good_dataset_pass() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     make_store(&store, 10, Codec::ZstdDict);
@@ -49,6 +50,7 @@ fn a_good_store_and_a_good_dataset_pass() {
 
 #[test]
 fn flipped_bytes_in_a_chunk() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     make_store(dir.path(), 10, Codec::Zstd);
     let (offset, phys) = stored_extent(dir.path(), 6);
@@ -66,6 +68,7 @@ fn flipped_bytes_in_a_chunk() {
 
 #[test]
 fn an_entry_pointing_past_the_chunk_end() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     make_store(dir.path(), 10, Codec::Raw);
     poke(&dir.path().join("meta.zr"), entry_offset(4), &(1u32 << 30).to_le_bytes());
@@ -77,6 +80,7 @@ fn an_entry_pointing_past_the_chunk_end() {
 
 #[test]
 fn a_truncated_chunk() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     make_store(dir.path(), 10, Codec::Zstd);
     let (offset, _) = stored_extent(dir.path(), 7);
@@ -89,6 +93,7 @@ fn a_truncated_chunk() {
 
 #[test]
 fn overlapping_entries_and_an_unknown_codec() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     make_store(dir.path(), 10, Codec::Zstd);
     let meta = dir.path().join("meta.zr");
@@ -102,6 +107,7 @@ fn overlapping_entries_and_an_unknown_codec() {
 
 #[test]
 fn a_missing_dictionary() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     make_store(dir.path(), 12, Codec::ZstdDict);
     let stats = Zrecord::open_read_only(dir.path()).unwrap().stats().unwrap();
@@ -114,6 +120,7 @@ fn a_missing_dictionary() {
 
 #[test]
 fn a_truncated_meta_file_is_a_finding() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     make_store(dir.path(), 5, Codec::Raw);
     let meta = std::fs::OpenOptions::new().write(true).open(dir.path().join("meta.zr")).unwrap();
@@ -124,6 +131,7 @@ fn a_truncated_meta_file_is_a_finding() {
 
 #[test]
 fn a_fully_corrupt_table_lists_the_first_thousand_and_counts_the_rest() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let n = 1500u32;
     let store = Zrecord::open(dir.path()).unwrap();
@@ -151,6 +159,7 @@ fn a_fully_corrupt_table_lists_the_first_thousand_and_counts_the_rest() {
 
 #[test]
 fn a_record_that_does_not_fit_the_schema() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     write_dataset(dir.path(), &[1.0f32; 8], &[2], &WriteOptions::default()).unwrap();
     Zrecord::open(dir.path()).unwrap().append(&[0u8; 5], 1, 5, Codec::Raw).unwrap();
@@ -163,6 +172,7 @@ fn a_record_that_does_not_fit_the_schema() {
 
 #[test]
 fn a_ragged_record_of_a_partial_row() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let rows: Vec<Vec<i32>> = vec![vec![1, 2, 3], vec![], vec![4, 5, 6, 7, 8, 9]];
     write_ragged(dir.path(), &[3], &rows, &WriteOptions::default()).unwrap();
@@ -174,6 +184,7 @@ fn a_ragged_record_of_a_partial_row() {
 
 #[test]
 fn an_unreadable_schema() {
+    let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     make_store(dir.path(), 3, Codec::Raw);
     std::fs::write(dir.path().join("schema.json"), r#"{"format": "loaderx-zrecord", "version": 1}"#).unwrap();

@@ -2,22 +2,63 @@
 //! datasets with the library, damaging them, and a model of delete.
 #![allow(dead_code)] // each test file uses its own subset
 
+use std::cell::Cell;
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::Output;
+use std::sync::{Mutex, MutexGuard};
 
 use loaderx::format::{ENTRY_BYTES, META_FILE, entry_offset};
 use loaderx::{Codec, Zrecord, default_dict_size};
 
+/// Serializes tests that write stores in-process against every spawn. A
+/// child process starts as a copy of this one: until it execs, it holds a
+/// duplicate of every open descriptor, and with it the advisory lock of any
+/// store another test thread has open for writing at that moment. That
+/// test's next open for writing (its own, or a `loaderx compact` it runs)
+/// would then see `Locked`. So a test that opens stores for writing holds
+/// [`exclusive`] throughout, and [`loaderx`] spawns under the same mutex.
+static SPAWNS: Mutex<()> = Mutex::new(());
+
+thread_local! {
+    static HELD: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Held by a test that opens stores for writing in-process; see [`SPAWNS`].
+pub struct Exclusive(#[allow(dead_code)] MutexGuard<'static, ()>);
+
+pub fn exclusive() -> Exclusive {
+    let guard = SPAWNS.lock().unwrap_or_else(|e| e.into_inner());
+    HELD.set(true);
+    Exclusive(guard)
+}
+
+impl Drop for Exclusive {
+    fn drop(&mut self) {
+        HELD.set(false);
+    }
+}
+
+/// Runs `f` holding the spawn mutex, unless this thread holds it already.
+pub fn spawning<R>(f: impl FnOnce() -> R) -> R {
+    if HELD.get() {
+        return f();
+    }
+    let _guard = SPAWNS.lock().unwrap_or_else(|e| e.into_inner());
+    f()
+}
+
 /// Runs `loaderx ARGS`.
 pub fn loaderx(args: &[&str]) -> Output {
-    assert_cmd::cargo::cargo_bin_cmd!("loaderx").args(args).output().expect("run loaderx")
+    spawning(|| assert_cmd::cargo::cargo_bin_cmd!("loaderx").args(args).output().expect("run loaderx"))
 }
 
 /// Runs `loaderx ARGS` with `input` on standard input.
 pub fn loaderx_stdin(args: &[&str], input: &str) -> Output {
-    assert_cmd::cargo::cargo_bin_cmd!("loaderx").args(args).write_stdin(input).output().expect("run loaderx")
+    spawning(|| {
+        assert_cmd::cargo::cargo_bin_cmd!("loaderx").args(args).write_stdin(input).output().expect("run loaderx")
+    })
 }
 
 pub fn stdout(out: &Output) -> String {
@@ -156,4 +197,36 @@ pub fn flip_byte(path: &Path, offset: u64) {
     let mut b = [0u8];
     file.read_exact_at(&mut b, offset).unwrap();
     file.write_all_at(&[!b[0]], offset).unwrap();
+}
+
+/// CRC-32 (IEEE), as the intent record's checksum.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+        }
+    }
+    !crc
+}
+
+/// Leaves the store at `dir` as a crash right after a delete's intent was
+/// made durable would (`docs/format.md`, "Intent"): the length drops from
+/// `old_len` to `old_len - 1` and entry `hole` takes the last record's entry.
+/// Returns the records the store must hold once recovered.
+pub fn pending_delete(dir: &Path, records: &[Vec<u8>], hole: u32) -> Vec<Vec<u8>> {
+    let old_len = records.len() as u32;
+    let mut intent = b"ZINT".to_vec();
+    for word in [old_len, old_len - 1, 1, 0] {
+        intent.extend_from_slice(&word.to_le_bytes());
+    }
+    intent.extend_from_slice(&hole.to_le_bytes());
+    intent.extend_from_slice(&entry_bytes(dir, old_len - 1));
+    let crc = crc32(&intent);
+    intent[16..20].copy_from_slice(&crc.to_le_bytes());
+    poke(&dir.join(META_FILE), loaderx::format::META_BYTES, &intent);
+    let mut after = records.to_vec();
+    model_delete(&mut after, &[u64::from(hole)]);
+    after
 }
