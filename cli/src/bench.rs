@@ -96,9 +96,10 @@ pub fn run(path: &Path, opts: &Options, json: bool) -> CliResult<()> {
     let gather = bench_gather(&store, opts)?;
     let workers =
         opts.workers.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |w| w as usize);
-    let loader = match read_schema(path)? {
-        None => Err("no schema.json (the loader reads datasets)".to_string()),
-        Some(schema) => {
+    let loader = match read_schema(path) {
+        Ok(None) => Err("no schema.json (the loader reads datasets)".to_string()),
+        Err(e) => Err(format!("schema.json unreadable: {e}")),
+        Ok(Some(schema)) => {
             let stream: Stream =
                 if schema.is_ragged() { RaggedDataset::open(path)?.into() } else { Dataset::open(path)?.into() };
             bench_loader(stream, workers, opts).map(Ok)?

@@ -23,6 +23,12 @@ fn bench_a_plain_store_gathers_only() {
     assert!(json["gather"]["mib_per_s"].as_f64().unwrap() > 0.0, "{json}");
     assert!(json["loader"].is_null());
     assert!(json["loader_skipped"].as_str().unwrap().contains("no schema.json"), "{json}");
+
+    // A broken schema skips the loader, not the gather.
+    std::fs::write(dir.path().join("schema.json"), "[]").unwrap();
+    let json = ok_json(&loaderx(&["bench", path_str(dir.path()), "--batches", "1", "--json"]));
+    assert_eq!(json["gather"]["batches"], 1);
+    assert!(json["loader_skipped"].as_str().unwrap().contains("schema.json unreadable"), "{json}");
 }
 
 #[test]
