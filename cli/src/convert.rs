@@ -27,9 +27,9 @@ const CALL_BYTES: usize = 16 << 20;
 /// `--codec`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum CodecArg {
-    /// zstd, level 3, each record its own frame.
+    /// zstd level 3, each record its own frame.
     Zstd,
-    /// Stored as is (reads at memory speed, no checksum).
+    /// stored as is (reads at memory speed, no checksum).
     Raw,
     /// zstd with a dictionary trained on an evenly spaced sample of the file.
     #[value(name = "zstd_dict")]

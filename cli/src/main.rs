@@ -99,8 +99,9 @@ enum Command {
     /// One record per slice along the first axis, dtype and shape from the
     /// file's header. The file is mapped and streamed: it may be larger than
     /// memory. An existing dataset of the same dtype and shape is appended
-    /// to (it keeps its own codec). A progress bar is drawn on stderr when
-    /// it is a terminal; the throughput is printed at the end.
+    /// to (it keeps its own codec); a plain store that holds records is
+    /// refused. A progress bar is drawn on stderr when it is a terminal; the
+    /// throughput is printed at the end.
     #[command(after_help = EXIT_CODES)]
     Convert {
         /// The .npy file (C order, a plain dtype).
