@@ -204,13 +204,32 @@ fn empty<'py>(
 /// A new array of `descr` and `shape` (from [`empty`]) filled by `fill`
 /// with the GIL released: `fill` gets the array's bytes and must write
 /// every one of them when it returns `Ok` (the store's gathers do: they
-/// write every byte of their destination or fail). On `Err` the array is
-/// dropped unseen.
+/// write every byte of their destination or fail; so does the sampler). On
+/// `Err` the array is dropped unseen.
 pub fn filled<'py, E: Send>(
     py: Python<'py>,
     descr: &Bound<'py, PyArrayDescr>,
     shape: &[usize],
     fill: impl FnOnce(&mut [u8]) -> Result<(), E> + Send,
+) -> PyResult<Result<Bound<'py, PyUntypedArray>, E>> {
+    fill_new(py, descr, shape, |bytes| py.detach(|| fill(bytes)))
+}
+
+/// [`filled`] without releasing the GIL (for fills of a microsecond).
+pub fn filled_attached<'py, E>(
+    py: Python<'py>,
+    descr: &Bound<'py, PyArrayDescr>,
+    shape: &[usize],
+    fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
+) -> PyResult<Result<Bound<'py, PyUntypedArray>, E>> {
+    fill_new(py, descr, shape, fill)
+}
+
+fn fill_new<'py, E>(
+    py: Python<'py>,
+    descr: &Bound<'py, PyArrayDescr>,
+    shape: &[usize],
+    fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
 ) -> PyResult<Result<Bound<'py, PyUntypedArray>, E>> {
     let array = empty(py, descr, shape)?;
     let len = shape.iter().try_fold(descr.itemsize(), |acc, &d| acc.checked_mul(d));
@@ -219,14 +238,14 @@ pub fn filled<'py, E: Send>(
         &mut []
     } else {
         // SAFETY: `array` was just made by `empty`: C-contiguous, owning
-        // `len` bytes at its data pointer, allocated by NumPy for it. It has
-        // not been handed to any Python code, so nothing else refers to that
-        // memory while `bytes` lives (until `fill` returns); every byte value
-        // is a valid `u8`, and the bytes are only written (by `fill`) before
-        // the array becomes visible.
+        // `len` bytes at its data pointer (aligned for its dtype), allocated
+        // by NumPy for it. It has not been handed to any Python code, so
+        // nothing else refers to that memory while `bytes` lives (until
+        // `fill` returns); every byte value is a valid `u8`, and the bytes
+        // are only written (by `fill`) before the array becomes visible.
         unsafe { std::slice::from_raw_parts_mut((*array.as_array_ptr()).fields.data.cast::<u8>(), len) }
     };
-    Ok(py.detach(|| fill(bytes)).map(|()| array))
+    Ok(fill(bytes).map(|()| array))
 }
 
 /// Owns the memory of a NumPy array made from a [`Tensor`] without a copy

@@ -69,6 +69,9 @@ impl DataLoader {
         shard_count: usize,
         start_step: u64,
     ) -> PyResult<DataLoader> {
+        if prefetch_size == 0 {
+            return Err(value_error("prefetch_size must be at least 1"));
+        }
         if let Some(t) = &transform
             && !t.bind(py).is_callable()
         {
@@ -77,7 +80,10 @@ impl DataLoader {
         let mut builder = Loader::builder()
             .batch_size(batch_size)
             .num_workers(num_workers)
-            .prefetch(prefetch_size)
+            // The reference's prefetch_size counts the batches ready in its
+            // queue; each of its workers holds one more in production. The
+            // crate's prefetch counts both.
+            .prefetch(prefetch_size.saturating_add(num_workers))
             .mode(mode_of(mode)?)
             .seed(seed)
             .shard(shard_index, shard_count)

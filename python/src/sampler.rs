@@ -2,15 +2,34 @@
 //! keeps its sampler internal, `loaderx._sampler.Sampler`, with the same
 //! constructor and `next` / `seek`).
 
-use loaderx::sampler::{Mode, Sampler, ShardedSampler};
+use loaderx::sampler::{Mode, Sampler, SamplerError, ShardedSampler};
 use numpy::PyArray1;
-use numpy::prelude::*;
 use pyo3::prelude::*;
+use rayon::prelude::*;
 
+use crate::array::{filled, filled_attached};
 use crate::errors::{sampler_error, value_error};
 
-/// Above this many indices a batch is drawn with the GIL released.
+/// From this many indices on, a batch is drawn with the GIL released and
+/// split across the rayon pool.
 const DETACH_INDICES_MIN: usize = 1 << 16;
+
+/// Fills `out` with `sampler`'s batch of `step`; a large batch in parallel,
+/// as contiguous slices, each the batch of a finer shard of the same global
+/// sampler (so the result is the same as one `fill`).
+fn fill_parallel(sampler: &ShardedSampler, step: u64, out: &mut [u64]) -> Result<(), SamplerError> {
+    let threads = rayon::current_num_threads();
+    let (index, count) = (sampler.index(), sampler.count());
+    let split = (2..=threads).rev().find(|&k| out.len() >= DETACH_INDICES_MIN && out.len().is_multiple_of(k));
+    let Some(k) = split else {
+        return sampler.fill(step, out);
+    };
+    let shards: Vec<ShardedSampler> = match (0..k).map(|j| sampler.global().shard(index * k + j, count * k)).collect() {
+        Ok(shards) => shards,
+        Err(_) => return sampler.fill(step, out),
+    };
+    out.par_chunks_mut(out.len() / k).zip(shards.par_iter()).try_for_each(|(chunk, shard)| shard.fill(step, chunk))
+}
 
 /// The reference's mode numbers.
 pub fn mode_of(mode: u8) -> PyResult<Mode> {
@@ -38,18 +57,18 @@ pub struct Zsampler {
 impl Zsampler {
     fn draw<'py>(&self, py: Python<'py>, step: u64) -> PyResult<Bound<'py, PyArray1<u64>>> {
         let n = self.sampler.batch_len();
-        let out = PyArray1::<u64>::zeros(py, n, false);
-        {
-            let mut rw = out.try_readwrite().map_err(|e| value_error(e.to_string()))?;
-            let slice = rw.as_slice_mut()?;
-            let sampler = self.sampler;
-            if n >= DETACH_INDICES_MIN {
-                py.detach(|| sampler.fill(step, slice)).map_err(|e| sampler_error(&e))?;
-            } else {
-                sampler.fill(step, slice).map_err(|e| sampler_error(&e))?;
-            }
-        }
-        Ok(out)
+        let sampler = self.sampler;
+        let fill = move |bytes: &mut [u8]| -> Result<(), SamplerError> {
+            let out: &mut [u64] =
+                bytemuck::try_cast_slice_mut(bytes).map_err(|_| SamplerError::OutputLength { expected: n, got: 0 })?;
+            fill_parallel(&sampler, step, out)
+        };
+        let array = if n >= DETACH_INDICES_MIN {
+            filled(py, &numpy::dtype::<u64>(py), &[n], fill)?
+        } else {
+            filled_attached(py, &numpy::dtype::<u64>(py), &[n], fill)?
+        };
+        Ok(array.map_err(|e| sampler_error(&e))?.cast_into::<PyArray1<u64>>()?)
     }
 }
 
