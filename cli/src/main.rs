@@ -69,7 +69,8 @@ enum Command {
     /// schema.json, if there is one, parses and every record's length fits
     /// it (one item of a fixed shape, or whole rows). Reads everything,
     /// writes nothing. Each problem is listed with its record index; the
-    /// first 1000 are listed, the rest counted.
+    /// first 1000 are listed, the rest counted. A progress bar is drawn on
+    /// stderr when it is a terminal.
     #[command(after_help = EXIT_CODES)]
     Verify {
         /// The store directory.

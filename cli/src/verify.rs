@@ -6,7 +6,7 @@ use std::path::Path;
 use loaderx::dataset::{Layout, Schema};
 use loaderx::{Corruption, Error, VerifyReport, Zrecord};
 
-use crate::out::{Json, json_array, print};
+use crate::out::{Json, json_array, print, progress_bar};
 use crate::stats::{read_schema, schema_json};
 use crate::{CliResult, Done};
 
@@ -63,7 +63,16 @@ fn opening_found_damage(e: &Error) -> bool {
 }
 
 fn check_store(store: &Zrecord, findings: &mut Findings) -> CliResult<()> {
-    let report = store.verify()?;
+    let bar = progress_bar(u64::from(store.len()), "verify", false);
+    let report = store.verify_with_progress(|checked, _| {
+        if let Some(bar) = &bar {
+            bar.set_position(u64::from(checked));
+        }
+    });
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    let report = report?;
     findings.records = report.records;
     for e in &report.problems {
         findings.note(problem(e));

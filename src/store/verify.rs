@@ -4,6 +4,9 @@ use super::Zrecord;
 use crate::error::{Corruption, Error, Result};
 use crate::format::Loc;
 
+/// [`Zrecord::verify_with_progress`] reports once per this many records.
+const PROGRESS_RECORDS: u32 = 4096;
+
 /// What [`Zrecord::verify`] found.
 ///
 /// Every problem is counted in [`problems_total`](Self::problems_total);
@@ -46,11 +49,22 @@ impl Zrecord {
     /// O(records + bytes). `Err` only for I/O failures; corruption is
     /// reported in the [`VerifyReport`].
     pub fn verify(&self) -> Result<VerifyReport> {
+        self.verify_with_progress(|_, _| {})
+    }
+
+    /// [`verify`](Self::verify), calling `progress(checked, records)` from
+    /// the calling thread every 4096 records read and once at the end
+    /// (`checked == records`, before the overlap check, which reads no
+    /// record bytes).
+    pub fn verify_with_progress(&self, mut progress: impl FnMut(u32, u32)) -> Result<VerifyReport> {
         let len = self.len();
         let mut report = VerifyReport { records: len, ..VerifyReport::default() };
         let mut extents: Vec<(Loc, u32, u32)> = Vec::with_capacity(len as usize);
         let mut buf = Vec::new();
         for index in 0..len {
+            if index % PROGRESS_RECORDS == 0 {
+                progress(index, len);
+            }
             let index64 = u64::from(index);
             let entry = match self.entry(index64, len) {
                 Ok((entry, _)) => entry,
@@ -66,6 +80,7 @@ impl Zrecord {
                 Err(e) => report.note(e),
             }
         }
+        progress(len, len);
         extents.sort_unstable();
         // (end, index) of the furthest-reaching extent so far.
         let mut reach: Option<(u64, u32)> = None;
@@ -108,5 +123,17 @@ mod tests {
         assert!(matches!(report.problems[0], Error::Corrupt { index: Some(0), .. }));
         let last = VerifyReport::PROBLEMS_KEPT as u64 - 1;
         assert!(matches!(report.problems.last(), Some(Error::Corrupt { index: Some(i), .. }) if *i == last));
+    }
+
+    #[test]
+    fn progress_counts_up_to_the_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Zrecord::open(dir.path()).unwrap();
+        let n = 2 * PROGRESS_RECORDS + 5;
+        store.append(&vec![3u8; n as usize], n as usize, 1, crate::Codec::Raw).unwrap();
+        let mut calls = Vec::new();
+        let report = store.verify_with_progress(|checked, records| calls.push((checked, records))).unwrap();
+        assert!(report.is_ok());
+        assert_eq!(calls, [(0, n), (PROGRESS_RECORDS, n), (2 * PROGRESS_RECORDS, n), (n, n)]);
     }
 }
