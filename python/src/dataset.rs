@@ -107,7 +107,7 @@ impl Dataset {
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
-        format!("Dataset({}, dtype={}, shape={:?})", self.path.bind(py), self.dtype.bind(py), self.shape)
+        format!("Dataset({}, dtype={}, shape={})", self.path.bind(py), self.dtype.bind(py), tuple_text(&self.shape))
     }
 
     /// A record for an integer index (negative counts from the end); a
@@ -212,10 +212,10 @@ impl RaggedDataset {
 
     fn __repr__(&self, py: Python<'_>) -> String {
         format!(
-            "RaggedDataset({}, dtype={}, item_shape={:?})",
+            "RaggedDataset({}, dtype={}, item_shape={})",
             self.path.bind(py),
             self.dtype.bind(py),
-            self.item_shape
+            tuple_text(&self.item_shape)
         )
     }
 
@@ -276,6 +276,14 @@ impl RaggedDataset {
     fn __exit__(&self, _t: &Bound<'_, PyAny>, _v: &Bound<'_, PyAny>, _tb: &Bound<'_, PyAny>) -> bool {
         self.close();
         false
+    }
+}
+
+/// A shape as Python prints a tuple: `()`, `(3,)`, `(4, 3)`.
+fn tuple_text(shape: &[usize]) -> String {
+    match shape {
+        [one] => format!("({one},)"),
+        _ => format!("({})", shape.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")),
     }
 }
 

@@ -157,7 +157,7 @@ impl Zrecord {
         let idx = indices(py, idxs, self.len_now()?)?;
         let out = PyArray1::<u32>::zeros(py, idx.len(), false);
         {
-            let mut rw = out.readwrite();
+            let mut rw = out.try_readwrite().map_err(|e| value_error(e.to_string()))?;
             let slice = rw.as_slice_mut()?;
             self.with(py, |s| s.lengths(&idx, slice))?;
         }
