@@ -35,15 +35,20 @@ RECORD_FLOATS = 3072  # 12,288 bytes per record
 BATCH = 256
 
 
+CPU = {}  # fn -> process CPU seconds per call of its last measurement (every thread)
+
+
 def per_call(fn, min_seconds):
-    """Seconds per call of fn: calls in a loop until min_seconds have passed."""
+    """Seconds per call of fn: calls in a loop until min_seconds have passed.
+    The process CPU time per call (all threads) lands in CPU[fn]."""
     fn()
-    n, start = 0, time.perf_counter()
+    n, start, cpu = 0, time.perf_counter(), time.process_time()
     while True:
         fn()
         n += 1
         elapsed = time.perf_counter() - start
         if elapsed >= min_seconds:
+            CPU[fn] = (time.process_time() - cpu) / n
             return elapsed / n
 
 
@@ -141,8 +146,9 @@ def make_data(rng):
 
 
 def bench_store(root, data, rounds, min_seconds):
-    rows = ["| codec | read through | reference MiB/s | loaderx_rs MiB/s | loaderx_rs / reference |",
-            "|---|---|---:|---:|---:|"]
+    rows = ["| codec | read through | reference MiB/s | loaderx_rs MiB/s | loaderx_rs / reference "
+            "| CPU ms/batch ref | ours | CPU ref / ours |",
+            "|---|---|---:|---:|---:|---:|---:|---:|"]
     verdicts = []
     rng = np.random.default_rng(7)
     batches = [rng.integers(0, RECORDS, BATCH).astype(np.uint64) for _ in range(64)]
@@ -157,6 +163,7 @@ def bench_store(root, data, rounds, min_seconds):
         for i in (0, 17):  # both read the same bytes
             np.testing.assert_array_equal(r_ds[batches[i]], o_ds[batches[i]])
         k = {"r": 0, "o": 0}
+        cpu = {"r": [], "o": []}
 
         def step(side, fn):
             def call():
@@ -169,14 +176,24 @@ def bench_store(root, data, rounds, min_seconds):
             ("Zrecord.gather into a buffer", lambda i: r_zr.gather(i, dst_r, RECORD_FLOATS * 4),
              lambda i: o_zr.gather(i, dst_o, RECORD_FLOATS * 4)),
         ):
-            t_ours, t_ref = paired(step("o", o_fn), step("r", r_fn), rounds, min_seconds)
+            o_call, r_call = step("o", o_fn), step("r", r_fn)
+            t_ours, t_ref, c_ours, c_ref = [], [], [], []
+            for r in range(rounds):
+                gc.collect()
+                for side in (("o", "r") if r % 2 == 0 else ("r", "o")):
+                    fn = o_call if side == "o" else r_call
+                    (t_ours if side == "o" else t_ref).append(per_call(fn, min_seconds))
+                    (c_ours if side == "o" else c_ref).append(CPU[fn])
             text, vs_ref = ratio_text(t_ours, t_ref)
+            c_r, c_o = statistics.median(c_ref), statistics.median(c_ours)
             rows.append(f"| {codec} | {through} | {mib / statistics.median(t_ref):.0f} "
-                        f"| {mib / statistics.median(t_ours):.0f} | {text} |")
+                        f"| {mib / statistics.median(t_ours):.0f} | {text} | {c_r * 1e3:.2f} | {c_o * 1e3:.2f} "
+                        f"| {c_r / c_o:.2f}x |")
             verdicts.append((codec, through, vs_ref))
             print(rows[-1], flush=True)
         r_zr.close()
         o_zr.close()
+        del r_ds, o_ds
     return rows, verdicts
 
 
@@ -184,27 +201,44 @@ def bench_store(root, data, rounds, min_seconds):
 
 
 def bench_loader(root, rounds, min_seconds):
-    rows = ["| codec | reference batches/s | loaderx_rs batches/s | loaderx_rs / reference |",
-            "|---|---:|---:|---:|"]
+    """Each measurement builds its loader, warms it up, pulls batches for
+    min_seconds and closes it, so only one loader's threads run at a time."""
+    rows = ["| codec | reference batches/s | loaderx_rs batches/s | loaderx_rs / reference "
+            "| reference CPU ms/batch | loaderx_rs CPU ms/batch | CPU ref / ours |",
+            "|---|---:|---:|---:|---:|---:|---:|"]
     verdicts = []
     labels = root / "labels"
     ref.write_dataset(labels, np.arange(RECORDS, dtype=np.int64))
     for codec in ("zstd", "raw"):
         path = root / f"store_{codec}"
-        r_loader = ref.DataLoader({"data": ref.Dataset(path), "label": ref.Dataset(labels)})
-        o_loader = ours.DataLoader({"data": ours.Dataset(path), "label": ours.Dataset(labels)})
-        for _ in range(20):  # warm up: workers started, prefetch queues full
-            next(r_loader)
-            next(o_loader)
-        b = next(o_loader)
+        check = ours.DataLoader({"data": ours.Dataset(path), "label": ours.Dataset(labels)})
+        b = next(check)
         np.testing.assert_array_equal(b["data"], ours.Dataset(path)[b["label"]])
-        t_ours, t_ref = paired(lambda: next(o_loader), lambda: next(r_loader), rounds, min_seconds)
-        text, vs_ref = ratio_text(t_ours, t_ref)
-        rows.append(f"| {codec} | {1 / statistics.median(t_ref):.0f} | {1 / statistics.median(t_ours):.0f} | {text} |")
+        check.close()
+        t = {"ours": [], "ref": []}
+        cpu = {"ours": [], "ref": []}
+
+        def measure(side):
+            lib = ours if side == "ours" else ref
+            loader = lib.DataLoader({"data": lib.Dataset(path), "label": lib.Dataset(labels)})
+            for _ in range(20):  # workers started, prefetch full
+                next(loader)
+            fn = loader.__next__
+            t[side].append(per_call(fn, min_seconds))
+            cpu[side].append(CPU[fn])
+            loader.close()
+
+        for r in range(rounds):
+            gc.collect()
+            for side in (("ours", "ref") if r % 2 == 0 else ("ref", "ours")):
+                measure(side)
+        text, vs_ref = ratio_text(t["ours"], t["ref"])
+        cpu_ratio = statistics.median(cpu["ref"]) / statistics.median(cpu["ours"])
+        rows.append(f"| {codec} | {1 / statistics.median(t['ref']):.0f} | {1 / statistics.median(t['ours']):.0f} "
+                    f"| {text} | {statistics.median(cpu['ref']) * 1e3:.2f} | {statistics.median(cpu['ours']) * 1e3:.2f} "
+                    f"| {cpu_ratio:.2f}x |")
         verdicts.append((codec, vs_ref))
         print(rows[-1], flush=True)
-        o_loader.close()
-        r_loader.close()
     return rows, verdicts
 
 
