@@ -8,6 +8,7 @@
 //! cargo bench -p loaderx --bench loader -- [--data DIR] [--work DIR] [--json OUT]
 //!     [--batches 1000] [--warmup 100] [--reps 3] [--workers 4] [--batch 256]
 //!     [--codecs zstd,raw] [--variants] [--no-sampler] [--no-loader]
+//!     [--sampler-lens 1000000,20000] [--sampler-batches 256,8192]
 //! ```
 //!
 //! `--data DIR`: convert `DIR/float.npy` (as `benches/compare/make_data.py`
@@ -24,7 +25,8 @@
 //! first, then `--reps` timed runs of `--batches` batches each (every batch
 //! is dropped before the next is asked for, as a training step would);
 //! batches/s of the median run. Sampler: `fill` of consecutive steps into one
-//! buffer, over index spaces of 1,000,000 and 20,000 at batches 256 and 8192;
+//! buffer, over index spaces of 1,000,000 and 20,000 at batches 256 and 8192
+//! (`--sampler-lens`, `--sampler-batches`);
 //! the three modes side by side in 9 rounds of one 60 ms run each (the order
 //! rotating), a mode's figure its median run in ns/index, and cyclic / IID
 //! the median (and range) of the per-round ratios. `--no-loader` runs the
@@ -62,6 +64,9 @@ struct Args {
     min_saving: Option<f64>,
     /// Force `inline_gathers` in the main configuration.
     inline: Option<bool>,
+    /// Index spaces and batch sizes of the sampler part.
+    sampler_lens: Vec<u64>,
+    sampler_batches: Vec<usize>,
 }
 
 fn parse_args() -> Res<Args> {
@@ -81,6 +86,8 @@ fn parse_args() -> Res<Args> {
         probe: false,
         min_saving: None,
         inline: None,
+        sampler_lens: vec![1_000_000, 20_000],
+        sampler_batches: vec![256, 8192],
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -101,6 +108,10 @@ fn parse_args() -> Res<Args> {
             "--no-loader" => a.loader = false,
             "--probe" => a.probe = true,
             "--min-saving" => a.min_saving = Some(value()?.parse()?),
+            "--sampler-lens" => a.sampler_lens = value()?.split(',').map(str::parse).collect::<Result<_, _>>()?,
+            "--sampler-batches" => {
+                a.sampler_batches = value()?.split(',').map(str::parse).collect::<Result<_, _>>()?;
+            }
             "--bench" => {} // cargo bench passes it
             other => return Err(format!("unknown argument {other}").into()),
         }
@@ -314,7 +325,6 @@ fn main() -> Res<()> {
     if a.loader {
         let temp = tempfile::tempdir()?;
         let work = a.work.clone().unwrap_or_else(|| temp.path().to_path_buf());
-        let labels: Vec<i64> = (0..RECORDS as i64).collect();
         let generated;
         let floats: Option<&[f32]> = if a.data.is_none() {
             generated = float_data();
@@ -340,6 +350,8 @@ fn main() -> Res<()> {
                     (None, Some(f)) => write_dataset(&data, f, &[FLOATS], &opts)?,
                     _ => unreachable!(),
                 };
+                // One label per record of the data (20,000 unless --data holds another count).
+                let labels: Vec<i64> = (0..Dataset::open(&data)?.len() as i64).collect();
                 write_dataset(&label, &labels, &[], &opts)?;
                 let stats = Dataset::open(&data)?.store().stats()?;
                 println!(
@@ -388,8 +400,8 @@ fn main() -> Res<()> {
     json.push_str("], \"sampler\": [");
     if a.sampler {
         let mut first = true;
-        for len in [1_000_000, 20_000] {
-            for batch in [256, 8192] {
+        for &len in &a.sampler_lens {
+            for &batch in &a.sampler_batches {
                 let row = bench_sampler(len, batch)?;
                 for (m, (name, _)) in SAMPLER_MODES.iter().enumerate() {
                     println!(

@@ -1,6 +1,7 @@
 //! The store benchmark: append and random-batch gather throughput of
 //! [`loaderx::Zrecord`] for each codec, and the physical bounds (memcpy, a
-//! memory-mapped `.npy`) measured in the same run.
+//! memory-mapped `.npy`, single-core zstd decompression times the core
+//! count) measured in the same run.
 //!
 //! ```text
 //! cargo bench -p loaderx --bench store -- --data DIR [--json OUT] [--work DIR]
@@ -352,6 +353,27 @@ fn bench_bounds(ctx: &Ctx<'_>, dataset: &str, npy: &Npy, npy_path: &Path) -> Res
         Ok(())
     })?;
     push("mmap .npy rayon", runs, "the same across the rayon pool (the store's gather split)");
+
+    // Single-core zstd decompression: every record compressed on its own at
+    // the store's level 3 with a content checksum (as the store writes
+    // them), then the batch's frames decoded one after another on one
+    // thread, with one reused context, into the batch buffer. Times the
+    // core count: the most a parallel zstd gather could reach.
+    let mut compressor = zstd::bulk::Compressor::new(3)?;
+    compressor.include_checksum(true)?;
+    let frames: Vec<Vec<u8>> = src.chunks(row).map(|r| compressor.compress(r)).collect::<Result<_, _>>()?;
+    let mut decompressor = zstd::bulk::Decompressor::new()?;
+    let runs = time_batches(ctx.idx, batch_bytes, a.warmup, a.batches, a.reps, |ix| {
+        for (slot, &i) in dst.chunks_mut(row).zip(ix) {
+            let n = decompressor.decompress_to_buffer(&frames[i as usize], slot)?;
+            debug_assert_eq!(n, row);
+        }
+        Ok(())
+    })?;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let scaled = runs.iter().map(|r| r * cores as f64).collect();
+    push("zstd decode 1T", runs, "the batch's zstd level-3 frames (with checksum) decoded on one thread");
+    push(&format!("zstd decode 1T x {cores} cores"), scaled, "the one-thread figure times the core count");
     Ok(rows)
 }
 

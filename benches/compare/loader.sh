@@ -65,11 +65,16 @@ fi
 
 echo "== build"
 cargo bench -p loaderx --bench loader --no-run
+# The executable cargo just built (wherever CARGO_TARGET_DIR puts it).
+bench="$(cargo bench -p loaderx --bench loader --no-run --message-format=json 2>/dev/null | "$py" -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "loader" and m.get("executable"):
+        print(m["executable"])')"
 
 out="$root/target/bench"
 mkdir -p "$out"
 rm -f "$out"/loader-crate-*.json "$out"/loader-reference-*.json
-bench="$(ls -t target/release/deps/loader-* | grep -v '\.d$' | head -n 1)"
 reference() {
     echo "== round $r/$rounds: reference (loaderx 0.7.3, Python)"
     "$py" "$here/reference_loader.py" --data "$data" --work "$work/reference" \
