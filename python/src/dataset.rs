@@ -16,6 +16,7 @@ use pyo3::types::{IntoPyDict, PyTuple};
 
 use crate::array::{descr, filled, from_tensor, i64_array, index, indices, numpy, read_bytes, u64s};
 use crate::errors::{dataset_error, value_error};
+use crate::fork;
 use crate::store::{codec_name, codec_of};
 
 /// The reference's default bytes per append call of a write.
@@ -46,6 +47,12 @@ impl<T> Handle<T> {
     }
 }
 
+/// Why a read failed: the dataset's error, or a Python one (fork.rs).
+enum Failure {
+    Dataset(ds::DatasetError),
+    Python(PyErr),
+}
+
 /// Fixed-shape records over a store (the reference's `loaderx.Dataset`):
 /// `dtype`, `shape` (of one record), `codec`, `path`.
 #[pyclass(frozen, module = "loaderx_rs")]
@@ -72,8 +79,14 @@ impl Dataset {
     fn gather<'py>(&self, py: Python<'py>, idx: &[u64]) -> PyResult<Bound<'py, PyUntypedArray>> {
         let dataset = self.shared()?;
         let shape: Vec<usize> = std::iter::once(idx.len()).chain(self.shape.iter().copied()).collect();
-        filled(py, self.dtype.bind(py), &shape, |bytes| dataset.gather_bytes(idx, bytes))?
-            .map_err(|e| dataset_error(py, &e))
+        let fill = |bytes: &mut [u8]| match fork::run(|| dataset.gather_bytes(idx, bytes)) {
+            Ok(result) => result.map_err(Failure::Dataset),
+            Err(e) => Err(Failure::Python(e)),
+        };
+        filled(py, self.dtype.bind(py), &shape, fill)?.map_err(|e| match e {
+            Failure::Dataset(e) => dataset_error(py, &e),
+            Failure::Python(e) => e,
+        })
     }
 }
 
@@ -175,7 +188,7 @@ impl RaggedDataset {
 
     fn packed<'py>(&self, py: Python<'py>, idx: &[u64]) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
         let dataset = self.shared()?;
-        let ragged = py.detach(|| dataset.gather(idx)).map_err(|e| dataset_error(py, &e))?;
+        let ragged = py.detach(|| fork::run(|| dataset.gather(idx)))?.map_err(|e| dataset_error(py, &e))?;
         let values = from_tensor(py, ragged.values, self.dtype.bind(py))?;
         Ok((values, i64_array(py, &ragged.row_splits).into_any()))
     }
@@ -371,7 +384,8 @@ pub fn write_dataset(
     let shape = array.shape()[1..].to_vec();
     let bytes = read_bytes(array.as_any(), "array")?;
     let bytes = bytes.as_slice()?;
-    py.detach(|| ds::write_dataset_bytes(&path, dtype, &shape, bytes, &opts)).map_err(|e| dataset_error(py, &e))
+    py.detach(|| fork::run(|| ds::write_dataset_bytes(&path, dtype, &shape, bytes, &opts)))?
+        .map_err(|e| dataset_error(py, &e))
 }
 
 /// Persists an iterable of variable-length arrays, each `(rows,
@@ -428,7 +442,15 @@ pub fn write_ragged(
             None
         }
     });
-    let written = ds::write_ragged_bytes(&path, element, &item_shape, records, &opts);
+    // The records iterator calls Python, so the write runs on this thread
+    // with the GIL held; in a fork child, whose parallel encoding must run
+    // in a pool of its own (fork.rs), the records are collected first.
+    let written = if fork::forked() {
+        let all: Vec<Vec<u8>> = records.collect();
+        fork::run(|| ds::write_ragged_bytes(&path, element, &item_shape, all, &opts))?
+    } else {
+        ds::write_ragged_bytes(&path, element, &item_shape, records, &opts)
+    };
     if let Some(e) = failure.into_inner() {
         return Err(e);
     }

@@ -16,6 +16,7 @@
 mod array;
 mod dataset;
 mod errors;
+mod fork;
 mod loader;
 mod sampler;
 mod store;
@@ -24,6 +25,7 @@ use pyo3::prelude::*;
 
 #[pymodule]
 fn loaderx_rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    fork::init();
     errors::register(m)?;
     m.add_class::<store::Zrecord>()?;
     m.add_class::<dataset::Dataset>()?;

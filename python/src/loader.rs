@@ -19,6 +19,7 @@ use pyo3::types::{PyDict, PyTuple};
 use crate::array::{from_tensor, i64_array};
 use crate::dataset::{Dataset, RaggedDataset};
 use crate::errors::{loader_error, value_error};
+use crate::fork;
 use crate::sampler::mode_of;
 
 /// A stream's name and the NumPy dtype of its batches.
@@ -87,7 +88,10 @@ impl DataLoader {
             .mode(mode_of(mode)?)
             .seed(seed)
             .shard(shard_index, shard_count)
-            .start_step(start_step);
+            .start_step(start_step)
+            // In a fork child the global rayon pool has no threads: decode
+            // on the workers' own (fork.rs).
+            .inline_gathers(fork::forked());
         let mut columns = Vec::new();
         for (name, stream) in streams_of(streams)? {
             let (stream, dtype): (Stream, Py<PyArrayDescr>) = if let Ok(d) = stream.cast::<Dataset>() {

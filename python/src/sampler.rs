@@ -9,6 +9,7 @@ use rayon::prelude::*;
 
 use crate::array::{filled, filled_attached};
 use crate::errors::{sampler_error, value_error};
+use crate::fork;
 
 /// From this many indices on, a batch is drawn with the GIL released and
 /// split across the rayon pool.
@@ -61,7 +62,8 @@ impl Zsampler {
         let fill = move |bytes: &mut [u8]| -> Result<(), SamplerError> {
             let out: &mut [u64] =
                 bytemuck::try_cast_slice_mut(bytes).map_err(|_| SamplerError::OutputLength { expected: n, got: 0 })?;
-            fill_parallel(&sampler, step, out)
+            // A fork child has no global pool threads (fork.rs): one thread.
+            if fork::forked() { sampler.fill(step, out) } else { fill_parallel(&sampler, step, out) }
         };
         let array = if n >= DETACH_INDICES_MIN {
             filled(py, &numpy::dtype::<u64>(py), &[n], fill)?

@@ -18,6 +18,7 @@ use pyo3::types::PyDict;
 
 use crate::array::{indices, read_bytes, u64s, write_bytes};
 use crate::errors::{dataset_error, store_error, value_error};
+use crate::fork;
 
 /// A record store (the reference's `loaderx.Zrecord`): a dense index space
 /// `0..len` of byte records, each compressed on its own.
@@ -62,7 +63,7 @@ impl Zrecord {
         let result = py.detach(|| -> PyResult<Result<R, loaderx::Error>> {
             let guard = self.read()?;
             let store = guard.as_ref().ok_or_else(closed)?;
-            Ok(f(store))
+            fork::run(|| f(store))
         })?;
         result.map_err(|e| store_error(py, &e))
     }
@@ -76,7 +77,7 @@ impl Zrecord {
         let result = py.detach(|| -> PyResult<Result<R, loaderx::Error>> {
             let mut guard = self.write();
             let store = guard.as_mut().ok_or_else(closed)?;
-            Ok(f(store))
+            fork::run(|| f(store))
         })?;
         result.map_err(|e| store_error(py, &e))
     }
