@@ -254,7 +254,7 @@ impl RaggedDataset {
     /// *item_shape)` batch, the rest `pad_value`; returns `(padded,
     /// lengths)`. `max_len` defaults to the longest record; a longer record
     /// is an error.
-    #[pyo3(signature = (idxs, max_len = None, pad_value = None))]
+    #[pyo3(signature = (idxs, max_len = None, pad_value = None), text_signature = "(self, idxs, max_len=None, pad_value=0)")]
     fn getitems_padded<'py>(
         &self,
         py: Python<'py>,
@@ -323,7 +323,10 @@ fn dtype_of(py: Python<'_>, array: &Bound<'_, PyUntypedArray>) -> PyResult<DType
 /// Turns a packed `(values, row_splits)` batch into a dense padded one:
 /// returns `(padded, lengths)`, `padded` shaped `(B, max_len, *tail)`.
 #[pyfunction]
-#[pyo3(signature = (values, row_splits, max_len = None, pad_value = None))]
+#[pyo3(
+    signature = (values, row_splits, max_len = None, pad_value = None),
+    text_signature = "(values, row_splits, max_len=None, pad_value=0)"
+)]
 pub fn pad<'py>(
     py: Python<'py>,
     values: &Bound<'py, PyAny>,
@@ -360,7 +363,10 @@ fn write_options(py: Python<'_>, codec: &str, chunk_bytes: usize, dict_size: Opt
 /// `np.load(..., mmap_mode='r')` one included) is read in place, in calls of
 /// at most `chunk_bytes`; another is made contiguous first.
 #[pyfunction]
-#[pyo3(signature = (path, array, codec = "zstd", chunk_bytes = WRITE_CHUNK_BYTES, dict_size = None))]
+#[pyo3(
+    signature = (path, array, codec = "zstd", chunk_bytes = WRITE_CHUNK_BYTES, dict_size = None),
+    text_signature = "(path, array, codec='zstd', chunk_bytes=67108864, dict_size=None)"
+)]
 pub fn write_dataset(
     py: Python<'_>,
     path: PathBuf,
@@ -392,8 +398,11 @@ pub fn write_dataset(
 /// *item_shape)`, as a ragged dataset at `path`; returns the number of
 /// records written. `dtype` and `item_shape` default to the first array's.
 #[pyfunction]
-#[pyo3(signature = (path, arrays, dtype = None, item_shape = None, codec = "zstd",
-                    chunk_bytes = WRITE_CHUNK_BYTES, dict_size = None))]
+#[pyo3(
+    signature = (path, arrays, dtype = None, item_shape = None, codec = "zstd",
+                 chunk_bytes = WRITE_CHUNK_BYTES, dict_size = None),
+    text_signature = "(path, arrays, dtype=None, item_shape=None, codec='zstd', chunk_bytes=67108864, dict_size=None)"
+)]
 #[allow(clippy::too_many_arguments)]
 pub fn write_ragged(
     py: Python<'_>,
