@@ -9,6 +9,8 @@
 //! | `Dataset`, `RaggedDataset`, `pad`, `write_dataset`, `write_ragged` | [`dataset`] |
 //! | `DataLoader` | [`loader`] |
 //! | `Zsampler` | [`sampler`] |
+//! | NumPy arrays in and out | [`array`] |
+//! | fork safety of the parallel paths | [`fork`] |
 //!
 //! Built by maturin (`pip install ./python`) as an abi3 extension module:
 //! one build serves every CPython from 3.9 on.

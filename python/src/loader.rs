@@ -23,7 +23,7 @@ use crate::fork;
 use crate::sampler::mode_of;
 
 /// A stream's name and the NumPy dtype of its batches.
-struct Column_ {
+struct StreamColumn {
     name: String,
     dtype: Py<PyArrayDescr>,
 }
@@ -36,7 +36,7 @@ struct Column_ {
 #[pyclass(module = "loaderx_rs")]
 pub struct DataLoader {
     inner: Option<Loader>,
-    columns: Vec<Column_>,
+    columns: Vec<StreamColumn>,
     transform: Option<Py<PyAny>>,
     batch_size: usize,
 }
@@ -107,7 +107,7 @@ impl DataLoader {
                 )));
             };
             builder = builder.stream(name.clone(), stream);
-            columns.push(Column_ { name, dtype });
+            columns.push(StreamColumn { name, dtype });
         }
         if columns.is_empty() {
             return Err(value_error("need at least one stream"));
