@@ -38,6 +38,11 @@ fn loaderx_rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dataset::pad, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::write_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::write_ragged, m)?)?;
+    // Before the interpreter finalizes, stop every transform thread (they
+    // would otherwise wait for the GIL of an interpreter going away).
+    let shutdown = wrap_pyfunction!(loader::shutdown_loaders, m)?;
+    m.add_function(shutdown.clone())?;
+    m.py().import("atexit")?.call_method1("register", (shutdown,))?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("REFERENCE_VERSION", "0.7.3")?;
     m.add("MAX_RECORD_LEN", loaderx::format::RECORD_BYTES_MAX)?;

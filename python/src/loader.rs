@@ -2,17 +2,32 @@
 //! (`loaderx::loader`): endless, in step order, resumable, shardable.
 //!
 //! The crate's workers sample and gather on their own threads, without the
-//! GIL; `next()` waits for the batch of the current step with the GIL
-//! released, hands it over as a dict of NumPy arrays without a copy (each
-//! array owns its batch buffer, which returns to the loader's pool when
-//! freed) and applies the transform, in the calling thread. A failure (a
-//! gather error, or an exception raised by the transform) is raised by the
-//! `next()` of its step, after every batch before it; the loader then
-//! stops, and later `next()` calls raise `StopIteration`.
+//! GIL, and hand the batches over in step order. Each becomes a dict of
+//! NumPy arrays without a copy (each array owns its batch buffer, which
+//! returns to the loader's pool when freed). Without a transform, `next()`
+//! waits for the crate's batch with the GIL released and converts it. With
+//! one, as in the reference, the transform runs ahead of the consumer: a
+//! thread of the loader takes the crate's batches in order, converts them,
+//! calls the transform (holding the GIL only for that) and queues up to
+//! `prefetch_size` results, which `next()` takes with the GIL released.
+//!
+//! A failure (a gather error, or an exception raised by the transform) is
+//! raised by the `next()` of its step, after every batch before it; the
+//! loader then stops, and later `next()` calls raise `StopIteration`.
+//! Closing (or dropping) the loader stops and joins its threads; at
+//! interpreter exit, an `atexit` hook closes every loader still open, so no
+//! thread of ours asks for the GIL of a finalizing interpreter. A loader
+//! does not survive `os.fork()` (its threads stay in the parent): in a fork
+//! child it raises instead of waiting forever, and is dropped without
+//! joining threads that are not there.
 
-use loaderx::loader::{Column, DataLoader as Loader, Stream};
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::thread::JoinHandle;
+
+use loaderx::loader::{Batch, Column, DataLoader as Loader, LoaderError, Stream};
 use numpy::PyArrayDescr;
-use pyo3::exceptions::{PyStopIteration, PyTypeError};
+use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
@@ -28,6 +43,181 @@ struct StreamColumn {
     dtype: Py<PyArrayDescr>,
 }
 
+/// A batch of the crate's loader as the reference's dict of NumPy arrays
+/// (a ragged stream's entry is `(values, row_splits)`).
+fn to_dict<'py>(py: Python<'py>, mut batch: Batch, columns: &[StreamColumn]) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    for column in columns {
+        let value = match batch.remove(&column.name) {
+            Some(Column::Dense(t)) => from_tensor(py, t, column.dtype.bind(py))?,
+            Some(Column::Ragged(r)) => {
+                let values = from_tensor(py, r.values, column.dtype.bind(py))?;
+                PyTuple::new(py, [values, i64_array(py, &r.row_splits).into_any()])?.into_any()
+            }
+            None => return Err(value_error(format!("the batch has no column {:?}", column.name))),
+        };
+        dict.set_item(&column.name, value)?;
+    }
+    Ok(dict)
+}
+
+/// The queue between the transform thread and `next()`.
+struct Pipe {
+    state: Mutex<PipeState>,
+    changed: Condvar,
+    capacity: usize,
+}
+
+struct PipeState {
+    /// Transformed batches (or the failure of the step), in step order.
+    ready: VecDeque<PyResult<Py<PyAny>>>,
+    /// The consumer asked the thread to stop.
+    stop: bool,
+    /// The thread has queued its last item.
+    ended: bool,
+}
+
+impl Pipe {
+    fn lock(&self) -> MutexGuard<'_, PipeState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn stopped(&self) -> bool {
+        self.lock().stop
+    }
+
+    /// Waits for room; false if asked to stop.
+    fn wait_for_room(&self) -> bool {
+        let mut state = self.lock();
+        while state.ready.len() >= self.capacity && !state.stop {
+            state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+        !state.stop
+    }
+
+    /// Queues `item`; false if asked to stop (the item is handed back to be
+    /// dropped with the GIL).
+    fn push(&self, item: PyResult<Py<PyAny>>) -> Result<(), PyResult<Py<PyAny>>> {
+        let mut state = self.lock();
+        if state.stop {
+            return Err(item);
+        }
+        state.ready.push_back(item);
+        self.changed.notify_all();
+        Ok(())
+    }
+
+    /// The next item, waiting for it; `None` once the thread has ended and
+    /// everything it queued was taken.
+    fn pop(&self) -> Option<PyResult<Py<PyAny>>> {
+        let mut state = self.lock();
+        loop {
+            if let Some(item) = state.ready.pop_front() {
+                self.changed.notify_all();
+                return Some(item);
+            }
+            if state.ended {
+                return None;
+            }
+            state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn end(&self) {
+        self.lock().ended = true;
+        self.changed.notify_all();
+    }
+}
+
+/// The transform thread and its queue.
+struct Producer {
+    pipe: Arc<Pipe>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Producer {
+    /// Stops the thread and joins it (the caller has released the GIL, which
+    /// the thread may be waiting for). Returns what was still queued.
+    fn shut_down(&self) -> Vec<PyResult<Py<PyAny>>> {
+        let left = {
+            let mut state = self.pipe.lock();
+            state.stop = true;
+            self.pipe.changed.notify_all();
+            state.ready.drain(..).collect()
+        };
+        let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(thread) = thread {
+            // A panic in the thread was already turned into its step's error.
+            let _ = thread.join();
+        }
+        left
+    }
+}
+
+/// Every transform thread still running, for the `atexit` hook.
+static PRODUCERS: Mutex<Vec<Weak<Producer>>> = Mutex::new(Vec::new());
+
+/// Closes every loader's transform thread (registered with `atexit`).
+#[pyfunction]
+#[pyo3(name = "_shutdown_loaders")]
+pub fn shutdown_loaders(py: Python<'_>) {
+    let producers: Vec<Arc<Producer>> = {
+        let mut all = PRODUCERS.lock().unwrap_or_else(|e| e.into_inner());
+        let live = all.iter().filter_map(Weak::upgrade).collect();
+        all.clear();
+        live
+    };
+    for producer in producers {
+        let left = py.detach(|| producer.shut_down());
+        drop(left);
+    }
+}
+
+/// The transform thread: the crate's batches in order, converted and
+/// transformed, queued.
+fn produce(mut loader: Loader, pipe: Arc<Pipe>, transform: Py<PyAny>, columns: Arc<Vec<StreamColumn>>) {
+    while pipe.wait_for_room() {
+        let result = loader.next_batch();
+        if matches!(result, Err(LoaderError::Stopped)) || pipe.stopped() {
+            break;
+        }
+        let outcome = Python::attach(|py| {
+            if pipe.stopped() {
+                return true;
+            }
+            let item = match result {
+                Ok(batch) => {
+                    to_dict(py, batch, &columns).and_then(|dict| transform.bind(py).call1((dict,))).map(Bound::unbind)
+                }
+                Err(e) => Err(loader_error(py, &e)),
+            };
+            let failed = item.is_err();
+            match pipe.push(item) {
+                Ok(()) => failed,
+                Err(item) => {
+                    drop(item);
+                    true
+                }
+            }
+        });
+        if outcome {
+            break;
+        }
+    }
+    pipe.end();
+    // The crate's loader joins its workers, which never need the GIL.
+    drop(loader);
+    Python::attach(|_| drop((transform, columns)));
+}
+
+/// Where `next()` takes batches from.
+enum Source {
+    /// No transform: straight from the crate's loader.
+    Direct(Loader),
+    /// A transform: from the transform thread's queue.
+    Piped(Arc<Producer>),
+}
+
 /// An endless loader over named streams (the reference's
 /// `loaderx.DataLoader`): each batch is a dict with one entry per stream,
 /// every stream gathered at the same indices. Extra keyword arguments:
@@ -35,10 +225,13 @@ struct StreamColumn {
 /// and `start_step` (resume where a run stopped: `loader.step`).
 #[pyclass(module = "loaderx_rs")]
 pub struct DataLoader {
-    inner: Option<Loader>,
-    columns: Vec<StreamColumn>,
-    transform: Option<Py<PyAny>>,
-    batch_size: usize,
+    source: Option<Source>,
+    columns: Arc<Vec<StreamColumn>>,
+    batch_len: usize,
+    /// The step of the batch the next `next()` returns.
+    step: u64,
+    /// The process that made the loader (its threads live there).
+    home_pid: u32,
 }
 
 fn streams_of<'py>(streams: &Bound<'py, PyAny>) -> PyResult<Vec<(String, Bound<'py, PyAny>)>> {
@@ -113,20 +306,42 @@ impl DataLoader {
             return Err(value_error("need at least one stream"));
         }
         let loader = py.detach(|| builder.build()).map_err(|e| loader_error(py, &e))?;
-        Ok(DataLoader { inner: Some(loader), columns, transform, batch_size })
+        let batch_len = loader.batch_len();
+        let columns = Arc::new(columns);
+        let source = match transform {
+            None => Source::Direct(loader),
+            Some(transform) => {
+                let pipe = Arc::new(Pipe {
+                    state: Mutex::new(PipeState { ready: VecDeque::new(), stop: false, ended: false }),
+                    changed: Condvar::new(),
+                    capacity: prefetch_size,
+                });
+                let (thread_pipe, thread_columns) = (pipe.clone(), columns.clone());
+                let thread = std::thread::Builder::new()
+                    .name("loaderx-transform".into())
+                    .spawn(move || produce(loader, thread_pipe, transform, thread_columns))
+                    .map_err(|e| PyRuntimeError::new_err(format!("could not start the transform thread: {e}")))?;
+                let producer = Arc::new(Producer { pipe, thread: Mutex::new(Some(thread)) });
+                let mut all = PRODUCERS.lock().unwrap_or_else(|e| e.into_inner());
+                all.retain(|p| p.strong_count() > 0);
+                all.push(Arc::downgrade(&producer));
+                Source::Piped(producer)
+            }
+        };
+        Ok(DataLoader { source: Some(source), columns, batch_len, step: start_step, home_pid: std::process::id() })
     }
 
     /// The step of the batch the next `next()` returns: save it, resume
     /// with `DataLoader(..., start_step=step)`.
     #[getter]
-    fn step(&self) -> PyResult<u64> {
-        Ok(self.inner.as_ref().ok_or_else(|| value_error("the loader is closed"))?.step())
+    fn step(&self) -> u64 {
+        self.step
     }
 
     /// Records per batch on this host.
     #[getter]
-    fn batch_len(&self) -> PyResult<usize> {
-        Ok(self.inner.as_ref().map_or(self.batch_size, |l| l.batch_len()))
+    fn batch_len(&self) -> usize {
+        self.batch_len
     }
 
     fn __len__(&self) -> PyResult<usize> {
@@ -138,35 +353,31 @@ impl DataLoader {
     }
 
     fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let Some(loader) = self.inner.as_mut() else {
-            return Err(PyStopIteration::new_err(()));
-        };
-        let result = py.detach(|| loader.next_batch());
-        let mut batch = match result {
-            Ok(batch) => batch,
-            Err(loaderx::loader::LoaderError::Stopped) => return Err(PyStopIteration::new_err(())),
-            Err(e) => {
-                self.stop(py);
-                return Err(loader_error(py, &e));
+        if self.home_pid != std::process::id() {
+            return Err(PyRuntimeError::new_err(
+                "a DataLoader does not survive os.fork() (its threads stay in the parent): build one in this process",
+            ));
+        }
+        let item = match self.source.as_mut() {
+            None => return Err(PyStopIteration::new_err(())),
+            Some(Source::Direct(loader)) => match py.detach(|| loader.next_batch()) {
+                Ok(batch) => to_dict(py, batch, &self.columns).map(Bound::into_any),
+                Err(LoaderError::Stopped) => return Err(PyStopIteration::new_err(())),
+                Err(e) => Err(loader_error(py, &e)),
+            },
+            Some(Source::Piped(producer)) => {
+                let pipe = producer.pipe.clone();
+                match py.detach(|| pipe.pop()) {
+                    Some(item) => item.map(|obj| obj.into_bound(py)),
+                    None => return Err(PyStopIteration::new_err(())),
+                }
             }
         };
-        let dict = PyDict::new(py);
-        for column in &self.columns {
-            let value = match batch.remove(&column.name) {
-                Some(Column::Dense(t)) => from_tensor(py, t, column.dtype.bind(py))?,
-                Some(Column::Ragged(r)) => {
-                    let values = from_tensor(py, r.values, column.dtype.bind(py))?;
-                    PyTuple::new(py, [values, i64_array(py, &r.row_splits).into_any()])?.into_any()
-                }
-                None => return Err(value_error(format!("the batch has no column {:?}", column.name))),
-            };
-            dict.set_item(&column.name, value)?;
-        }
-        let Some(transform) = &self.transform else {
-            return Ok(dict.into_any());
-        };
-        match transform.bind(py).call1((dict,)) {
-            Ok(out) => Ok(out),
+        match item {
+            Ok(batch) => {
+                self.step += 1;
+                Ok(batch)
+            }
             Err(e) => {
                 self.stop(py);
                 Err(e)
@@ -196,11 +407,32 @@ impl DataLoader {
 }
 
 impl DataLoader {
-    /// Drops the crate's loader (joining its threads, which never need the
-    /// GIL) with the GIL released.
+    /// Stops and joins the loader's threads with the GIL released (the
+    /// crate's workers never need it; the transform thread may be waiting
+    /// for it). In a fork child the threads are not there: nothing is
+    /// joined or dropped.
     fn stop(&mut self, py: Python<'_>) {
-        if let Some(loader) = self.inner.take() {
-            py.detach(|| drop(loader));
+        let Some(source) = self.source.take() else {
+            return;
+        };
+        if self.home_pid != std::process::id() {
+            std::mem::forget(source);
+            return;
+        }
+        match source {
+            Source::Direct(loader) => py.detach(|| drop(loader)),
+            Source::Piped(producer) => {
+                let left = py.detach(|| producer.shut_down());
+                drop(left);
+            }
+        }
+    }
+}
+
+impl Drop for DataLoader {
+    fn drop(&mut self) {
+        if self.source.is_some() {
+            Python::attach(|py| self.stop(py));
         }
     }
 }

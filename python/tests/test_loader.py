@@ -1,7 +1,12 @@
 """DataLoader: batches as dicts of NumPy arrays, step order, resume,
 shards, transforms, failures that reach next() instead of hanging."""
 
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -172,3 +177,79 @@ def test_bad_configuration(streams, tmp_path):
     loader.close()
     with pytest.raises(StopIteration):
         next(loader)
+
+
+def test_transform_runs_ahead_bounded(streams):
+    _, x, y = streams
+    calls = []
+
+    def transform(batch):
+        calls.append(threading.get_ident())
+        return batch["y"]
+
+    loader = DataLoader({"x": x, "y": y}, batch_size=8, prefetch_size=3, transform=transform, mode=0)
+    np.testing.assert_array_equal(within(10, lambda: next(loader)), np.arange(8))
+    deadline = time.monotonic() + 10
+    while len(calls) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # Prefetched: the queue of 3 refilled behind the consumer, on another thread...
+    assert len(calls) >= 4 and threading.get_ident() not in calls
+    time.sleep(0.2)
+    # ...and bounded by it (3 queued, one taken, one in the making).
+    assert len(calls) <= 5
+    assert loader.step == 1
+    for step in range(1, 6):
+        np.testing.assert_array_equal(next(loader), np.arange(8 * step, 8 * step + 8))
+    assert loader.step == 6
+    loader.close()
+    with pytest.raises(StopIteration):
+        next(loader)
+
+
+def test_interpreter_exits_with_loaders_open(tmp_path):
+    """Loaders left open (with a transform thread waiting for room, or
+    blocked in the transform) never keep the interpreter from exiting."""
+    write_dataset(tmp_path / "d", np.arange(1000))
+    script = f"""
+import time
+import numpy as np
+import loaderx_rs as L
+ds = L.Dataset({str(tmp_path / "d")!r})
+a = L.DataLoader({{"x": ds}}, batch_size=4, transform=lambda b: b)
+next(a)
+b = L.DataLoader({{"x": ds}}, batch_size=4, transform=lambda b: (time.sleep(0.05), b)[1])
+next(b)
+c = L.DataLoader({{"x": ds}}, batch_size=4)
+next(c)
+d = L.DataLoader({{"x": ds}}, batch_size=4, transform=lambda b: b)
+del d
+print("done")
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "done"
+
+
+def test_a_loader_does_not_survive_fork(streams):
+    _, x, y = streams
+    loader = DataLoader({"y": y}, batch_size=4, transform=lambda b: b)
+    next(loader)
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            signal.alarm(30)
+            try:
+                next(loader)
+            except RuntimeError as e:
+                status = 0 if "fork" in str(e) else 2
+            fresh = DataLoader({"y": y}, batch_size=4)
+            next(fresh)
+            fresh.close()
+            del loader
+        finally:
+            os._exit(status)
+    _, status = os.waitpid(pid, 0)
+    assert status == 0
+    assert next(loader)["y"].shape == (4,)  # the parent's loader goes on
+    loader.close()
