@@ -253,6 +253,8 @@ fn fill_new<'py, E>(
 /// the array is freed.
 #[pyclass(frozen, module = "loaderx_rs")]
 pub struct TensorOwner {
+    /// Held for its memory only: dropping it returns the buffer to its pool.
+    #[allow(dead_code)]
     tensor: Tensor,
 }
 
@@ -267,13 +269,18 @@ pub fn from_tensor<'py>(
     if descr.itemsize() != tensor.dtype().itemsize() {
         return Err(value_error("dtype does not match the tensor's element size"));
     }
+    let mut tensor = tensor;
+    // Taken from a mutable borrow: NumPy's consumer may write the array.
+    // The bytes live in the tensor's heap buffer, which moving the tensor
+    // into its owner does not move.
+    let data = tensor.as_bytes_mut().as_mut_ptr();
     let owner = Bound::new(py, TensorOwner { tensor })?;
-    let data = owner.get().tensor.as_bytes().as_ptr().cast_mut();
     // SAFETY: as in `empty`, with `data` pointing at the tensor's
     // `nbytes` bytes (C order, `dims`, aligned to 8 by the tensor's buffer;
     // numpy recomputes the alignment flag). The memory stays valid and
     // unmoved for as long as the array lives: the owner holding the tensor
-    // becomes the array's base below and is never mutated (frozen).
+    // becomes the array's base below, and no Rust code reads or writes the
+    // tensor again until the owner drops it (frozen, no accessor).
     let ptr = unsafe {
         PY_ARRAY_API.PyArray_NewFromDescr(
             py,
