@@ -173,6 +173,14 @@ pub enum Corruption {
     },
     /// A logical length over the record limit.
     LogicTooLarge(u32),
+    /// A compressed record stored in more bytes than zstd can ever need for
+    /// its logical length (`ZSTD_compressBound`).
+    PhysTooLarge {
+        /// Stored length.
+        phys: u32,
+        /// The most a frame of that many bytes takes.
+        bound: u64,
+    },
     /// A raw record whose stored and logical lengths differ.
     RawLengthMismatch {
         /// Stored length.
@@ -217,6 +225,9 @@ impl fmt::Display for Corruption {
                 write!(f, "stored bytes end at {end}, past the end of {chunk}.zr ({chunk_len} bytes)")
             }
             Corruption::LogicTooLarge(len) => write!(f, "logical length {len} exceeds the record limit"),
+            Corruption::PhysTooLarge { phys, bound } => {
+                write!(f, "compressed record stores {phys} bytes, more than any zstd frame of its length ({bound})")
+            }
             Corruption::RawLengthMismatch { phys, logic } => {
                 write!(f, "raw record stores {phys} bytes but claims {logic}")
             }

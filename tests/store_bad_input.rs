@@ -276,3 +276,52 @@ fn verify_finds_every_problem_and_passes_a_good_store() {
     assert!(described.iter().any(|d| d.contains("unknown codec tag 7")), "{described:?}");
     assert!(described.iter().any(|d| d.contains("overlap")), "{described:?}");
 }
+
+#[test]
+fn bytes_past_the_table_that_are_no_intent_are_dropped() {
+    // Fuzzing observation O2: what lies past the table is read head first,
+    // so garbage there (or a head claiming more items than follow) costs one
+    // small read and is then removed by a writer's open.
+    let claims_too_much = {
+        let mut head = b"ZINT".to_vec();
+        head.extend_from_slice(&10u32.to_le_bytes());
+        head.extend_from_slice(&9u32.to_le_bytes());
+        head.extend_from_slice(&(1u32 << 24).to_le_bytes());
+        head.extend_from_slice(&[0; 4]);
+        head
+    };
+    let too_many_items = {
+        let mut head = claims_too_much.clone();
+        head[12..16].copy_from_slice(&((1u32 << 24) + 1).to_le_bytes());
+        head
+    };
+    for tail in [vec![0xA5; 1 << 20], claims_too_much, too_many_items, b"ZINT".to_vec()] {
+        let dir = tempfile::tempdir().unwrap();
+        store_of_ten(dir.path(), Codec::Zstd);
+        poke(&dir.path().join("meta.zr"), META_BYTES, &tail);
+        assert_eq!(gather_one(dir.path(), 9).unwrap(), record(9, 256), "read-only open ignores the tail");
+        let store = Zrecord::open(dir.path()).unwrap();
+        assert_eq!(store.len(), 10);
+        assert_eq!(store.get(3).unwrap(), record(3, 256));
+        assert_eq!(std::fs::metadata(dir.path().join("meta.zr")).unwrap().len(), META_BYTES, "tail removed");
+    }
+}
+
+#[test]
+fn compressed_length_beyond_any_zstd_frame() {
+    // Fuzzing observation O3: a stored length is bounded by
+    // ZSTD_compressBound(logic_length) before any byte is read.
+    let dir = tempfile::tempdir().unwrap();
+    store_of_ten(dir.path(), Codec::Zstd);
+    let bound = 256 + (256 >> 8) + (((128 << 10) - 256) >> 11);
+    for (phys, refused) in [(bound, false), (bound + 1, true), (u32::MAX, true)] {
+        poke(&dir.path().join("meta.zr"), entry_offset(4) + 4, &phys.to_le_bytes());
+        let err = gather_one(dir.path(), 4).unwrap_err();
+        let what = corruption(err);
+        if refused {
+            assert_eq!(what, Corruption::PhysTooLarge { phys, bound: u64::from(bound) });
+        } else {
+            assert!(!matches!(what, Corruption::PhysTooLarge { .. }), "{what}");
+        }
+    }
+}

@@ -100,6 +100,7 @@ impl Schema {
             .shape()
             .iter()
             .try_fold(self.dtype.itemsize(), |acc, &d| acc.checked_mul(d))
+            .or(self.shape().contains(&0).then_some(0))
             .filter(|&b| b <= RECORD_BYTES_MAX as usize)
             .ok_or_else(|| DatasetError::RecordTooLarge {
                 bytes: self.shape().iter().fold(self.dtype.itemsize() as u64, |a, &d| a.saturating_mul(d as u64)),

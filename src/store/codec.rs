@@ -158,6 +158,13 @@ fn push_compressed(
     Ok(())
 }
 
+/// The most bytes a single-shot zstd frame of `logic` bytes takes
+/// (`ZSTD_compressBound`), whatever the level or dictionary: no stored
+/// record this crate or the reference writes is longer.
+pub(crate) fn frame_bytes_max(logic: u32) -> u64 {
+    zstd_safe::compress_bound(logic as usize) as u64
+}
+
 /// Decodes stored bytes `src` of a record with `codec` into `dst`, whose
 /// length is the record's logical length (already checked against the
 /// entry). `dict` is required for `ZstdDict` (checked by the caller).

@@ -74,9 +74,23 @@ impl Intent {
             return Ok(None);
         }
         let extra = len - META_BYTES;
-        // Bounded by the largest intent there can be, not by the file's claim.
-        let cap = (HEAD_BYTES + RECORDS_MAX as usize * ITEM_BYTES) as u64;
-        let mut bytes = vec![0; extra.min(cap) as usize];
+        // The head first, then only as many items as it claims (at most
+        // `RECORDS_MAX`), so garbage past the table costs one small read,
+        // not an allocation sized by the file.
+        let mut head = [0; HEAD_BYTES];
+        if extra < HEAD_BYTES as u64 {
+            return Ok(None);
+        }
+        read_exact_at(meta, &mut head, META_BYTES)?;
+        let count = u32::from_le_bytes(head[12..16].try_into().expect("4 bytes")) as u64;
+        if head[..4] != MAGIC || count > u64::from(RECORDS_MAX) {
+            return Ok(None);
+        }
+        let want = HEAD_BYTES as u64 + count * ITEM_BYTES as u64;
+        if extra < want {
+            return Ok(None);
+        }
+        let mut bytes = vec![0; want as usize];
         read_exact_at(meta, &mut bytes, META_BYTES)?;
         Ok(Intent::decode(&bytes))
     }

@@ -251,6 +251,11 @@ impl Zrecord {
         if codec == Codec::Raw && phys != logic {
             return Err(corrupt(Corruption::RawLengthMismatch { phys, logic }));
         }
+        // A lying stored length must not make one read touch gigabytes.
+        let bound = codec::frame_bytes_max(logic);
+        if codec != Codec::Raw && u64::from(phys) > bound {
+            return Err(corrupt(Corruption::PhysTooLarge { phys, bound }));
+        }
         if codec == Codec::ZstdDict && self.dict.get().is_none() {
             return Err(Error::NoDictionary { path: self.path.clone(), index: Some(index) });
         }
