@@ -54,6 +54,32 @@ impl Round {
     }
 }
 
+/// [`Round`] in 32-bit arithmetic, `F(R) = (mul * R + add) mod 2^32 >> shift`,
+/// used when the domain has at most 32 bits: halves of at most 16 bits in
+/// and out, so `32 >= 16 + 16 - 1` keeps the family strongly universal
+/// (Dietzfelbinger's condition `w >= u + M - 1`), and eight lanes fit a
+/// 256-bit vector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Round32 {
+    mul: u32,
+    add: u32,
+    shift: u32,
+}
+
+impl Round32 {
+    #[inline(always)]
+    fn apply(self, right: u32) -> u32 {
+        self.mul.wrapping_mul(right).wrapping_add(self.add) >> self.shift
+    }
+}
+
+/// Largest domain (in bits) evaluated in 32-bit lanes.
+const LANE32_BITS_MAX: u32 = 32;
+
+/// Values per chunk of [`Permutation::fill`]: the out-of-range list's
+/// positions fit a `u16`.
+const CHUNK: usize = 256;
+
 /// A keyed bijection of `0..len` onto itself, evaluated index by index in
 /// O(1) memory: nothing the size of `len` is ever materialised.
 ///
@@ -76,6 +102,9 @@ pub struct Permutation {
     right_bits: u32,
     right_mask: u64,
     rounds: [Round; FEISTEL_ROUNDS],
+    /// The same rounds in 32-bit arithmetic, used (instead of `rounds`)
+    /// when the domain has at most [`LANE32_BITS_MAX`] bits.
+    rounds32: [Round32; FEISTEL_ROUNDS],
 }
 
 impl Permutation {
@@ -104,7 +133,12 @@ impl Permutation {
             let round = 2 * round as u64;
             Round { mul: hash2(key, round) | 1, add: hash2(key, round + 1), shift: 64 - out_bits }
         });
-        Self { len, left_bits, right_bits, right_mask: (1u64 << right_bits) - 1, rounds }
+        let rounds32 = std::array::from_fn(|i| {
+            let Round { mul, add, shift } = rounds[i];
+            // `mul` stays odd; a width-0 half keeps `F = 0`.
+            Round32 { mul: mul as u32, add: add as u32, shift: shift.saturating_sub(32) }
+        });
+        Self { len, left_bits, right_bits, right_mask: (1u64 << right_bits) - 1, rounds, rounds32 }
     }
 
     /// The length of the permuted range.
@@ -141,19 +175,98 @@ impl Permutation {
 
     /// Positions `start .. start + out.len()` of the permutation (all below
     /// `len`), the same as [`walk`](Self::walk) of each, computed a chunk
-    /// at a time: one branch-free network pass over the chunk, then passes
-    /// over only the values still out of range, whose list is compacted
-    /// without branches. The walks' lengths vary unpredictably (at `len`
-    /// just above a power of two, most indices need a second pass), and a
-    /// branch on them per index would cost a misprediction each time.
+    /// at a time without a branch per index (the walks' lengths vary
+    /// unpredictably: at `len` just above a power of two most indices need
+    /// a second pass, and a branch on them would mispredict each time).
+    /// A domain of at most 32 bits runs in vectorized passes over 32-bit
+    /// lanes ([`fill32`](Self::fill32), AVX2 when the CPU has it); a larger
+    /// one in one network pass over the chunk, then passes over only the
+    /// values still out of range, whose list is compacted without branches.
     pub(crate) fn fill(&self, start: u64, out: &mut [u64]) {
         debug_assert!(start <= self.len && out.len() as u64 <= self.len - start);
-        const CHUNK: usize = 256;
+        if self.domain_bits() > LANE32_BITS_MAX {
+            return self.fill64(start, out);
+        }
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports AVX-512F (checked just above), the
+            // only requirement of a `#[target_feature(enable = "avx512f")]`
+            // function.
+            return unsafe { self.fill32_avx512(start, out) };
+        }
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2 (checked just above), the only
+            // requirement of a `#[target_feature(enable = "avx2")]` function.
+            return unsafe { self.fill32_avx2(start, out) };
+        }
+        self.fill32(start, out)
+    }
+
+    /// [`fill32`](Self::fill32) compiled for AVX2, where its passes run in
+    /// eight 32-bit lanes.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn fill32_avx2(&self, start: u64, out: &mut [u64]) {
+        self.fill32(start, out)
+    }
+
+    /// [`fill32`](Self::fill32) compiled for AVX-512F: sixteen lanes.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    fn fill32_avx512(&self, start: u64, out: &mut [u64]) {
+        self.fill32(start, out)
+    }
+
+    /// `fill` for a domain of at most 32 bits, in passes the compiler
+    /// vectorizes: the first evaluates the network on every position of a
+    /// chunk; while many values are still out of range, another pass walks
+    /// every lane one step (a select keeps those already in range); the
+    /// few left then walk one by one.
+    #[inline(always)]
+    fn fill32(&self, start: u64, out: &mut [u64]) {
+        // `len - 1` fits: the domain, hence `len`, is at most 2^32.
+        let last = (self.len - 1) as u32;
+        let mut buf = [0u32; CHUNK];
+        let mut base = start as u32;
+        for chunk in out.chunks_mut(CHUNK) {
+            let buf = &mut buf[..chunk.len()];
+            for (x, offset) in buf.iter_mut().zip(0u32..) {
+                // Below `len`, so no wrap: `base + offset <= last`.
+                *x = self.network32(base.wrapping_add(offset));
+            }
+            loop {
+                let pending = buf.iter().filter(|&&x| x > last).count();
+                if pending == 0 {
+                    break;
+                }
+                if pending * 32 < buf.len() {
+                    for x in buf.iter_mut() {
+                        while *x > last {
+                            *x = self.network32(*x);
+                        }
+                    }
+                    break;
+                }
+                for x in buf.iter_mut() {
+                    let next = self.network32(*x);
+                    *x = if *x > last { next } else { *x };
+                }
+            }
+            for (slot, &x) in chunk.iter_mut().zip(buf.iter()) {
+                *slot = u64::from(x);
+            }
+            base = base.wrapping_add(CHUNK as u32);
+        }
+    }
+
+    /// `fill` for a domain of more than 32 bits.
+    fn fill64(&self, start: u64, out: &mut [u64]) {
         let mut pending = [0u16; CHUNK];
         let mut position = start;
         for chunk in out.chunks_mut(CHUNK) {
             for slot in chunk.iter_mut() {
-                *slot = self.network(position);
+                *slot = self.network64(position);
                 position += 1;
             }
             let mut count = 0;
@@ -165,7 +278,7 @@ impl Permutation {
                 let mut still = 0;
                 for t in 0..count {
                     let j = usize::from(pending[t]);
-                    let x = self.network(chunk[j]);
+                    let x = self.network64(chunk[j]);
                     chunk[j] = x;
                     pending[still] = j as u16;
                     still += usize::from(x >= self.len);
@@ -176,12 +289,30 @@ impl Permutation {
     }
 
     /// One pass through the Feistel network: a bijection on `0..2^bits`.
-    /// Each round is one multiply, an add, a shift and an xor, in `u64`.
     #[inline(always)]
     fn network(&self, x: u64) -> u64 {
+        if self.domain_bits() <= LANE32_BITS_MAX { u64::from(self.network32(x as u32)) } else { self.network64(x) }
+    }
+
+    /// The network in `u64`: each round one multiply, an add, a shift and
+    /// an xor.
+    #[inline(always)]
+    fn network64(&self, x: u64) -> u64 {
         let mut left = x >> self.right_bits;
         let mut right = x & self.right_mask;
         for round in self.rounds {
+            (left, right) = (right, left ^ round.apply(right));
+        }
+        (left << self.right_bits) | right
+    }
+
+    /// The network in `u32`, for a domain of at most 32 bits.
+    #[inline(always)]
+    fn network32(&self, x: u32) -> u32 {
+        // `right_bits` is at most 16 here.
+        let mut left = x >> self.right_bits;
+        let mut right = x & self.right_mask as u32;
+        for round in self.rounds32 {
             (left, right) = (right, left ^ round.apply(right));
         }
         (left << self.right_bits) | right
@@ -194,13 +325,21 @@ mod tests {
 
     #[test]
     fn fill_agrees_with_walk() {
-        for len in [1u64, 2, 3, 13, 16, 17, 520, 1000, 20_000, (1 << 20) + 1] {
+        let lens = [1u64, 2, 3, 13, 16, 17, 520, 1000, 20_000, (1 << 20) + 1, (1 << 32) - 1, 1 << 32];
+        let wide = [(1u64 << 32) + 1, (1 << 40) + 3, u64::MAX];
+        for len in lens.into_iter().chain(wide) {
             let p = Permutation::keyed(len, len ^ 0xABCD);
             for (start, count) in [(0, len.min(700)), (len / 3, (len - len / 3).min(600)), (len - 1, 1)] {
                 let mut out = vec![0; count as usize];
                 p.fill(start, &mut out);
                 let walked: Vec<u64> = (start..start + count).map(|i| p.walk(i)).collect();
                 assert_eq!(out, walked, "len {len} start {start}");
+                if p.domain_bits() <= super::LANE32_BITS_MAX {
+                    // The portable build of the 32-bit path, whatever `fill` picked.
+                    let mut portable = vec![0; count as usize];
+                    p.fill32(start, &mut portable);
+                    assert_eq!(portable, walked, "len {len} start {start}");
+                }
             }
         }
     }
