@@ -19,6 +19,15 @@ use crate::format::{CHUNK_BYTES_MAX, CHUNKS_MAX, Entry, Loc, Tail, chunk_file_na
 
 /// Most bytes one round copies before it syncs.
 const ROUND_BYTES_MAX: u64 = 64 << 20;
+
+/// Most rounds sliding records down behind a hole may take per
+/// [`ROUND_BYTES_MAX`] of them. A round can fill only the free space in
+/// front of it, so a hole of `h` bytes slides the data after it in rounds of
+/// `h` bytes: a few small deleted records would cost a round (two syncs)
+/// per few records. Past this, the next round's worth of records is
+/// evacuated past the frontier and brought back down instead: two rounds,
+/// every byte copied twice.
+const SLIDE_ROUNDS_MAX: u64 = 16;
 /// [`Zrecord::compact_with_progress`] reports at least once per this many
 /// records left in place.
 const PROGRESS_RECORDS: usize = 4096;
@@ -95,11 +104,20 @@ impl Zrecord {
         let mut round: Vec<Move> = Vec::new();
         let mut floor = u64::MAX;
         let mut round_bytes = 0u64;
+        // Evacuations start at the frontier the compaction began with, so
+        // that they reuse one area past the live data instead of growing
+        // the store by everything they move. That area is free again once
+        // an evacuated batch is moved back down; `area_in_use` is set if a
+        // record ever stays there, and then evacuations go past the current
+        // frontier instead.
+        let area = self.lock_writer().tail;
+        let mut area_in_use = false;
         let mut g = 0;
         while g < groups.len() {
             let group = &groups[g];
             let src = group.loc.address();
             let Some((to, next)) = place(cursor, group.phys).filter(|(to, _)| to.address() <= src) else {
+                area_in_use |= src >= area.address();
                 cursor = end_of(group.loc, group.phys); // stays (it cannot move down)
                 note_end(&mut ends, group.loc, group.phys);
                 settled += u64::from(group.phys);
@@ -110,8 +128,16 @@ impl Zrecord {
                 continue;
             };
             let to_end = to.address() + u64::from(group.phys);
+            let hole = src - to.address();
             if to.address() == src {
                 // Already in place.
+                area_in_use |= src >= area.address();
+            } else if round.is_empty() && hole * SLIDE_ROUNDS_MAX < (live_bytes - settled).min(ROUND_BYTES_MAX) {
+                // A small hole: bring the next round's worth of records
+                // down by way of the area past the frontier.
+                let base = if area_in_use { None } else { Some(area) };
+                self.evacuate(&mut groups, g, base, &mut report)?;
+                continue;
             } else if to_end <= src && to_end <= floor && round_bytes < ROUND_BYTES_MAX {
                 round.push(Move { to, phys: group.phys, group: g });
                 floor = floor.min(src);
@@ -125,7 +151,8 @@ impl Zrecord {
             } else {
                 // It overlaps its own source: evacuate it and the records
                 // after it past the frontier, then move them down from there.
-                self.evacuate(&mut groups, g, &mut report)?;
+                let base = if area_in_use { None } else { Some(area) };
+                self.evacuate(&mut groups, g, base, &mut report)?;
                 continue;
             }
             note_end(&mut ends, to, group.phys);
@@ -180,12 +207,22 @@ impl Zrecord {
     }
 
     /// Moves the records of groups `g..` (at least one, at most a round's
-    /// worth) past the frontier: a record that overlaps its own destination
-    /// cannot move down in place, but from there it can. The frontier is
-    /// advanced durably before any entry points past it, so an append after
-    /// a crash never overwrites an evacuated record.
-    fn evacuate(&mut self, groups: &mut [Group], g: usize, report: &mut CompactReport) -> Result<()> {
-        let mut frontier = self.lock_writer().tail;
+    /// worth) past the live data, starting at `base` (the frontier when
+    /// `None`): a record that overlaps its own destination cannot move down
+    /// in place, but from there it can. `base` must have no live record at
+    /// or past it. The frontier is advanced durably (if the batch ends past
+    /// it) before any entry points past it, so an append after a crash
+    /// never overwrites an evacuated record.
+    fn evacuate(
+        &mut self,
+        groups: &mut [Group],
+        g: usize,
+        base: Option<Tail>,
+        report: &mut CompactReport,
+    ) -> Result<()> {
+        let tail = self.lock_writer().tail;
+        let mut frontier = base.unwrap_or(tail);
+        debug_assert!(groups.iter().all(|group| group.loc.address() < frontier.address()));
         let mut round = Vec::new();
         let mut bytes = 0u64;
         for (k, group) in groups.iter().enumerate().skip(g) {
@@ -197,7 +234,8 @@ impl Zrecord {
             frontier = next;
             bytes += u64::from(group.phys);
         }
-        self.flush_round(groups, &round, Some(frontier), report)?;
+        let new_tail = (frontier.address() > tail.address()).then_some(frontier);
+        self.flush_round(groups, &round, new_tail, report)?;
         for m in &round {
             groups[m.group].loc = m.to;
         }
