@@ -137,6 +137,7 @@ impl Zrecord {
                 // down by way of the area past the frontier.
                 let base = if area_in_use { None } else { Some(area) };
                 self.evacuate(&mut groups, g, base, &mut report)?;
+                progress(settled, live_bytes);
                 continue;
             } else if to_end <= src && to_end <= floor && round_bytes < ROUND_BYTES_MAX {
                 round.push(Move { to, phys: group.phys, group: g });
@@ -153,6 +154,7 @@ impl Zrecord {
                 // after it past the frontier, then move them down from there.
                 let base = if area_in_use { None } else { Some(area) };
                 self.evacuate(&mut groups, g, base, &mut report)?;
+                progress(settled, live_bytes);
                 continue;
             }
             note_end(&mut ends, to, group.phys);
