@@ -50,3 +50,16 @@ pub(crate) fn map_collect<R: Send, E: Send>(
     }
     (0..n).map(f).collect()
 }
+
+/// Runs `a` and `b`, in parallel on rayon's pool when it has a thread for
+/// each (sequentially under loom), and returns both results.
+pub(crate) fn join<A: Send, B: Send>(a: impl FnOnce() -> A + Send, b: impl FnOnce() -> B + Send) -> (A, B) {
+    #[cfg(not(loom))]
+    {
+        rayon::join(a, b)
+    }
+    #[cfg(loom)]
+    {
+        (a(), b())
+    }
+}

@@ -82,6 +82,15 @@ pub trait VfsFile: Send + Sync + fmt::Debug {
     fn sync_data(&self) -> io::Result<()>;
     /// Makes the data and the metadata, the length included, durable (`fsync`).
     fn sync_all(&self) -> io::Result<()>;
+    /// Starts writing `len` bytes at `offset` back to the device without
+    /// waiting for it (Linux `sync_file_range(SYNC_FILE_RANGE_WRITE)`): a
+    /// hint that lets the disk work while the caller computes. It makes
+    /// nothing durable; [`sync_data`](Self::sync_data) still must. The
+    /// default does nothing.
+    fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
     /// Takes an advisory lock without waiting: `Ok(false)` if someone holds a
     /// conflicting one. Released when the file is closed.
     fn try_lock(&self, kind: LockKind) -> io::Result<bool>;

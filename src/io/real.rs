@@ -90,6 +90,18 @@ impl VfsFile for RealFile {
     fn sync_all(&self) -> io::Result<()> {
         self.file.sync_all()
     }
+    #[cfg(target_os = "linux")]
+    fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        };
+        // SAFETY: `sync_file_range` takes a descriptor and integers and
+        // touches no memory of this process; the descriptor is owned by
+        // `self.file`, open for the duration of the call.
+        let rc = unsafe { libc::sync_file_range(self.file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE) };
+        if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    }
     fn try_lock(&self, kind: LockKind) -> io::Result<bool> {
         let result = match kind {
             LockKind::Shared => self.file.try_lock_shared(),

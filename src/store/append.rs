@@ -4,8 +4,8 @@
 use crate::sync::Ordering;
 use std::borrow::Cow;
 
-use super::Zrecord;
 use super::codec::{Encoded, Encoding, encode_block};
+use super::{Writer, Zrecord};
 use crate::error::{Error, Result};
 use crate::format::{CHUNK_BYTES_MAX, CHUNKS_MAX, Codec, Entry, Loc, RECORD_BYTES_MAX, RECORDS_MAX, Tail};
 
@@ -17,6 +17,21 @@ struct Packed<'a> {
 
 /// Bytes of input a parallel encoding task takes at least.
 const TASK_BYTES_MIN: usize = 256 << 10;
+
+/// Bytes of input per pipeline segment of a compressed append: segment
+/// `k + 1` is encoded while segment `k` is written.
+const SEGMENT_BYTES: usize = 8 << 20;
+
+/// An append under way: where its records went, before the commit.
+struct Staged {
+    /// The frontier before the append.
+    start: Tail,
+    /// The frontier after the records staged so far.
+    cursor: Tail,
+    entries: Vec<Entry>,
+    /// A chunk file was created (the directory needs a sync).
+    created: bool,
+}
 
 /// Where a record of `len` stored bytes goes when the frontier is `cursor`,
 /// and the frontier after it; `None` when the chunks are exhausted. A record
@@ -30,6 +45,21 @@ pub(crate) fn place(cursor: Tail, len: u32) -> Option<(Loc, Tail)> {
     }
     let next = Tail { chunk: at.chunk, offset: at.offset + len };
     Some((Loc { chunk: at.chunk, offset: at.offset }, next))
+}
+
+/// Records `0..n` cut into consecutive ranges of about [`SEGMENT_BYTES`]
+/// each (at least one record per range).
+fn segments<'a>(n: usize, record: &impl Fn(usize) -> &'a [u8]) -> Vec<std::ops::Range<usize>> {
+    let mut segments = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for k in 0..n {
+        bytes += record(k).len();
+        if bytes >= SEGMENT_BYTES || k + 1 == n {
+            segments.push(start..k + 1);
+            (start, bytes) = (k + 1, 0);
+        }
+    }
+    segments
 }
 
 impl Zrecord {
@@ -109,51 +139,100 @@ impl Zrecord {
         }
         let level = if codec == Codec::ZstdDict { self.options.dict_level } else { self.options.zstd_level };
         let encoding = Encoding { codec, level, dict, min_saving: self.options.min_saving };
-        let packed = match raw_whole {
-            Some(data) => vec![Packed {
-                data: Cow::Borrowed(data),
-                records: (0..n)
-                    .map(|k| {
-                        let len = record(k).len() as u32;
-                        Encoded { phys: len, logic: len, codec: Codec::Raw }
-                    })
-                    .collect(),
-            }],
-            None => self.encode(n, &record, encoding)?,
+        let Some(data) = raw_whole else {
+            return self.append_pipelined(n, &record, encoding);
         };
-        self.commit_append(&packed)
+        let mut writer = self.lock_writer();
+        let (first, mut staged) = self.stage_begin(&writer, n)?;
+        // Written a segment at a time, each one's writeback started before
+        // the next is copied, so the commit's data sync has less to wait for.
+        let mut at = 0usize;
+        for range in segments(n, &record) {
+            let records: Vec<Encoded> = range
+                .map(|k| {
+                    let len = record(k).len() as u32;
+                    Encoded { phys: len, logic: len, codec: Codec::Raw }
+                })
+                .collect();
+            let bytes: usize = records.iter().map(|r| r.phys as usize).sum();
+            let packed = [Packed { data: Cow::Borrowed(&data[at..at + bytes]), records }];
+            at += bytes;
+            let from = staged.cursor;
+            self.stage_write(&mut staged, &packed)?;
+            self.start_writeback(from, staged.cursor);
+        }
+        self.commit_staged(&mut writer, staged, first)
     }
 
-    fn encode<'a>(
+    /// Encodes and writes in segments of about [`SEGMENT_BYTES`] of input,
+    /// each segment's write overlapping the next one's encoding, then
+    /// commits them all at once. Holds the writer lock throughout: a
+    /// segment's place depends on the ones before it.
+    fn append_pipelined<'a>(
         &self,
         n: usize,
         record: &(impl Fn(usize) -> &'a [u8] + Sync),
         encoding: Encoding<'_>,
+    ) -> Result<u64> {
+        let segments = segments(n, record);
+        let mut writer = self.lock_writer();
+        let (first, mut staged) = self.stage_begin(&writer, n)?;
+        let mut encoded = self.encode(segments[0].clone(), record, encoding)?;
+        for next in segments.iter().skip(1).map(Some).chain([None]) {
+            let (next_encoded, written) = crate::sync::join(
+                || next.map(|range| self.encode(range.clone(), record, encoding)).transpose(),
+                || {
+                    let from = staged.cursor;
+                    self.stage_write(&mut staged, &encoded)?;
+                    self.start_writeback(from, staged.cursor);
+                    Ok::<(), Error>(())
+                },
+            );
+            written?;
+            match next_encoded? {
+                Some(packed) => encoded = packed,
+                None => break,
+            }
+        }
+        self.commit_staged(&mut writer, staged, first)
+    }
+
+    fn encode<'a>(
+        &self,
+        range: std::ops::Range<usize>,
+        record: &(impl Fn(usize) -> &'a [u8] + Sync),
+        encoding: Encoding<'_>,
     ) -> Result<Vec<Packed<'static>>> {
-        let bytes: usize = (0..n).map(|k| record(k).len()).sum();
+        let n = range.len();
+        let bytes: usize = range.clone().map(record).map(<[u8]>::len).sum();
         let tasks = (rayon::current_num_threads() * 4).min(bytes / TASK_BYTES_MIN).clamp(1, n);
         let per_task = n.div_ceil(tasks);
         crate::sync::map_collect(n.div_ceil(per_task), |t| {
-            let range = t * per_task..((t + 1) * per_task).min(n);
-            let block = encode_block(range.map(record), encoding)
+            let task = range.start + t * per_task..(range.start + (t + 1) * per_task).min(range.end);
+            let block = encode_block(task.map(record), encoding)
                 .map_err(|reason| Error::InvalidArgument(format!("zstd failed to compress: {reason}")))?;
             Ok(Packed { data: Cow::Owned(block.data), records: block.records })
         })
     }
 
-    /// Places, writes and commits encoded records under the writer lock.
-    fn commit_append(&self, packed: &[Packed<'_>]) -> Result<u64> {
-        let mut writer = self.lock_writer();
+    /// Starts an append of `n` records under the writer lock: the index of
+    /// the first, and nothing staged yet.
+    fn stage_begin(&self, writer: &Writer, n: usize) -> Result<(u32, Staged)> {
         self.check_writable()?;
-        let n: usize = packed.iter().map(|p| p.records.len()).sum();
         let first = self.len();
         if u64::from(first) + n as u64 > u64::from(RECORDS_MAX) {
             return Err(Error::StoreFull { path: self.path.clone() });
         }
+        let staged = Staged { start: writer.tail, cursor: writer.tail, entries: Vec::with_capacity(n), created: false };
+        Ok((first, staged))
+    }
 
+    /// Places encoded records after those already staged and writes them
+    /// (not durable yet: [`commit_staged`](Self::commit_staged) syncs).
+    fn stage_write(&self, staged: &mut Staged, packed: &[Packed<'_>]) -> Result<()> {
         // Place every record; coalesce what lands contiguously into runs.
-        let mut cursor = writer.tail;
-        let mut entries = Vec::with_capacity(n);
+        let mut cursor = staged.cursor;
+        let entries = &mut staged.entries;
         // (where, block, byte range in the block)
         let mut spans: Vec<(Loc, usize, std::ops::Range<usize>)> = Vec::new();
         for (b, block) in packed.iter().enumerate() {
@@ -182,16 +261,38 @@ impl Zrecord {
         let runs: Vec<(Loc, &[u8])> = spans.into_iter().map(|(loc, b, range)| (loc, &packed[b].data[range])).collect();
 
         // Write the data, creating chunk files as the frontier reaches them.
-        let mut created = false;
-        for id in writer.tail.chunk..=cursor.chunk {
+        for id in staged.cursor.chunk..=cursor.chunk {
             let (_, new) = self.chunks.get_or_create(&*self.vfs, id).map_err(|e| self.io("create chunk", e))?;
-            created |= new;
+            staged.created |= new;
         }
+        staged.cursor = cursor;
         crate::sync::try_for_each(&runs, |(loc, data)| {
             let chunk = self.chunks.get(&*self.vfs, loc.chunk)?.expect("opened above");
             crate::io::write_all_at(&*chunk.file, data, u64::from(loc.offset))
         })
-        .map_err(|e| self.io("write chunk", e))?;
+        .map_err(|e| self.io("write chunk", e))
+    }
+
+    /// Asks the kernel to start writing bytes `from..to` of the chunks back,
+    /// so that the commit's data sync finds less to wait for. A hint only:
+    /// a failure is ignored (the sync that follows reports real errors).
+    fn start_writeback(&self, from: Tail, to: Tail) {
+        for id in from.chunk..=to.chunk {
+            let start = if id == from.chunk { u64::from(from.offset) } else { 0 };
+            let end = if id == to.chunk { u64::from(to.offset) } else { CHUNK_BYTES_MAX };
+            if let Ok(Some(chunk)) = self.chunks.get(&*self.vfs, id)
+                && end > start
+            {
+                let _ = chunk.file.start_writeback(start, end - start);
+            }
+        }
+    }
+
+    /// Makes a staged append durable and visible: chunk lengths, data sync,
+    /// table entries, header (`docs/crash-safety.md`, "Append").
+    fn commit_staged(&self, writer: &mut Writer, staged: Staged, first: u32) -> Result<u64> {
+        let Staged { start, cursor, entries, created } = staged;
+        let n = entries.len();
         // How far each chunk must reach: the end of its last record, empty
         // ones included (they sit at the frontier, and a chunk file may be
         // shorter than the frontier the header records).
@@ -212,7 +313,7 @@ impl Zrecord {
         if created {
             self.vfs.sync_dir(&self.path).map_err(|e| self.sync_failed(e))?; // SYNC A0
         }
-        for id in writer.tail.chunk..=cursor.chunk {
+        for id in start.chunk..=cursor.chunk {
             let chunk = self.chunks.get(&*self.vfs, id).map_err(|e| self.io("open chunk", e))?.expect("opened above");
             chunk.file.sync_data().map_err(|e| self.sync_failed(e))?; // SYNC A1
         }
@@ -225,7 +326,7 @@ impl Zrecord {
         }
         let end = first + n as u32;
         self.table.flush_entries(first, end).map_err(|e| self.sync_failed(e))?; // SYNC A2
-        if cursor.chunk != writer.tail.chunk {
+        if cursor.chunk != start.chunk {
             // SAFETY: the writer lock is held.
             unsafe { self.table.set_header_word0(cursor.chunk) };
             self.table.flush_header().map_err(|e| self.sync_failed(e))?; // SYNC A3a
