@@ -110,14 +110,19 @@ impl Zrecord {
         // an evacuated batch is moved back down; `area_in_use` is set if a
         // record ever stays there, and then evacuations go past the current
         // frontier instead.
-        let area = self.lock_writer().tail;
+        // Past the live data even if the header's frontier is not (a store
+        // damaged elsewhere: the fuzzer's finding F7).
+        let area = groups
+            .iter()
+            .map(|group| end_of(group.loc, group.phys))
+            .fold(self.lock_writer().tail, |a, b| if b.address() > a.address() { b } else { a });
         let mut area_in_use = false;
         let mut g = 0;
         while g < groups.len() {
             let group = &groups[g];
             let src = group.loc.address();
             let Some((to, next)) = place(cursor, group.phys).filter(|(to, _)| to.address() <= src) else {
-                area_in_use |= src >= area.address();
+                area_in_use |= group.phys > 0 && src >= area.address();
                 cursor = end_of(group.loc, group.phys); // stays (it cannot move down)
                 note_end(&mut ends, group.loc, group.phys);
                 settled += u64::from(group.phys);
@@ -131,7 +136,7 @@ impl Zrecord {
             let hole = src - to.address();
             if to.address() == src {
                 // Already in place.
-                area_in_use |= src >= area.address();
+                area_in_use |= group.phys > 0 && src >= area.address();
             } else if round.is_empty() && hole * SLIDE_ROUNDS_MAX < (live_bytes - settled).min(ROUND_BYTES_MAX) {
                 // A small hole: bring the next round's worth of records
                 // down by way of the area past the frontier.
@@ -224,7 +229,7 @@ impl Zrecord {
     ) -> Result<()> {
         let tail = self.lock_writer().tail;
         let mut frontier = base.unwrap_or(tail);
-        debug_assert!(groups.iter().all(|group| group.loc.address() < frontier.address()));
+        debug_assert!(groups.iter().all(|group| group.loc.address() + u64::from(group.phys) <= frontier.address()));
         let mut round = Vec::new();
         let mut bytes = 0u64;
         for (k, group) in groups.iter().enumerate().skip(g) {
@@ -315,7 +320,7 @@ impl Zrecord {
     /// live data: forward, the chunk first ((new chunk, old offset) is past
     /// it); backward, the offset first ((old chunk, new offset): the old
     /// chunk holds no live record any more).
-    fn commit_tail(&mut self, tail: Tail) -> Result<()> {
+    pub(super) fn commit_tail(&mut self, tail: Tail) -> Result<()> {
         let old = self.lock_writer().tail;
         let len = self.len();
         if tail == old {

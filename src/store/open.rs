@@ -16,8 +16,8 @@ use super::table::Table;
 use super::{Options, Writer, Zrecord};
 use crate::error::{Corruption, Error, Result};
 use crate::format::{
-    CHUNKS_MAX, DICT_FILE, DICT_TMP_FILE, HEADER_BYTES, Header, MAGIC, META_BYTES, META_FILE, META_TMP_FILE,
-    RECORDS_MAX, Tail, VERSION, entry_offset,
+    CHUNK_BYTES_MAX, CHUNKS_MAX, DICT_FILE, DICT_TMP_FILE, HEADER_BYTES, Header, MAGIC, META_BYTES, META_FILE,
+    META_TMP_FILE, RECORDS_MAX, Tail, VERSION, entry_offset,
 };
 use crate::io::{FileKind, LockKind, OpenMode, Vfs, read_exact_at, read_file, write_all_at};
 
@@ -114,6 +114,7 @@ pub(super) fn open(vfs: Arc<dyn Vfs>, path: &Path, options: Options) -> Result<Z
         Intent::clear(&*store.meta).map_err(|e| store.sync_failed(e))?;
     }
     if !store.options.read_only {
+        store.repair_frontier()?;
         store.settle()?;
     }
     Ok(store)
@@ -171,6 +172,34 @@ fn create(vfs: &dyn Vfs, dir: &Path, names: &[String]) -> io::Result<()> {
 }
 
 impl Zrecord {
+    /// Raises the frontier past any readable record of the last chunk that
+    /// ends beyond it. A sound store has none; a damaged header (the
+    /// fuzzer's finding F7) would otherwise let the next append or
+    /// compaction write over those records, and a raw record would then
+    /// read back another record's bytes. Records in chunks past the last,
+    /// or past their chunk file's end, are unreadable anyway (a typed error)
+    /// and left alone. One pass over the live entries.
+    fn repair_frontier(&mut self) -> Result<()> {
+        let tail = self.lock_writer().tail;
+        let Some(chunk) = self.chunks.get(&*self.vfs, tail.chunk).map_err(|e| self.io("open chunk", e))? else {
+            return Ok(());
+        };
+        let chunk_len = chunk.len();
+        let mut far = u64::from(tail.offset);
+        for index in 0..self.len() {
+            let entry = self.table.entry(index);
+            let end = u64::from(entry.loc().offset) + u64::from(entry.phys_length());
+            if !entry.is_unwritten() && entry.loc().chunk == tail.chunk && end <= chunk_len && end < CHUNK_BYTES_MAX {
+                far = far.max(end);
+            }
+        }
+        if far == u64::from(tail.offset) {
+            return Ok(());
+        }
+        // Below `CHUNK_BYTES_MAX`: a valid offset.
+        self.commit_tail(Tail { chunk: tail.chunk, offset: far as u32 })
+    }
+
     /// Makes durable everything a writer open presents: the state a process
     /// that died after a failed sync left in the page cache may not be on
     /// disk yet. Syncing clean files and ranges costs little.
