@@ -9,7 +9,7 @@
 //! with probability `(2^64 mod len) / 2^64 < len / 2^64`: for any real index
 //! space, practically never.
 
-use super::hash::{hash2, stream_word};
+use super::hash::{GAMMA, hash2, mix64, stream_word};
 
 /// A uniform draw from `0..len` (`len >= 1`), taking words from `word(0)`,
 /// `word(1)`, ... until one is accepted.
@@ -27,9 +27,96 @@ pub(crate) fn bounded(len: u64, mut word: impl FnMut(u64) -> u64) -> u64 {
     (product >> 64) as u64
 }
 
-/// The IID index at `position` of the batch whose key is `step_key`.
+/// The IID index at `position` of the batch whose key is `step_key`: the
+/// position's hash is the first word (a SplitMix64 output: full avalanche),
+/// the rare rejected word is followed by the SplitMix64 stream from it.
 #[inline]
 pub(crate) fn draw(len: u64, step_key: u64, position: u64) -> u64 {
     let base = hash2(step_key, position);
-    bounded(len, |attempt| stream_word(base, attempt))
+    bounded(len, |attempt| if attempt == 0 { base } else { stream_word(base, attempt) })
+}
+
+/// `draw` for positions `offset..offset + out.len()`. An index space below
+/// 2^32 takes a branch-free pass that the compiler vectorizes (AVX-512 or
+/// AVX2, detected at run time), the product split into 32-bit halves; the
+/// few words that might be rejected are redrawn one by one.
+pub(crate) fn fill(len: u64, step_key: u64, offset: u64, out: &mut [u64]) {
+    if len > u64::from(u32::MAX) {
+        for (k, slot) in out.iter_mut().enumerate() {
+            *slot = draw(len, step_key, offset.wrapping_add(k as u64));
+        }
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512dq") {
+        // SAFETY: the CPU supports AVX-512F and DQ (checked just above),
+        // the only requirement of this `#[target_feature]` function.
+        return unsafe { fill32_avx512(len, step_key, offset, out) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2 (checked just above), the only
+        // requirement of this `#[target_feature]` function.
+        return unsafe { fill32_avx2(len, step_key, offset, out) };
+    }
+    fill32(len, step_key, offset, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq")]
+fn fill32_avx512(len: u64, step_key: u64, offset: u64, out: &mut [u64]) {
+    fill32(len, step_key, offset, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn fill32_avx2(len: u64, step_key: u64, offset: u64, out: &mut [u64]) {
+    fill32(len, step_key, offset, out)
+}
+
+/// `fill` for `len < 2^32`. `w * len` is `(hi(w) * len) * 2^32 + lo(w) *
+/// len`, both products below 2^64, so its high and low words need no
+/// 128-bit multiply. A word whose low product word is below `len` might
+/// be rejected ([`bounded`]): its slot is marked `u64::MAX` (never an
+/// index: they are below 2^32) and redrawn after the pass.
+#[inline(always)]
+fn fill32(len: u64, step_key: u64, offset: u64, out: &mut [u64]) {
+    let key = mix64(step_key);
+    for (k, slot) in out.iter_mut().enumerate() {
+        let position = offset.wrapping_add(k as u64);
+        // `hash2(step_key, position)`, its first mix hoisted.
+        let w = mix64(key ^ position.wrapping_add(1).wrapping_mul(GAMMA));
+        let low_product = (w & 0xFFFF_FFFF) * len;
+        let mid = (w >> 32) * len + (low_product >> 32);
+        let (high, low) = (mid >> 32, (mid << 32) | (low_product & 0xFFFF_FFFF));
+        *slot = if low >= len { high } else { u64::MAX };
+    }
+    for (k, slot) in out.iter_mut().enumerate() {
+        if *slot == u64::MAX {
+            *slot = draw(len, step_key, offset.wrapping_add(k as u64));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fill_agrees_with_draw() {
+        for len in [1u64, 2, 3, 1000, 20_000, 1 << 20, (1 << 31) + 5, u64::from(u32::MAX), 1 << 32, u64::MAX] {
+            for step_key in [0u64, 7, 0xDEAD_BEEF_F00D] {
+                let offset = step_key % 17;
+                let mut out = vec![0; 300];
+                fill(len, step_key, offset, &mut out);
+                let want: Vec<u64> = (0..300).map(|k| draw(len, step_key, offset + k)).collect();
+                assert_eq!(out, want, "len {len} key {step_key}");
+                if len <= u64::from(u32::MAX) {
+                    let mut portable = vec![0; 300];
+                    fill32(len, step_key, offset, &mut portable);
+                    assert_eq!(portable, want, "len {len} key {step_key}");
+                }
+            }
+        }
+    }
 }

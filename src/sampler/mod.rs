@@ -203,12 +203,7 @@ impl Sampler {
                 }
             }
             Mode::Iid if self.clamped => self.fill_permuted(hash2(self.key, step), offset, out),
-            Mode::Iid => {
-                let step_key = hash2(self.key, step);
-                for (position, slot) in (offset..).zip(out) {
-                    *slot = iid::draw(self.len, step_key, position);
-                }
-            }
+            Mode::Iid => iid::fill(self.len, hash2(self.key, step), offset, out),
             Mode::Cyclic => {
                 let steps_per_cycle = self.len / batch_len;
                 let cycle = step / steps_per_cycle;
