@@ -22,4 +22,6 @@ mod sync;
 
 pub use error::{Corruption, Error, Result};
 pub use format::Codec;
-pub use store::{CompactReport, Options, Stats, VerifyReport, Zrecord, default_dict_size};
+pub use store::{
+    APPEND_SEGMENT_BYTES_DEFAULT, CompactReport, Options, Stats, VerifyReport, Zrecord, default_dict_size,
+};

@@ -13,6 +13,9 @@ use crate::rng::Rng;
 /// Where the simulated store lives.
 pub const STORE_DIR: &str = "/data/store.zr";
 
+/// [`Options::append_segment_bytes`] in the simulation.
+const SIM_SEGMENT_BYTES: usize = 2048;
+
 /// What a seed runs.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -207,6 +210,13 @@ impl Harness {
         PathBuf::from(STORE_DIR)
     }
 
+    /// The store's options: segments of a few records, so that an append
+    /// spans several (each written, then its writeback started, before the
+    /// next) and a crash can fall between them.
+    fn options() -> Options {
+        Options { append_segment_bytes: SIM_SEGMENT_BYTES, ..Options::default() }
+    }
+
     fn violation(&self, what: impl Into<String>) -> Violation {
         Violation { what: what.into(), trace: self.fs.trace() }
     }
@@ -256,7 +266,7 @@ impl Harness {
                     self.fs.arm_crash(Some(at));
                 }
             }
-            let opened = Zrecord::open_in(self.vfs.clone(), &Self::path(), Options::default());
+            let opened = Zrecord::open_in(self.vfs.clone(), &Self::path(), Self::options());
             if !self.global_crash {
                 self.fs.arm_crash(None);
             }

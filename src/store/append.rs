@@ -18,10 +18,6 @@ struct Packed<'a> {
 /// Bytes of input a parallel encoding task takes at least.
 const TASK_BYTES_MIN: usize = 256 << 10;
 
-/// Bytes of input per pipeline segment of a compressed append: segment
-/// `k + 1` is encoded while segment `k` is written.
-const SEGMENT_BYTES: usize = 8 << 20;
-
 /// An append under way: where its records went, before the commit.
 struct Staged {
     /// The frontier before the append.
@@ -47,14 +43,14 @@ pub(crate) fn place(cursor: Tail, len: u32) -> Option<(Loc, Tail)> {
     Some((Loc { chunk: at.chunk, offset: at.offset }, next))
 }
 
-/// Records `0..n` cut into consecutive ranges of about [`SEGMENT_BYTES`]
+/// Records `0..n` cut into consecutive ranges of about `segment_bytes`
 /// each (at least one record per range).
-fn segments<'a>(n: usize, record: &impl Fn(usize) -> &'a [u8]) -> Vec<std::ops::Range<usize>> {
+fn segments<'a>(n: usize, record: &impl Fn(usize) -> &'a [u8], segment_bytes: usize) -> Vec<std::ops::Range<usize>> {
     let mut segments = Vec::new();
     let (mut start, mut bytes) = (0, 0);
     for k in 0..n {
         bytes += record(k).len();
-        if bytes >= SEGMENT_BYTES || k + 1 == n {
+        if bytes >= segment_bytes || k + 1 == n {
             segments.push(start..k + 1);
             (start, bytes) = (k + 1, 0);
         }
@@ -147,7 +143,7 @@ impl Zrecord {
         // Written a segment at a time, each one's writeback started before
         // the next is copied, so the commit's data sync has less to wait for.
         let mut at = 0usize;
-        for range in segments(n, &record) {
+        for range in segments(n, &record, self.options.append_segment_bytes) {
             let records: Vec<Encoded> = range
                 .map(|k| {
                     let len = record(k).len() as u32;
@@ -164,7 +160,8 @@ impl Zrecord {
         self.commit_staged(&mut writer, staged, first)
     }
 
-    /// Encodes and writes in segments of about [`SEGMENT_BYTES`] of input,
+    /// Encodes and writes in segments of about
+    /// [`Options::append_segment_bytes`](super::Options::append_segment_bytes) of input,
     /// each segment's write overlapping the next one's encoding, then
     /// commits them all at once. Holds the writer lock throughout: a
     /// segment's place depends on the ones before it.
@@ -174,7 +171,7 @@ impl Zrecord {
         record: &(impl Fn(usize) -> &'a [u8] + Sync),
         encoding: Encoding<'_>,
     ) -> Result<u64> {
-        let segments = segments(n, record);
+        let segments = segments(n, record, self.options.append_segment_bytes);
         let mut writer = self.lock_writer();
         let (first, mut staged) = self.stage_begin(&writer, n)?;
         let mut encoded = self.encode(segments[0].clone(), record, encoding)?;

@@ -56,11 +56,26 @@ pub struct Options {
     /// it (0.0: raw only when it does not shrink, as the reference). Raw
     /// records read at memory speed; see `docs/benchmarks.md`.
     pub min_saving: f64,
+    /// Input bytes per segment of an append (at least one record each):
+    /// a segment is encoded while the previous one is written, and its
+    /// writeback starts at once. Smaller segments overlap more finely and
+    /// hold less encoded data at a time; the crash simulator uses small ones
+    /// so that its appends span several.
+    pub append_segment_bytes: usize,
 }
+
+/// The default [`Options::append_segment_bytes`]: 8 MiB.
+pub const APPEND_SEGMENT_BYTES_DEFAULT: usize = 8 << 20;
 
 impl Default for Options {
     fn default() -> Options {
-        Options { read_only: false, zstd_level: 3, dict_level: 9, min_saving: 0.0 }
+        Options {
+            read_only: false,
+            zstd_level: 3,
+            dict_level: 9,
+            min_saving: 0.0,
+            append_segment_bytes: APPEND_SEGMENT_BYTES_DEFAULT,
+        }
     }
 }
 
