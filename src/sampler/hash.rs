@@ -20,7 +20,14 @@ pub(crate) fn mix64(mut z: u64) -> u64 {
 /// distinct counters under one key never collide.
 #[inline]
 pub(crate) fn hash2(a: u64, b: u64) -> u64 {
-    mix64(mix64(a) ^ b.wrapping_add(1).wrapping_mul(GAMMA))
+    hash2_mixed(mix64(a), b)
+}
+
+/// `hash2(a, b)` given `mix64(a)`: a loop over `b` under one key mixes the
+/// key once.
+#[inline]
+pub(crate) fn hash2_mixed(mixed_a: u64, b: u64) -> u64 {
+    mix64(mixed_a ^ b.wrapping_add(1).wrapping_mul(GAMMA))
 }
 
 /// Word number `attempt` of the SplitMix64 stream that starts at `base`.

@@ -9,7 +9,7 @@
 //! with probability `(2^64 mod len) / 2^64 < len / 2^64`: for any real index
 //! space, practically never.
 
-use super::hash::{GAMMA, hash2, mix64, stream_word};
+use super::hash::{hash2, hash2_mixed, mix64, stream_word};
 
 /// A uniform draw from `0..len` (`len >= 1`), taking words from `word(0)`,
 /// `word(1)`, ... until one is accepted.
@@ -84,8 +84,7 @@ fn fill32(len: u64, step_key: u64, offset: u64, out: &mut [u64]) {
     let key = mix64(step_key);
     for (k, slot) in out.iter_mut().enumerate() {
         let position = offset.wrapping_add(k as u64);
-        // `hash2(step_key, position)`, its first mix hoisted.
-        let w = mix64(key ^ position.wrapping_add(1).wrapping_mul(GAMMA));
+        let w = hash2_mixed(key, position);
         let low_product = (w & 0xFFFF_FFFF) * len;
         let mid = (w >> 32) * len + (low_product >> 32);
         let (high, low) = (mid >> 32, (mid << 32) | (low_product & 0xFFFF_FFFF));

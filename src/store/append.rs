@@ -140,8 +140,7 @@ impl Zrecord {
         };
         let mut writer = self.lock_writer();
         let (first, mut staged) = self.stage_begin(&writer, n)?;
-        // Written a segment at a time, each one's writeback started before
-        // the next is copied, so the commit's data sync has less to wait for.
+        // Written a segment at a time (see `stage_write`).
         let mut at = 0usize;
         for range in segments(n, &record, self.options.append_segment_bytes) {
             let records: Vec<Encoded> = range
@@ -153,9 +152,7 @@ impl Zrecord {
             let bytes: usize = records.iter().map(|r| r.phys as usize).sum();
             let packed = [Packed { data: Cow::Borrowed(&data[at..at + bytes]), records }];
             at += bytes;
-            let from = staged.cursor;
             self.stage_write(&mut staged, &packed)?;
-            self.start_writeback(from, staged.cursor);
         }
         self.commit_staged(&mut writer, staged, first)
     }
@@ -178,12 +175,7 @@ impl Zrecord {
         for next in segments.iter().skip(1).map(Some).chain([None]) {
             let (next_encoded, written) = crate::sync::join(
                 || next.map(|range| self.encode(range.clone(), record, encoding)).transpose(),
-                || {
-                    let from = staged.cursor;
-                    self.stage_write(&mut staged, &encoded)?;
-                    self.start_writeback(from, staged.cursor);
-                    Ok::<(), Error>(())
-                },
+                || self.stage_write(&mut staged, &encoded),
             );
             written?;
             match next_encoded? {
@@ -224,10 +216,12 @@ impl Zrecord {
         Ok((first, staged))
     }
 
-    /// Places encoded records after those already staged and writes them
-    /// (not durable yet: [`commit_staged`](Self::commit_staged) syncs).
+    /// Places encoded records after those already staged, writes them and
+    /// starts their writeback (not durable yet:
+    /// [`commit_staged`](Self::commit_staged) syncs).
     fn stage_write(&self, staged: &mut Staged, packed: &[Packed<'_>]) -> Result<()> {
         // Place every record; coalesce what lands contiguously into runs.
+        let from = staged.cursor;
         let mut cursor = staged.cursor;
         let entries = &mut staged.entries;
         // (where, block, byte range in the block)
@@ -267,7 +261,9 @@ impl Zrecord {
             let chunk = self.chunks.get(&*self.vfs, loc.chunk)?.expect("opened above");
             crate::io::write_all_at(&*chunk.file, data, u64::from(loc.offset))
         })
-        .map_err(|e| self.io("write chunk", e))
+        .map_err(|e| self.io("write chunk", e))?;
+        self.start_writeback(from, cursor);
+        Ok(())
     }
 
     /// Asks the kernel to start writing bytes `from..to` of the chunks back,

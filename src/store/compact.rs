@@ -104,14 +104,13 @@ impl Zrecord {
         let mut round: Vec<Move> = Vec::new();
         let mut floor = u64::MAX;
         let mut round_bytes = 0u64;
-        // Evacuations start at the frontier the compaction began with, so
-        // that they reuse one area past the live data instead of growing
-        // the store by everything they move. That area is free again once
-        // an evacuated batch is moved back down; `area_in_use` is set if a
-        // record ever stays there, and then evacuations go past the current
-        // frontier instead.
-        // Past the live data even if the header's frontier is not (a store
-        // damaged elsewhere: the fuzzer's finding F7).
+        // Evacuations start past the live data (and past the header's
+        // frontier: a damaged header may lie below live records, the
+        // fuzzer's finding F7), so that they reuse one area instead of
+        // growing the store by everything they move. That area is free
+        // again once an evacuated batch is moved back down; `area_in_use` is
+        // set if a record ever stays there, and then evacuations go past the
+        // current frontier instead.
         let area = groups
             .iter()
             .map(|group| end_of(group.loc, group.phys))
@@ -133,34 +132,29 @@ impl Zrecord {
                 continue;
             };
             let to_end = to.address() + u64::from(group.phys);
-            let hole = src - to.address();
+            let fits = to_end <= src && to_end <= floor && round_bytes < ROUND_BYTES_MAX;
+            let small_hole = (src - to.address()) * SLIDE_ROUNDS_MAX < (live_bytes - settled).min(ROUND_BYTES_MAX);
             if to.address() == src {
                 // Already in place.
                 area_in_use |= group.phys > 0 && src >= area.address();
-            } else if round.is_empty() && hole * SLIDE_ROUNDS_MAX < (live_bytes - settled).min(ROUND_BYTES_MAX) {
-                // A small hole: bring the next round's worth of records
-                // down by way of the area past the frontier.
+            } else if round.is_empty() && (small_hole || !fits) {
+                // It overlaps its own source, or its hole is small: evacuate
+                // it and the records after it (a round's worth) past the
+                // live data, then move them down from there.
                 let base = if area_in_use { None } else { Some(area) };
                 self.evacuate(&mut groups, g, base, &mut report)?;
                 progress(settled, live_bytes);
                 continue;
-            } else if to_end <= src && to_end <= floor && round_bytes < ROUND_BYTES_MAX {
+            } else if fits {
                 round.push(Move { to, phys: group.phys, group: g });
                 floor = floor.min(src);
                 round_bytes += u64::from(group.phys);
-            } else if !round.is_empty() {
+            } else {
                 self.flush_round(&groups, &round, None, &mut report)?;
                 progress(settled, live_bytes);
                 round.clear();
                 (floor, round_bytes) = (u64::MAX, 0);
                 continue; // the sources are free now: try this record again
-            } else {
-                // It overlaps its own source: evacuate it and the records
-                // after it past the frontier, then move them down from there.
-                let base = if area_in_use { None } else { Some(area) };
-                self.evacuate(&mut groups, g, base, &mut report)?;
-                progress(settled, live_bytes);
-                continue;
             }
             note_end(&mut ends, to, group.phys);
             cursor = next;
