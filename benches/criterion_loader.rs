@@ -26,6 +26,9 @@ use loaderx::dataset::{Dataset, WriteOptions, write_dataset};
 use loaderx::loader::DataLoader;
 use loaderx::sampler::{Mode, Sampler};
 
+#[path = "common/mod.rs"]
+mod common;
+
 const SAMPLER_LEN: u64 = 1_000_000;
 const MODES: [(&str, Mode); 3] = [("sequential", Mode::Sequential), ("iid", Mode::Iid), ("cyclic", Mode::Cyclic)];
 const RECORDS: usize = 8192;
@@ -53,31 +56,10 @@ fn bench_sampler(c: &mut Criterion) {
     group.finish();
 }
 
-/// A sine of random frequency, phase and amplitude plus a little noise, per
-/// record (as `benches/compare/make_data.py`'s float set).
-fn float_data() -> Vec<f32> {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let mut rand = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        (x >> 11) as f64 / (1u64 << 53) as f64
-    };
-    let mut out = Vec::with_capacity(RECORDS * FLOATS);
-    for _ in 0..RECORDS {
-        let (freq, phase, amp) = (1.0 + 19.0 * rand(), std::f64::consts::TAU * rand(), 0.5 + 1.5 * rand());
-        for i in 0..FLOATS {
-            let t = i as f64 / (FLOATS - 1) as f64;
-            let noise = 0.01 * (rand() + rand() + rand() - 1.5) * 2.0;
-            out.push((amp * (std::f64::consts::TAU * freq * t + phase).sin() + noise) as f32);
-        }
-    }
-    out
-}
 
 fn bench_loader(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let floats = float_data();
+    let floats = common::float_data(RECORDS, FLOATS);
     let labels: Vec<i64> = (0..RECORDS as i64).collect();
     let mut group = c.benchmark_group("loader");
     group.throughput(Throughput::Bytes((BATCH * (FLOATS * 4 + 8)) as u64));

@@ -40,6 +40,9 @@ use loaderx::dataset::{Dataset, WriteOptions, write_dataset, write_dataset_npy};
 use loaderx::loader::DataLoader;
 use loaderx::sampler::{Mode, Sampler};
 
+#[path = "common/mod.rs"]
+mod common;
+
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 const RECORDS: usize = 20_000;
@@ -119,27 +122,6 @@ fn parse_args() -> Res<Args> {
     Ok(a)
 }
 
-/// make_data.py's float dataset, approximately: a sine of random frequency,
-/// phase and amplitude plus a little noise (zstd level 3: about 1.1x).
-fn float_data() -> Vec<f32> {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let mut rand = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        (x >> 11) as f64 / (1u64 << 53) as f64
-    };
-    let mut out = Vec::with_capacity(RECORDS * FLOATS);
-    for _ in 0..RECORDS {
-        let (freq, phase, amp) = (1.0 + 19.0 * rand(), std::f64::consts::TAU * rand(), 0.5 + 1.5 * rand());
-        for i in 0..FLOATS {
-            let t = i as f64 / (FLOATS - 1) as f64;
-            let noise = 0.01 * (rand() + rand() + rand() - 1.5) * 2.0;
-            out.push((amp * (std::f64::consts::TAU * freq * t + phase).sin() + noise) as f32);
-        }
-    }
-    out
-}
 
 struct Row {
     name: String,
@@ -327,7 +309,7 @@ fn main() -> Res<()> {
         let work = a.work.clone().unwrap_or_else(|| temp.path().to_path_buf());
         let generated;
         let floats: Option<&[f32]> = if a.data.is_none() {
-            generated = float_data();
+            generated = common::float_data(RECORDS, FLOATS);
             Some(&generated)
         } else {
             None

@@ -30,23 +30,8 @@
 # --quick: one round, few repetitions (a smoke test, not a measurement).
 # --rounds N: rounds of the store and loader parts (default 2).
 # --keep DIR: make the data in DIR and leave it there (reused if present).
-set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-cd "$root"
-
 rounds=2
-quick=0
-keep=""
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --quick) quick=1 ;;
-        --rounds) rounds="$2"; shift ;;
-        --keep) keep="$2"; shift ;;
-        *) echo "unknown argument $1" >&2; exit 2 ;;
-    esac
-    shift
-done
+. "$(dirname "$0")/common.sh" "$@"
 
 out="$root/target/bench/all"
 rm -rf "$out"
@@ -57,14 +42,6 @@ load() { # phase
     echo "$1: $(uptime)" >> "$out/loads.txt"
 }
 
-venv="$here/.venv"
-py="$venv/bin/python"
-pip=("$venv/bin/pip" install --quiet --disable-pip-version-check)
-if ! "$py" -c 'import loaderx, numpy; assert loaderx.__version__ == "0.7.3"' 2>/dev/null; then
-    echo "== venv: loaderx==0.7.3 numpy"
-    python3 -m venv "$venv"
-    "${pip[@]}" "loaderx==0.7.3" numpy
-fi
 for spec in lmdb:lmdb h5py:h5py array-record:array_record.python.array_record_module grain:grain; do
     package="${spec%%:*}"
     module="${spec#*:}"
@@ -78,13 +55,7 @@ for spec in lmdb:lmdb h5py:h5py array-record:array_record.python.array_record_mo
     fi
 done
 
-if [ -n "$keep" ]; then
-    work="$keep"
-    mkdir -p "$work"
-else
-    work="$(mktemp -d "${TMPDIR:-/tmp}/loaderx-all.XXXXXX")"
-    trap 'rm -rf "$work"' EXIT
-fi
+compare_work loaderx-all
 data="$work/data"
 if [ ! -f "$data/indices.npy" ]; then
     echo "== data"

@@ -19,39 +19,11 @@
 #
 # --quick: fewer batches (a smoke test, not a measurement).
 # --keep DIR: make the data and the datasets in DIR and leave them (reused).
-set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-cd "$root"
-
 rounds=1
-quick=0
-keep=""
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --quick) quick=1 ;;
-        --rounds) rounds="$2"; shift ;;
-        --keep) keep="$2"; shift ;;
-        *) echo "unknown argument $1" >&2; exit 2 ;;
-    esac
-    shift
-done
+. "$(dirname "$0")/common.sh" "$@"
 
-venv="$here/.venv"
-py="$venv/bin/python"
-if ! "$py" -c 'import loaderx, numpy; assert loaderx.__version__ == "0.7.3"' 2>/dev/null; then
-    echo "== venv: loaderx==0.7.3 numpy"
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "loaderx==0.7.3" numpy
-fi
 
-if [ -n "$keep" ]; then
-    work="$keep"
-    mkdir -p "$work"
-else
-    work="$(mktemp -d "${TMPDIR:-/tmp}/loaderx-loader-bench.XXXXXX")"
-    trap 'rm -rf "$work"' EXIT
-fi
+compare_work loaderx-loader-bench
 data="$work/data"
 if [ ! -f "$data/float.npy" ]; then
     echo "== data"

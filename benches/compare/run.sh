@@ -22,39 +22,11 @@
 # --rounds N: pairing rounds (default 3).
 # --keep DIR: make the data in DIR and leave it there (reused if present).
 # Environment: BENCH_ARGS adds arguments to both sides (e.g. "--batches 50").
-set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-cd "$root"
-
 rounds=3
-quick=0
-keep=""
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --quick) quick=1 ;;
-        --rounds) rounds="$2"; shift ;;
-        --keep) keep="$2"; shift ;;
-        *) echo "unknown argument $1" >&2; exit 2 ;;
-    esac
-    shift
-done
+. "$(dirname "$0")/common.sh" "$@"
 
-venv="$here/.venv"
-py="$venv/bin/python"
-if ! "$py" -c 'import loaderx, numpy; assert loaderx.__version__ == "0.7.3"' 2>/dev/null; then
-    echo "== venv: loaderx==0.7.3 numpy"
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "loaderx==0.7.3" numpy
-fi
 
-if [ -n "$keep" ]; then
-    work="$keep"
-    mkdir -p "$work"
-else
-    work="$(mktemp -d "${TMPDIR:-/tmp}/loaderx-bench.XXXXXX")"
-    trap 'rm -rf "$work"' EXIT
-fi
+compare_work loaderx-bench
 data="$work/data"
 if [ ! -f "$data/indices.npy" ]; then
     echo "== data"
