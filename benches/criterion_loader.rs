@@ -56,7 +56,6 @@ fn bench_sampler(c: &mut Criterion) {
     group.finish();
 }
 
-
 fn bench_loader(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
     let floats = common::float_data(RECORDS, FLOATS);

@@ -122,7 +122,6 @@ fn parse_args() -> Res<Args> {
     Ok(a)
 }
 
-
 struct Row {
     name: String,
     workers: usize,
