@@ -22,6 +22,9 @@
 //! fewer than `2` per index on average over the whole range. One index's walk
 //! may be longer (at most `2^bits - len + 1` evaluations).
 
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+
 use super::error::SamplerError;
 use super::hash::hash2;
 
@@ -79,6 +82,11 @@ const LANE32_BITS_MAX: u32 = 32;
 /// Values per chunk of [`Permutation::fill`]: the out-of-range list's
 /// positions fit a `u16`.
 const CHUNK: usize = 256;
+
+/// The widest vector [`Permutation::fill`] runs in, in 32-bit lanes.
+const LANES: usize = 16;
+
+const _: () = assert!(CHUNK.is_power_of_two() && CHUNK.is_multiple_of(LANES));
 
 /// A keyed bijection of `0..len` onto itself, evaluated index by index in
 /// O(1) memory: nothing the size of `len` is ever materialised.
@@ -178,9 +186,12 @@ impl Permutation {
     /// at a time without a branch per index (the walks' lengths vary
     /// unpredictably: at `len` just above a power of two most indices need
     /// a second pass, and a branch on them would mispredict each time).
-    /// A domain of at most 32 bits runs in vectorized passes over 32-bit
-    /// lanes ([`fill32`](Self::fill32), AVX2 when the CPU has it); a larger
-    /// one in one network pass over the chunk, then passes over only the
+    /// A domain of at most 32 bits runs in vectorized passes: on a CPU with
+    /// AVX-512F and IFMA, the intrinsics of [`avx512::fill`] (the walk's
+    /// late values packed with `vpcompressq`, each round one fused
+    /// multiply-add); otherwise [`fill32`](Self::fill32), which the compiler
+    /// vectorizes (AVX-512F or AVX2 when the CPU has them). A larger domain
+    /// runs one network pass over the chunk, then passes over only the
     /// values still out of range, whose list is compacted without branches.
     pub(crate) fn fill(&self, start: u64, out: &mut [u64]) {
         debug_assert!(start <= self.len && out.len() as u64 <= self.len - start);
@@ -188,17 +199,26 @@ impl Permutation {
             return self.fill64(start, out);
         }
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU supports AVX-512F (checked just above), the
-            // only requirement of a `#[target_feature(enable = "avx512f")]`
-            // function.
-            return unsafe { self.fill32_avx512(start, out) };
-        }
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2 (checked just above), the only
-            // requirement of a `#[target_feature(enable = "avx2")]` function.
-            return unsafe { self.fill32_avx2(start, out) };
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avx512f") && has!("avx512ifma") && has!("popcnt") {
+                // SAFETY: the CPU supports AVX-512F, AVX-512 IFMA and POPCNT
+                // (checked just above), the features `avx512::fill` is
+                // compiled for and its only requirement.
+                return unsafe { avx512::fill(self, start, out) };
+            }
+            if has!("avx512f") {
+                // SAFETY: the CPU supports AVX-512F (checked just above), the
+                // only requirement of a `#[target_feature(enable =
+                // "avx512f")]` function.
+                return unsafe { self.fill32_avx512(start, out) };
+            }
+            if has!("avx2") {
+                // SAFETY: the CPU supports AVX2 (checked just above), the
+                // only requirement of a `#[target_feature(enable = "avx2")]`
+                // function.
+                return unsafe { self.fill32_avx2(start, out) };
+            }
         }
         self.fill32(start, out)
     }
@@ -211,7 +231,8 @@ impl Permutation {
         self.fill32(start, out)
     }
 
-    /// [`fill32`](Self::fill32) compiled for AVX-512F: sixteen lanes.
+    /// [`fill32`](Self::fill32) compiled for AVX-512F (a CPU without IFMA):
+    /// sixteen lanes.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
     fn fill32_avx512(&self, start: u64, out: &mut [u64]) {
@@ -220,38 +241,46 @@ impl Permutation {
 
     /// `fill` for a domain of at most 32 bits, in passes the compiler
     /// vectorizes: the first evaluates the network on every position of a
-    /// chunk; while many values are still out of range, another pass walks
-    /// every lane one step (a select keeps those already in range); the
-    /// few left then walk one by one.
+    /// chunk; the values out of range are then packed, with their
+    /// positions, into a list (a branch-free scalar loop), and each further
+    /// pass walks the whole list one step (a vectorized pass over whole
+    /// vectors) and packs what is still out of range, until nothing is.
     #[inline(always)]
     fn fill32(&self, start: u64, out: &mut [u64]) {
         // `len - 1` fits: the domain, hence `len`, is at most 2^32.
         let last = (self.len - 1) as u32;
         let mut buf = [0u32; CHUNK];
+        let mut vals = [0u32; CHUNK];
+        let mut pos = [0u32; CHUNK];
         let mut base = start as u32;
         for chunk in out.chunks_mut(CHUNK) {
-            let buf = &mut buf[..chunk.len()];
-            for (x, offset) in buf.iter_mut().zip(0u32..) {
+            let n = chunk.len();
+            for (x, offset) in buf[..n].iter_mut().zip(0u32..) {
                 // Below `len`, so no wrap: `base + offset <= last`.
                 *x = self.network32(base.wrapping_add(offset));
             }
-            loop {
-                let pending = buf.iter().filter(|&&x| x > last).count();
-                if pending == 0 {
-                    break;
+            let mut count = 0;
+            for (j, &x) in buf[..n].iter().enumerate() {
+                // `count <= j < CHUNK`: the mask only spares a bounds check.
+                vals[count & (CHUNK - 1)] = x;
+                pos[count & (CHUNK - 1)] = j as u32;
+                count += usize::from(x > last);
+            }
+            while count > 0 {
+                // Whole vectors: the lanes past `count` compute garbage
+                // that nothing reads, and no scalar tail loop runs.
+                for v in vals[..count.next_multiple_of(LANES).min(CHUNK)].iter_mut() {
+                    *v = self.network32(*v);
                 }
-                if pending * 32 < buf.len() {
-                    for x in buf.iter_mut() {
-                        while *x > last {
-                            *x = self.network32(*x);
-                        }
-                    }
-                    break;
+                let mut still = 0;
+                for t in 0..count {
+                    let (v, p) = (vals[t], pos[t]);
+                    buf[p as usize & (CHUNK - 1)] = v;
+                    vals[still & (CHUNK - 1)] = v;
+                    pos[still & (CHUNK - 1)] = p;
+                    still += usize::from(v > last);
                 }
-                for x in buf.iter_mut() {
-                    let next = self.network32(*x);
-                    *x = if *x > last { next } else { *x };
-                }
+                count = still;
             }
             for (slot, &x) in chunk.iter_mut().zip(buf.iter()) {
                 *slot = u64::from(x);
@@ -329,16 +358,33 @@ mod tests {
         let wide = [(1u64 << 32) + 1, (1 << 40) + 3, u64::MAX];
         for len in lens.into_iter().chain(wide) {
             let p = Permutation::keyed(len, len ^ 0xABCD);
-            for (start, count) in [(0, len.min(700)), (len / 3, (len - len / 3).min(600)), (len - 1, 1)] {
+            // Long runs too: many rounds of the AVX-512 walk.
+            let long = (len / 2, (len - len / 2).min(5000));
+            for (start, count) in [(0, len.min(700)), (len / 3, (len - len / 3).min(600)), (len - 1, 1), long] {
                 let mut out = vec![0; count as usize];
                 p.fill(start, &mut out);
                 let walked: Vec<u64> = (start..start + count).map(|i| p.walk(i)).collect();
                 assert_eq!(out, walked, "len {len} start {start}");
                 if p.domain_bits() <= super::LANE32_BITS_MAX {
-                    // The portable build of the 32-bit path, whatever `fill` picked.
-                    let mut portable = vec![0; count as usize];
-                    p.fill32(start, &mut portable);
-                    assert_eq!(portable, walked, "len {len} start {start}");
+                    // Every build of the 32-bit path this CPU runs, whatever
+                    // `fill` picked.
+                    let mut other = vec![0; count as usize];
+                    p.fill32(start, &mut other);
+                    assert_eq!(other, walked, "portable, len {len} start {start}");
+                    #[cfg(target_arch = "x86_64")]
+                    {
+                        use std::arch::is_x86_feature_detected as has;
+                        if has!("avx2") {
+                            // SAFETY: the CPU supports AVX2 (checked just above).
+                            unsafe { p.fill32_avx2(start, &mut other) };
+                            assert_eq!(other, walked, "AVX2, len {len} start {start}");
+                        }
+                        if has!("avx512f") {
+                            // SAFETY: the CPU supports AVX-512F (checked just above).
+                            unsafe { p.fill32_avx512(start, &mut other) };
+                            assert_eq!(other, walked, "AVX-512F, len {len} start {start}");
+                        }
+                    }
                 }
             }
         }
