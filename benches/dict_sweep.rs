@@ -75,7 +75,7 @@ fn main() -> Res<()> {
                 .sum();
             let seconds = started.elapsed().as_secs_f64();
             println!(
-                "dict {:>9} B  {:<38} ratio {:>7.3}  {:>6.0} MiB/s",
+                "dict {:>9} B  {:<38} ratio {:>8.5}  {:>6.0} MiB/s",
                 dict.len(),
                 name,
                 (n * record_bytes) as f64 / stored as f64,
