@@ -327,6 +327,36 @@ fn compressed_length_beyond_any_zstd_frame() {
 }
 
 #[test]
+fn a_chunk_longer_than_the_frontier_is_trimmed_by_a_writers_open() {
+    // Bytes past the frontier: an append that crashed before its commit, or
+    // the reference's chunk file preallocated to 4 GiB. A writer's open
+    // trims the file to its last record (so the next open need not scan
+    // the table); a read-only open changes nothing.
+    let chunk_len = |dir: &Path| std::fs::metadata(dir.join("0.zr")).unwrap().len();
+    for (codec, damaged_header) in [(Codec::Raw, false), (Codec::Zstd, false), (Codec::Raw, true)] {
+        let dir = tempfile::tempdir().unwrap();
+        store_of_ten(dir.path(), codec);
+        let end = chunk_len(dir.path());
+        let file = OpenOptions::new().write(true).open(dir.path().join("0.zr")).unwrap();
+        file.set_len(4 << 30).unwrap();
+        file.write_all_at(&[0xA5; 4096], end).unwrap();
+        if damaged_header {
+            // Finding F7 as well: the frontier at 0, below every record.
+            poke(&dir.path().join("meta.zr"), 8, &0u32.to_le_bytes());
+        }
+        drop(Zrecord::open_read_only(dir.path()).unwrap());
+        assert_eq!(chunk_len(dir.path()), 4 << 30, "a read-only open leaves the file alone");
+        let store = Zrecord::open(dir.path()).unwrap();
+        assert_eq!(chunk_len(dir.path()), end, "{codec:?}: trimmed to the last record");
+        assert_eq!(store.append(&record(10, 256), 1, 256, codec).unwrap(), 10);
+        for k in 0..11 {
+            assert_eq!(store.get(k).unwrap(), record(k, 256), "{codec:?} record {k}");
+        }
+        assert!(store.verify().unwrap().is_ok());
+    }
+}
+
+#[test]
 fn a_frontier_below_live_records_is_raised_before_anything_is_written() {
     // Fuzzing finding F7: a header whose frontier lies below live records
     // of its last chunk would let the next append (or a compaction's

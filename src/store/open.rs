@@ -178,26 +178,51 @@ impl Zrecord {
     /// compaction write over those records, and a raw record would then
     /// read back another record's bytes. Records in chunks past the last,
     /// or past their chunk file's end, are unreadable anyway (a typed error)
-    /// and left alone. One pass over the live entries.
+    /// and left alone.
+    ///
+    /// O(1) in the normal case: a record can end past the frontier only if
+    /// the last chunk file does, and this crate leaves it no longer than
+    /// the frontier (appends write up to it, compaction trims to it). A
+    /// longer file (an append that crashed before its commit, the
+    /// reference's chunk preallocated to 4 GiB, a damaged header) costs one
+    /// pass over the live entries; the file is then trimmed to its last
+    /// readable byte, so the next open takes the O(1) path again.
     fn repair_frontier(&mut self) -> Result<()> {
         let tail = self.lock_writer().tail;
         let Some(chunk) = self.chunks.get(&*self.vfs, tail.chunk).map_err(|e| self.io("open chunk", e))? else {
             return Ok(());
         };
         let chunk_len = chunk.len();
+        if chunk_len <= u64::from(tail.offset) {
+            return Ok(());
+        }
+        // `far`: where the frontier must be; `keep`: the last readable byte
+        // (past `far` only for a record ending at the chunk's very end,
+        // where no frontier offset can point).
         let mut far = u64::from(tail.offset);
+        let mut keep = far;
         for index in 0..self.len() {
             let entry = self.table.entry(index);
             let end = u64::from(entry.loc().offset) + u64::from(entry.phys_length());
-            if !entry.is_unwritten() && entry.loc().chunk == tail.chunk && end <= chunk_len && end < CHUNK_BYTES_MAX {
-                far = far.max(end);
+            if !entry.is_unwritten() && entry.loc().chunk == tail.chunk && end <= chunk_len {
+                keep = keep.max(end);
+                if end < CHUNK_BYTES_MAX {
+                    far = far.max(end);
+                }
             }
         }
-        if far == u64::from(tail.offset) {
-            return Ok(());
+        if far != u64::from(tail.offset) {
+            // Below `CHUNK_BYTES_MAX`: a valid offset.
+            self.commit_tail(Tail { chunk: tail.chunk, offset: far as u32 })?;
         }
-        // Below `CHUNK_BYTES_MAX`: a valid offset.
-        self.commit_tail(Tail { chunk: tail.chunk, offset: far as u32 })
+        if keep < chunk_len {
+            // Nothing a durable entry points to lies past `keep`.
+            let chunk = self.chunks.get_mut(tail.chunk).expect("opened above");
+            chunk.shrink_to(keep);
+            let trimmed = chunk.file.set_len(keep).and_then(|()| chunk.file.sync_all());
+            trimmed.map_err(|e| self.io("trim chunk", e))?;
+        }
+        Ok(())
     }
 
     /// Makes durable everything a writer open presents: the state a process
