@@ -10,6 +10,9 @@
 #      RaggedDataset, and this crate's opened with the reference's, each
 #      compared with the NumPy arrays it was written from
 #      (reference_datasets.py, example interop_datasets, datasets.rs).
+#   4. a hand-over (handover.py): the reference writes a store, this crate's
+#      writer deletes from it, the reference reads it and appends, this crate
+#      reads it.
 # Expected bytes live in sidecar files beside (never inside) each store.
 #
 # Usage: tests/interop/run.sh        (from anywhere; needs python3.11 and network for pip)
@@ -148,6 +151,27 @@ set +e
 status="${PIPESTATUS[0]}"
 set -e
 count_datasets "$work/datasets_read.log" "$status" "reference_datasets.py read"
+
+# (g) A hand-over both ways in one store: the reference writes it, this
+# crate's writer opens it (a delete; the reference's 4 GiB chunk file is
+# trimmed to the frontier), the reference reads every record and appends,
+# this crate reads every record.
+stores=$((stores + 1))
+"$py" "$here/handover.py" write "$work/handover"
+loaderx delete "$work/handover/store" 3 > /dev/null
+set +e
+"$py" "$here/handover.py" check "$work/handover" | tee "$work/handover.log"
+set -e
+n="$(wc -l < "$work/handover/expected.lens")"
+if ! grep -q '^ok ' "$work/handover.log"; then
+    mismatches=$((mismatches + 1))
+elif ! loaderx cat "$work/handover/store" --range "0..$n" --out "$work/handover/got.bin" \
+    || ! cmp --quiet "$work/handover/got.bin" "$work/handover/expected.bin"; then
+    echo "FAIL handover: loaderx cat after the reference's append differs from the expected bytes"
+    mismatches=$((mismatches + 1))
+else
+    echo "ok   handover               $n records read back by loaderx cat after the reference's append"
+fi
 
 echo "interop: $stores stores checked both ways, $mismatches mismatches"
 [[ "$mismatches" == 0 ]]
