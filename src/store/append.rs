@@ -3,8 +3,11 @@
 
 use crate::sync::Ordering;
 use std::borrow::Cow;
+// Not the loom facade's: a scratch pool, no part of the protocol the
+// models check (under loom `join` runs its halves one after the other).
+use std::sync::Mutex;
 
-use super::codec::{Encoded, Encoding, encode_block};
+use super::codec::{Encoded, Encoding, block_bytes_max, encode_block};
 use super::{Writer, Zrecord};
 use crate::error::{Error, Result};
 use crate::format::{CHUNK_BYTES_MAX, CHUNKS_MAX, Codec, Entry, Loc, RECORD_BYTES_MAX, RECORDS_MAX, Tail};
@@ -13,6 +16,12 @@ use crate::format::{CHUNK_BYTES_MAX, CHUNKS_MAX, Codec, Entry, Loc, RECORD_BYTES
 struct Packed<'a> {
     data: Cow<'a, [u8]>,
     records: Vec<Encoded>,
+}
+
+/// Takes the spare-block pool's lock (a panic elsewhere leaves the pool a
+/// plain list of buffers).
+fn lock(spare: &Mutex<Vec<Vec<u8>>>) -> std::sync::MutexGuard<'_, Vec<Vec<u8>>> {
+    spare.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Bytes of input a parallel encoding task takes at least.
@@ -171,13 +180,22 @@ impl Zrecord {
         let segments = segments(n, record, self.options.append_segment_bytes);
         let mut writer = self.lock_writer();
         let (first, mut staged) = self.stage_begin(&writer, n)?;
-        let mut encoded = self.encode(segments[0].clone(), record, encoding)?;
+        // The blocks of a written segment, for the segment after next to
+        // encode into: no fresh pages to fault in and zero per segment. Freed
+        // when the call returns.
+        let spare = Mutex::new(Vec::new());
+        let mut encoded = self.encode(segments[0].clone(), record, encoding, &spare)?;
         for next in segments.iter().skip(1).map(Some).chain([None]) {
             let (next_encoded, written) = crate::sync::join(
-                || next.map(|range| self.encode(range.clone(), record, encoding)).transpose(),
+                || next.map(|range| self.encode(range.clone(), record, encoding, &spare)).transpose(),
                 || self.stage_write(&mut staged, &encoded),
             );
             written?;
+            let done = std::mem::take(&mut encoded);
+            lock(&spare).extend(done.into_iter().filter_map(|p| match p.data {
+                Cow::Owned(buf) => Some(buf),
+                Cow::Borrowed(_) => None,
+            }));
             match next_encoded? {
                 Some(packed) => encoded = packed,
                 None => break,
@@ -191,6 +209,7 @@ impl Zrecord {
         range: std::ops::Range<usize>,
         record: &(impl Fn(usize) -> &'a [u8] + Sync),
         encoding: Encoding<'_>,
+        spare: &Mutex<Vec<Vec<u8>>>,
     ) -> Result<Vec<Packed<'static>>> {
         let n = range.len();
         let bytes: usize = range.clone().map(record).map(<[u8]>::len).sum();
@@ -198,7 +217,9 @@ impl Zrecord {
         let per_task = n.div_ceil(tasks);
         crate::sync::map_collect(n.div_ceil(per_task), |t| {
             let task = range.start + t * per_task..(range.start + (t + 1) * per_task).min(range.end);
-            let block = encode_block(task.map(record), encoding)
+            let mut buf = lock(spare).pop().unwrap_or_default();
+            buf.reserve(block_bytes_max(task.clone().map(|k| record(k).len())));
+            let block = encode_block(task.map(record), encoding, buf)
                 .map_err(|reason| Error::InvalidArgument(format!("zstd failed to compress: {reason}")))?;
             Ok(Packed { data: Cow::Owned(block.data), records: block.records })
         })

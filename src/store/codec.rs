@@ -7,6 +7,7 @@
 //! record is an error, not silently wrong bytes.
 
 use std::cell::RefCell;
+use std::io::Cursor;
 use std::sync::{Arc, Mutex};
 
 use zstd::zstd_safe::{self, CCtx, CDict, CParameter, DCtx, DDict};
@@ -82,9 +83,17 @@ fn zstd_error(code: usize) -> String {
     zstd_safe::get_error_name(code).to_string()
 }
 
-/// Encodes `records` into one block. Codec `Raw` copies.
-pub(crate) fn encode_block<'r>(records: impl Iterator<Item = &'r [u8]>, enc: Encoding<'_>) -> Result<Block, String> {
-    let mut block = Block::default();
+/// Encodes `records` into one block, its bytes in `buf` (cleared first;
+/// a buffer reused from an earlier block keeps its capacity, and one with
+/// room for [`block_bytes_max`] of the records never reallocates). Codec
+/// `Raw` copies.
+pub(crate) fn encode_block<'r>(
+    records: impl Iterator<Item = &'r [u8]>,
+    enc: Encoding<'_>,
+    mut buf: Vec<u8>,
+) -> Result<Block, String> {
+    buf.clear();
+    let mut block = Block { data: buf, records: Vec::new() };
     match enc.codec {
         Codec::Raw => {
             for record in records {
@@ -141,11 +150,17 @@ fn push_compressed(
     block: &mut Block,
     record: &[u8],
     enc: Encoding<'_>,
-    mut compress: impl FnMut(&mut [u8], &[u8]) -> zstd_safe::SafeResult,
+    mut compress: impl FnMut(&mut Cursor<&mut Vec<u8>>, &[u8]) -> zstd_safe::SafeResult,
 ) -> Result<(), String> {
     let start = block.data.len();
-    block.data.resize(start + zstd_safe::compress_bound(record.len()), 0);
-    let n = compress(&mut block.data[start..], record).map_err(zstd_error)?;
+    // The frame goes into the spare capacity after `start`, without
+    // zeroing it first: zstd's `WriteBuf` for a cursor over the vector sets
+    // its length to `start + n` once the frame is written.
+    block.data.reserve(zstd_safe::compress_bound(record.len()));
+    let mut cursor = Cursor::new(&mut block.data);
+    cursor.set_position(start as u64);
+    let n = compress(&mut cursor, record).map_err(zstd_error)?;
+    debug_assert_eq!(block.data.len(), start + n);
     let worth = (n as f64) < record.len() as f64 * (1.0 - enc.min_saving) && n < record.len();
     if worth {
         block.data.truncate(start + n);
@@ -156,6 +171,12 @@ fn push_compressed(
         push_raw(block, record);
     }
     Ok(())
+}
+
+/// The most bytes [`encode_block`] writes for `records` of these lengths
+/// with any codec.
+pub(crate) fn block_bytes_max(lengths: impl Iterator<Item = usize>) -> usize {
+    lengths.map(zstd_safe::compress_bound).sum()
 }
 
 /// The most bytes a single-shot zstd frame of `logic` bytes takes

@@ -64,8 +64,8 @@ pub struct Options {
     pub append_segment_bytes: usize,
 }
 
-/// The default [`Options::append_segment_bytes`]: 8 MiB.
-pub const APPEND_SEGMENT_BYTES_DEFAULT: usize = 8 << 20;
+/// The default [`Options::append_segment_bytes`]: 2 MiB.
+pub const APPEND_SEGMENT_BYTES_DEFAULT: usize = 2 << 20;
 
 impl Default for Options {
     fn default() -> Options {
