@@ -163,7 +163,6 @@ fn push_compressed(
     debug_assert_eq!(block.data.len(), start + n);
     let worth = (n as f64) < record.len() as f64 * (1.0 - enc.min_saving) && n < record.len();
     if worth {
-        block.data.truncate(start + n);
         let logic = record.len() as u32;
         block.records.push(Encoded { phys: n as u32, logic, codec: enc.codec });
     } else {
