@@ -1,4 +1,7 @@
-//! The one error type of the crate.
+//! The store's error type, [`Error`] (with [`Corruption`], what is wrong
+//! with a damaged store). The sampler, the datasets and the loader have
+//! their own (`SamplerError`, `DatasetError`, `LoaderError`); a dataset's
+//! wraps this one where a store operation failed.
 //!
 //! Every failure the caller can cause or the disk can present is a variant
 //! here, with the store path and the record index where they apply. Bytes from
@@ -151,11 +154,11 @@ pub enum Corruption {
     /// An unknown codec tag.
     UnknownCodec(u8),
     /// The entry names a chunk past the last one.
-    ChunkPastTail {
+    ChunkPastLast {
         /// The chunk named.
         chunk: u16,
         /// The last chunk.
-        tail_chunk: u16,
+        last_chunk: u16,
     },
     /// The chunk file the entry names does not exist.
     ChunkMissing {
@@ -217,8 +220,8 @@ impl fmt::Display for Corruption {
                 write!(f, "table entry was never written (header length past the written table)")
             }
             Corruption::UnknownCodec(tag) => write!(f, "unknown codec tag {tag}"),
-            Corruption::ChunkPastTail { chunk, tail_chunk } => {
-                write!(f, "entry names chunk {chunk}, past the last chunk {tail_chunk}")
+            Corruption::ChunkPastLast { chunk, last_chunk } => {
+                write!(f, "entry names chunk {chunk}, past the last chunk {last_chunk}")
             }
             Corruption::ChunkMissing { chunk } => write!(f, "chunk file {chunk}.zr is missing"),
             Corruption::PastChunkEnd { chunk, end, chunk_len } => {

@@ -76,13 +76,13 @@ const _: () = assert!(std::mem::offset_of!(Header, tail_offset) == 8);
 const _: () = assert!(std::mem::offset_of!(Header, length) == HEADER_LENGTH_OFFSET as usize);
 
 impl Header {
-    /// A header for `length` records with the write frontier at `tail`.
-    pub fn new(tail: Tail, length: u32) -> Header {
+    /// A header for `length` records with the write frontier at `frontier`.
+    pub fn new(frontier: Frontier, length: u32) -> Header {
         Header {
             magic: MAGIC,
             version: VERSION.to_le_bytes(),
-            tail_chunk: tail.chunk.to_le_bytes(),
-            tail_offset: tail.offset.to_le_bytes(),
+            tail_chunk: frontier.chunk.to_le_bytes(),
+            tail_offset: frontier.offset.to_le_bytes(),
             length: length.to_le_bytes(),
         }
     }
@@ -90,9 +90,10 @@ impl Header {
     pub fn version(&self) -> u16 {
         u16::from_le_bytes(self.version)
     }
-    /// The write frontier: where the next record goes.
-    pub fn tail(&self) -> Tail {
-        Tail { chunk: u16::from_le_bytes(self.tail_chunk), offset: u32::from_le_bytes(self.tail_offset) }
+    /// The write frontier: where the next record goes (the fields the
+    /// reference names `tail_chunk` and `tail_offset`).
+    pub fn frontier(&self) -> Frontier {
+        Frontier { chunk: u16::from_le_bytes(self.tail_chunk), offset: u32::from_le_bytes(self.tail_offset) }
     }
     /// Number of live records.
     pub fn length(&self) -> u32 {
@@ -100,16 +101,18 @@ impl Header {
     }
 }
 
-/// The write frontier: the chunk new records go to and the first free byte in it.
+/// The write frontier: the chunk new records go to and the first free byte
+/// in it. On disk it is the header's `tail_chunk` and `tail_offset` (the
+/// reference's names); everywhere else it is the frontier.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
-pub struct Tail {
+pub struct Frontier {
     /// The last chunk; chunks `0..=chunk` exist.
     pub chunk: u16,
     /// First free byte of that chunk.
     pub offset: u32,
 }
 
-impl Tail {
+impl Frontier {
     /// The frontier as one address, `chunk * 4 GiB + offset`.
     pub fn address(self) -> u64 {
         u64::from(self.chunk) * CHUNK_BYTES_MAX + u64::from(self.offset)

@@ -163,7 +163,7 @@ fn chunk_id_past_the_tail_and_unknown_codec() {
     poke(&meta, entry_offset(1) + 12, &7u16.to_le_bytes());
     poke(&meta, entry_offset(2) + 14, &[9]);
     let what = corruption(gather_one(dir.path(), 1).unwrap_err());
-    assert_eq!(what, Corruption::ChunkPastTail { chunk: 7, tail_chunk: 0 });
+    assert_eq!(what, Corruption::ChunkPastLast { chunk: 7, last_chunk: 0 });
     let what = corruption(gather_one(dir.path(), 2).unwrap_err());
     assert_eq!(what, Corruption::UnknownCodec(9));
 }

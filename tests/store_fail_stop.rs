@@ -107,8 +107,8 @@ impl SharedMap for FaultyMap {
         // SAFETY: forwarded contract.
         unsafe { self.0.store_word(offset, word) }
     }
-    fn load_u32(&self, offset: usize) -> u32 {
-        self.0.load_u32(offset)
+    fn load_word(&self, offset: usize) -> u64 {
+        self.0.load_word(offset)
     }
     fn flush_range(&self, offset: usize, len: usize) -> io::Result<()> {
         self.1.sync()?;

@@ -166,3 +166,21 @@ fn a_second_writer_is_refused_and_readers_are_not() {
     drop(store);
     Zrecord::open(dir.path()).expect("the lock is released on drop");
 }
+
+/// A read-only handle's `stats` after `refresh` describes the store as it
+/// is then, not as it was at open: the frontier is read from the header, the
+/// one place that holds it.
+#[test]
+fn stats_of_a_refreshed_reader_match_the_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = Zrecord::open(dir.path()).unwrap();
+    writer.append(&[1u8; 10 * 4096], 10, 4096, Codec::Raw).unwrap();
+    let reader = Zrecord::open_read_only(dir.path()).unwrap();
+    assert_eq!(reader.stats().unwrap(), writer.stats().unwrap());
+    writer.append(&[2u8; 3000 * 4096], 3000, 4096, Codec::Raw).unwrap();
+    assert_eq!(reader.refresh().unwrap(), 3010);
+    let stats = reader.stats().unwrap();
+    assert_eq!(stats, writer.stats().unwrap());
+    assert_eq!(stats.chunk_bytes, 3010 * 4096);
+    assert_eq!(stats.reclaimable, 0);
+}

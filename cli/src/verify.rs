@@ -139,7 +139,7 @@ fn corruption_kind(what: &Corruption) -> &'static str {
     match what {
         Corruption::UnwrittenEntry => "unwritten_entry",
         Corruption::UnknownCodec(_) => "unknown_codec",
-        Corruption::ChunkPastTail { .. } => "chunk_past_tail",
+        Corruption::ChunkPastLast { .. } => "chunk_past_last",
         Corruption::ChunkMissing { .. } => "chunk_missing",
         Corruption::PastChunkEnd { .. } => "past_chunk_end",
         Corruption::LogicTooLarge(_) => "logic_too_large",

@@ -773,11 +773,12 @@ impl SharedMap for SimMap {
         assert_eq!(offset % 8, 0);
         self.store(offset, &word.to_ne_bytes(), "store_word");
     }
-    fn load_u32(&self, offset: usize) -> u32 {
-        let mut b = [0u8; 4];
+    fn load_word(&self, offset: usize) -> u64 {
+        assert_eq!(offset % 8, 0);
+        let mut b = [0u8; 8];
         let mut s = self.fs.lock();
         s.inode(self.id).volatile.read(offset as u64, &mut b);
-        u32::from_ne_bytes(b)
+        u64::from_ne_bytes(b)
     }
     fn flush_range(&self, offset: usize, len: usize) -> io::Result<()> {
         let mut s = self.fs.lock();

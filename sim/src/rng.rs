@@ -21,7 +21,7 @@ impl Rng {
 
     /// Uniform in `0..n` (`n > 0`); the tiny modulo bias is irrelevant here.
     pub fn below(&mut self, n: u64) -> u64 {
-        debug_assert!(n > 0);
+        assert!(n > 0, "below(0)");
         self.next_u64() % n
     }
 

@@ -157,8 +157,8 @@ impl SharedMap for LoomMap {
         // SAFETY: forwarded contract.
         unsafe { self.inner.store_word(offset, word) }
     }
-    fn load_u32(&self, offset: usize) -> u32 {
-        self.inner.load_u32(offset)
+    fn load_word(&self, offset: usize) -> u64 {
+        self.inner.load_word(offset)
     }
     fn flush_range(&self, offset: usize, len: usize) -> io::Result<()> {
         self.inner.flush_range(offset, len)

@@ -1,9 +1,10 @@
 //! The I/O boundary: every file operation of the store goes through [`Vfs`].
 //!
-//! The store never touches `std::fs` or `memmap2` itself (`clippy.toml` forbids
-//! it outside [`real`]). [`real::RealFs`] is the implementation on the real
-//! filesystem; the crash simulator substitutes a fault-injecting in-memory one
-//! without any change to store code.
+//! The store never touches `std::fs` or `memmap2` itself: only [`real`]
+//! names them (`tests/architecture_io_boundary.rs` checks it).
+//! [`real::RealFs`] is the implementation on the real filesystem; the crash
+//! simulator substitutes a fault-injecting in-memory one without any change
+//! to store code.
 //!
 //! The operations are the ones the crash-ordering in `docs/crash-safety.md` is
 //! written in: positional reads and writes that may be short, `sync_data`,
@@ -121,15 +122,18 @@ pub trait SharedMap: Send + Sync + fmt::Debug {
     /// # Safety
     /// No other thread of this process reads or writes those bytes concurrently.
     unsafe fn write(&self, offset: usize, src: &[u8]);
-    /// Stores one aligned 8-byte word (`offset % 8 == 0`) with a single store,
-    /// so a concurrent writeback sees the old or the new word, never a mix.
+    /// Stores one aligned 8-byte word (`offset % 8 == 0`) with a single
+    /// atomic store, so a concurrent writeback, or a concurrent
+    /// [`SharedMap::load_word`], sees the old or the new word, never a mix.
     ///
     /// # Safety
-    /// As for [`SharedMap::write`].
+    /// No other thread of this process writes those bytes concurrently, or
+    /// reads them other than with [`SharedMap::load_word`].
     unsafe fn store_word(&self, offset: usize, word: u64);
-    /// Loads the aligned 4-byte word at `offset` (`offset % 4 == 0`) with one
-    /// atomic load; safe against concurrent stores, even by other processes.
-    fn load_u32(&self, offset: usize) -> u32;
+    /// Loads the aligned 8-byte word at `offset` (`offset % 8 == 0`) with one
+    /// atomic load, the counterpart of [`SharedMap::store_word`]; safe against
+    /// concurrent stores, even by other processes.
+    fn load_word(&self, offset: usize) -> u64;
     /// Makes the bytes `offset..offset + len` durable (`msync`).
     fn flush_range(&self, offset: usize, len: usize) -> io::Result<()>;
 }

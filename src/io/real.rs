@@ -5,7 +5,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use memmap2::{Mmap, MmapMut, MmapOptions};
 
@@ -203,13 +203,13 @@ impl SharedMap for RealSharedMap {
         // atomic store is one instruction, never observed half done.
         unsafe { AtomicU64::from_ptr(self.ptr.add(offset).cast::<u64>()) }.store(word, Ordering::Release);
     }
-    fn load_u32(&self, offset: usize) -> u32 {
-        self.check(offset, 4);
-        assert_eq!(offset % 4, 0, "unaligned word load");
-        // SAFETY: in bounds and 4-aligned; all of this process's accesses to
-        // header words are atomic, and an atomic load is defined whatever
-        // another process stores.
-        unsafe { AtomicU32::from_ptr(self.ptr.add(offset).cast::<u32>()) }.load(Ordering::Acquire)
+    fn load_word(&self, offset: usize) -> u64 {
+        self.check(offset, 8);
+        assert_eq!(offset % 8, 0, "unaligned word load");
+        // SAFETY: in bounds and 8-aligned (the mapping is page aligned); this
+        // process accesses header words only with 8-byte atomics, and an
+        // atomic load is defined whatever another process stores.
+        unsafe { AtomicU64::from_ptr(self.ptr.add(offset).cast::<u64>()) }.load(Ordering::Acquire)
     }
     fn flush_range(&self, offset: usize, len: usize) -> io::Result<()> {
         self.check(offset, len);

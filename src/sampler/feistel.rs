@@ -127,7 +127,7 @@ impl Permutation {
 
     /// [`Permutation::new`] for a `len` known to be at least 1.
     pub(crate) fn keyed(len: u64, key: u64) -> Self {
-        debug_assert!(len >= 1);
+        assert!(len >= 1, "a permutation of an empty domain");
         let bits = u64::BITS - (len - 1).leading_zeros();
         let left_bits = bits / 2;
         let right_bits = bits - left_bits;
@@ -173,7 +173,7 @@ impl Permutation {
     /// The image of `index < len`, cycle-walking out of `len..2^bits`.
     #[inline]
     pub(crate) fn walk(&self, index: u64) -> u64 {
-        debug_assert!(index < self.len);
+        assert!(index < self.len, "walk of an index past the domain");
         let mut x = self.network(index);
         while x >= self.len {
             x = self.network(x);
@@ -194,7 +194,7 @@ impl Permutation {
     /// runs one network pass over the chunk, then passes over only the
     /// values still out of range, whose list is compacted without branches.
     pub(crate) fn fill(&self, start: u64, out: &mut [u64]) {
-        debug_assert!(start <= self.len && out.len() as u64 <= self.len - start);
+        assert!(start <= self.len && out.len() as u64 <= self.len - start, "fill past the domain");
         if self.domain_bits() > LANE32_BITS_MAX {
             return self.fill64(start, out);
         }

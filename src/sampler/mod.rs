@@ -187,7 +187,7 @@ impl Sampler {
 
     /// Writes positions `offset .. offset + out.len()` of the batch of `step`.
     pub(crate) fn fill_range(&self, step: u64, offset: usize, out: &mut [u64]) {
-        debug_assert!(offset <= self.batch_len && out.len() <= self.batch_len - offset);
+        assert!(offset <= self.batch_len && out.len() <= self.batch_len - offset, "a range past the batch");
         let batch_len = self.batch_len as u64;
         let offset = offset as u64;
         match self.mode {

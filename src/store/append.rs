@@ -1,16 +1,18 @@
 //! Append: encode in parallel, place serially, write, sync, commit.
 //! The ordered steps are `docs/crash-safety.md`, "Append".
 
-use crate::sync::Ordering;
 use std::borrow::Cow;
 // Not the loom facade's: a scratch pool, no part of the protocol the
 // models check (under loom `join` runs its halves one after the other).
 use std::sync::Mutex;
 
+use super::Zrecord;
+use super::chunks::Chunk;
 use super::codec::{Encoded, Encoding, block_bytes_max, encode_block};
-use super::{Writer, Zrecord};
+use super::entry::assert_committable;
+use super::meta::Writer;
 use crate::error::{Error, Result};
-use crate::format::{CHUNK_BYTES_MAX, CHUNKS_MAX, Codec, Entry, Loc, RECORD_BYTES_MAX, RECORDS_MAX, Tail};
+use crate::format::{Codec, Entry, Frontier, Loc, RECORD_BYTES_MAX, RECORDS_MAX};
 
 /// Encoded records of one append, packed back to back.
 struct Packed<'a> {
@@ -18,38 +20,46 @@ struct Packed<'a> {
     records: Vec<Encoded>,
 }
 
-/// Takes the spare-block pool's lock (a panic elsewhere leaves the pool a
-/// plain list of buffers).
-fn lock(spare: &Mutex<Vec<Vec<u8>>>) -> std::sync::MutexGuard<'_, Vec<Vec<u8>>> {
-    spare.lock().unwrap_or_else(|e| e.into_inner())
+/// The blocks of written segments, for later segments to encode into: no
+/// fresh pages to fault in and zero per segment.
+#[derive(Default)]
+struct SpareBlocks(Mutex<Vec<Vec<u8>>>);
+
+impl SpareBlocks {
+    /// An empty block (reused when one is spare).
+    fn take(&self) -> Vec<u8> {
+        let mut block = self.lock().pop().unwrap_or_default();
+        block.clear();
+        block
+    }
+    /// Returns the owned blocks of written segments.
+    fn give_back(&self, done: Vec<Packed<'_>>) {
+        self.lock().extend(done.into_iter().filter_map(|p| match p.data {
+            Cow::Owned(buf) => Some(buf),
+            Cow::Borrowed(_) => None,
+        }));
+    }
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Vec<u8>>> {
+        // A panic elsewhere leaves the pool a plain list of buffers.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// Bytes of input a parallel encoding task takes at least.
 const TASK_BYTES_MIN: usize = 256 << 10;
 
 /// An append under way: where its records went, before the commit.
-struct Staged {
-    /// The frontier before the append.
-    start: Tail,
+struct Staged<'s> {
+    /// The index of its first record.
+    first: u32,
     /// The frontier after the records staged so far.
-    cursor: Tail,
+    cursor: Frontier,
     entries: Vec<Entry>,
+    /// The chunks the records reach, in placement order, each with the end
+    /// of its last record.
+    reach: Vec<(u16, &'s Chunk, u64)>,
     /// A chunk file was created (the directory needs a sync).
     created: bool,
-}
-
-/// Where a record of `len` stored bytes goes when the frontier is `cursor`,
-/// and the frontier after it; `None` when the chunks are exhausted. A record
-/// never straddles two chunks.
-pub(crate) fn place(cursor: Tail, len: u32) -> Option<(Loc, Tail)> {
-    let mut at = cursor;
-    // `>=`: the frontier must stay representable, so the last byte of a
-    // chunk is never used.
-    if u64::from(at.offset) + u64::from(len) >= CHUNK_BYTES_MAX {
-        at = Tail { chunk: at.chunk.checked_add(1).filter(|c| u32::from(*c) < CHUNKS_MAX)?, offset: 0 };
-    }
-    let next = Tail { chunk: at.chunk, offset: at.offset + len };
-    Some((Loc { chunk: at.chunk, offset: at.offset }, next))
 }
 
 /// Records `0..n` cut into consecutive ranges of about `segment_bytes`
@@ -131,7 +141,7 @@ impl Zrecord {
         raw_whole: Option<&'a [u8]>,
         codec: Codec,
     ) -> Result<u64> {
-        self.check_writable()?;
+        self.fail_stop.check_writable()?;
         if n > RECORDS_MAX as usize {
             return Err(Error::StoreFull { path: self.path.clone() });
         }
@@ -147,8 +157,8 @@ impl Zrecord {
         let Some(data) = raw_whole else {
             return self.append_pipelined(n, &record, encoding);
         };
-        let mut writer = self.lock_writer();
-        let (first, mut staged) = self.stage_begin(&writer, n)?;
+        let mut writer = self.meta.lock_writer();
+        let mut staged = self.stage_begin(&writer, n)?;
         // Written a segment at a time (see `stage_write`).
         let mut at = 0usize;
         for range in segments(n, &record, self.options.append_segment_bytes) {
@@ -163,7 +173,7 @@ impl Zrecord {
             at += bytes;
             self.stage_write(&mut staged, &packed)?;
         }
-        self.commit_staged(&mut writer, staged, first)
+        self.commit_staged(&mut writer, staged)
     }
 
     /// Encodes and writes in segments of about
@@ -178,12 +188,10 @@ impl Zrecord {
         encoding: Encoding<'_>,
     ) -> Result<u64> {
         let segments = segments(n, record, self.options.append_segment_bytes);
-        let mut writer = self.lock_writer();
-        let (first, mut staged) = self.stage_begin(&writer, n)?;
-        // The blocks of a written segment, for the segment after next to
-        // encode into: no fresh pages to fault in and zero per segment. Freed
-        // when the call returns.
-        let spare = Mutex::new(Vec::new());
+        let mut writer = self.meta.lock_writer();
+        let mut staged = self.stage_begin(&writer, n)?;
+        // Freed when the call returns.
+        let spare = SpareBlocks::default();
         let mut encoded = self.encode(segments[0].clone(), record, encoding, &spare)?;
         for next in segments.iter().skip(1).map(Some).chain([None]) {
             let (next_encoded, written) = crate::sync::join(
@@ -191,17 +199,13 @@ impl Zrecord {
                 || self.stage_write(&mut staged, &encoded),
             );
             written?;
-            let done = std::mem::take(&mut encoded);
-            lock(&spare).extend(done.into_iter().filter_map(|p| match p.data {
-                Cow::Owned(buf) => Some(buf),
-                Cow::Borrowed(_) => None,
-            }));
+            spare.give_back(std::mem::take(&mut encoded));
             match next_encoded? {
                 Some(packed) => encoded = packed,
                 None => break,
             }
         }
-        self.commit_staged(&mut writer, staged, first)
+        self.commit_staged(&mut writer, staged)
     }
 
     fn encode<'a>(
@@ -209,7 +213,7 @@ impl Zrecord {
         range: std::ops::Range<usize>,
         record: &(impl Fn(usize) -> &'a [u8] + Sync),
         encoding: Encoding<'_>,
-        spare: &Mutex<Vec<Vec<u8>>>,
+        spare: &SpareBlocks,
     ) -> Result<Vec<Packed<'static>>> {
         let n = range.len();
         let bytes: usize = range.clone().map(record).map(<[u8]>::len).sum();
@@ -217,7 +221,7 @@ impl Zrecord {
         let per_task = n.div_ceil(tasks);
         crate::sync::map_collect(n.div_ceil(per_task), |t| {
             let task = range.start + t * per_task..(range.start + (t + 1) * per_task).min(range.end);
-            let mut buf = lock(spare).pop().unwrap_or_default();
+            let mut buf = spare.take();
             buf.reserve(block_bytes_max(task.clone().map(|k| record(k).len())));
             let block = encode_block(task.map(record), encoding, buf)
                 .map_err(|reason| Error::InvalidArgument(format!("zstd failed to compress: {reason}")))?;
@@ -225,153 +229,106 @@ impl Zrecord {
         })
     }
 
-    /// Starts an append of `n` records under the writer lock: the index of
-    /// the first, and nothing staged yet.
-    fn stage_begin(&self, writer: &Writer, n: usize) -> Result<(u32, Staged)> {
-        self.check_writable()?;
+    /// Starts an append of `n` records under the writer lock: nothing
+    /// staged yet.
+    fn stage_begin(&self, writer: &Writer<'_>, n: usize) -> Result<Staged<'_>> {
+        self.fail_stop.check_writable()?;
         let first = self.len();
         if u64::from(first) + n as u64 > u64::from(RECORDS_MAX) {
             return Err(Error::StoreFull { path: self.path.clone() });
         }
-        let staged = Staged { start: writer.tail, cursor: writer.tail, entries: Vec::with_capacity(n), created: false };
-        Ok((first, staged))
+        let start = writer.frontier();
+        Ok(Staged { first, cursor: start, entries: Vec::with_capacity(n), reach: Vec::new(), created: false })
     }
 
     /// Places encoded records after those already staged, writes them and
     /// starts their writeback (not durable yet:
     /// [`commit_staged`](Self::commit_staged) syncs).
-    fn stage_write(&self, staged: &mut Staged, packed: &[Packed<'_>]) -> Result<()> {
-        // Place every record; coalesce what lands contiguously into runs.
+    fn stage_write<'s>(&'s self, staged: &mut Staged<'s>, packed: &[Packed<'_>]) -> Result<()> {
         let from = staged.cursor;
-        let mut cursor = staged.cursor;
-        let entries = &mut staged.entries;
-        // (where, block, byte range in the block)
-        let mut spans: Vec<(Loc, usize, std::ops::Range<usize>)> = Vec::new();
+        let spans = self.place_all(staged, packed)?;
+        let runs: Vec<(&Chunk, u64, &[u8])> =
+            spans.into_iter().map(|(chunk, offset, b, range)| (chunk, offset, &packed[b].data[range])).collect();
+        crate::sync::try_for_each(&runs, |(chunk, offset, data)| chunk.write(data, *offset))
+            .map_err(|e| self.io("write chunk", e))?;
+        self.chunks.start_writeback(from, staged.cursor);
+        Ok(())
+    }
+
+    /// Places the records of `packed` from the staged cursor, adding their
+    /// entries and opening (creating) each chunk they reach; returns the
+    /// runs of bytes that land contiguously.
+    fn place_all<'s>(&'s self, staged: &mut Staged<'s>, packed: &[Packed<'_>]) -> Result<Vec<Span<'s>>> {
+        let mut spans: Vec<Span<'s>> = Vec::new();
         for (b, block) in packed.iter().enumerate() {
             let mut at = 0usize;
             for rec in &block.records {
                 let (loc, next) =
-                    place(cursor, rec.phys).ok_or_else(|| Error::StoreFull { path: self.path.clone() })?;
-                let range = at..at + rec.phys as usize;
+                    staged.cursor.place(rec.phys).ok_or_else(|| Error::StoreFull { path: self.path.clone() })?;
+                let chunk = self.reach(staged, loc, rec.phys)?;
+                let (offset, range) = (u64::from(loc.offset), at..at + rec.phys as usize);
                 match spans.last_mut() {
-                    Some((run, run_block, run_range))
+                    Some((run, run_offset, run_block, run_range))
                         if *run_block == b
-                            && run.chunk == loc.chunk
+                            && std::ptr::eq(*run, chunk)
                             && run_range.end == range.start
-                            && u64::from(run.offset) + run_range.len() as u64 == u64::from(loc.offset) =>
+                            && *run_offset + run_range.len() as u64 == offset =>
                     {
                         run_range.end = range.end;
                     }
-                    _ if !range.is_empty() => spans.push((loc, b, range)),
+                    _ if !range.is_empty() => spans.push((chunk, offset, b, range)),
                     _ => {}
                 }
-                entries.push(Entry::new(loc, rec.phys, rec.logic, rec.codec));
+                staged.entries.push(Entry::new(loc, rec.phys, rec.logic, rec.codec));
                 at += rec.phys as usize;
-                cursor = next;
+                staged.cursor = next;
             }
         }
-        let runs: Vec<(Loc, &[u8])> = spans.into_iter().map(|(loc, b, range)| (loc, &packed[b].data[range])).collect();
-
-        // Write the data, creating chunk files as the frontier reaches them.
-        for id in staged.cursor.chunk..=cursor.chunk {
-            let (_, new) = self.chunks.get_or_create(&*self.vfs, id).map_err(|e| self.io("create chunk", e))?;
-            staged.created |= new;
-        }
-        staged.cursor = cursor;
-        crate::sync::try_for_each(&runs, |(loc, data)| {
-            let chunk = self.chunks.get(&*self.vfs, loc.chunk)?.expect("opened above");
-            crate::io::write_all_at(&*chunk.file, data, u64::from(loc.offset))
-        })
-        .map_err(|e| self.io("write chunk", e))?;
-        self.start_writeback(from, cursor);
-        Ok(())
+        Ok(spans)
     }
 
-    /// Asks the kernel to start writing bytes `from..to` of the chunks back,
-    /// so that the commit's data sync finds less to wait for. A hint only:
-    /// a failure is ignored (the sync that follows reports real errors).
-    fn start_writeback(&self, from: Tail, to: Tail) {
-        for id in from.chunk..=to.chunk {
-            let start = if id == from.chunk { u64::from(from.offset) } else { 0 };
-            let end = if id == to.chunk { u64::from(to.offset) } else { CHUNK_BYTES_MAX };
-            if let Ok(Some(chunk)) = self.chunks.get(&*self.vfs, id)
-                && end > start
-            {
-                let _ = chunk.file.start_writeback(start, end - start);
-            }
+    /// The chunk a record placed at `loc` goes to, opened (created) when the
+    /// placement first reaches it; notes how far the records reach in it.
+    fn reach<'s>(&'s self, staged: &mut Staged<'s>, loc: Loc, phys: u32) -> Result<&'s Chunk> {
+        let end = u64::from(loc.offset) + u64::from(phys);
+        if let Some((id, chunk, far)) = staged.reach.last_mut()
+            && *id == loc.chunk
+        {
+            *far = (*far).max(end);
+            return Ok(*chunk);
         }
+        let (chunk, new) = self.chunks.create(loc.chunk).map_err(|e| self.io("create chunk", e))?;
+        staged.created |= new;
+        staged.reach.push((loc.chunk, chunk, end));
+        Ok(chunk)
     }
 
     /// Makes a staged append durable and visible: chunk lengths, data sync,
     /// table entries, header (`docs/crash-safety.md`, "Append").
-    fn commit_staged(&self, writer: &mut Writer, staged: Staged, first: u32) -> Result<u64> {
-        let Staged { start, cursor, entries, created } = staged;
-        let n = entries.len();
-        // How far each chunk must reach: the end of its last record, empty
-        // ones included (they sit at the frontier, and a chunk file may be
-        // shorter than the frontier the header records).
-        let mut reach: Vec<(u16, u64)> = Vec::new();
-        for entry in &entries {
-            let (loc, end) = (entry.loc(), u64::from(entry.loc().offset) + u64::from(entry.phys_length()));
-            match reach.last_mut() {
-                Some((chunk, far)) if *chunk == loc.chunk => *far = (*far).max(end),
-                _ => reach.push((loc.chunk, end)),
-            }
-        }
-        for &(id, end) in &reach {
-            let chunk = self.chunks.get(&*self.vfs, id).map_err(|e| self.io("open chunk", e))?.expect("opened above");
-            if chunk.file.len().map_err(|e| self.io("stat chunk", e))? < end {
-                chunk.file.set_len(end).map_err(|e| self.io("extend chunk", e))?;
-            }
+    fn commit_staged(&self, writer: &mut Writer<'_>, staged: Staged<'_>) -> Result<u64> {
+        let Staged { first, cursor, entries, reach, created, .. } = staged;
+        // Each chunk reaches the end of its last record, empty ones
+        // included: they sit at the frontier, which may lie past the end of
+        // a chunk file.
+        for &(_, chunk, end) in &reach {
+            chunk.extend_to(end).map_err(|e| self.io("extend chunk", e))?;
         }
         if created {
-            self.vfs.sync_dir(&self.path).map_err(|e| self.sync_failed(e))?; // SYNC A0
+            self.chunks.sync_dir().map_err(|e| self.sync_failed(e))?; // SYNC A0
         }
-        for id in start.chunk..=cursor.chunk {
-            let chunk = self.chunks.get(&*self.vfs, id).map_err(|e| self.io("open chunk", e))?.expect("opened above");
-            chunk.file.sync_data().map_err(|e| self.sync_failed(e))?; // SYNC A1
+        for &(_, chunk, _) in &reach {
+            chunk.sync_data().map_err(|e| self.sync_failed(e))?; // SYNC A1
         }
-
-        // The table, then the header; each durable before the next.
-        for (k, entry) in entries.iter().enumerate() {
-            // SAFETY: slots at and past the published length; readers never
-            // read them and the writer lock excludes other appenders.
-            unsafe { self.table.set_entry(first + k as u32, entry) };
+        let has_dict = self.has_dict();
+        for entry in &entries {
+            assert_committable(entry, cursor, has_dict);
         }
-        let end = first + n as u32;
-        self.table.flush_entries(first, end).map_err(|e| self.sync_failed(e))?; // SYNC A2
-        if cursor.chunk != start.chunk {
-            // SAFETY: the writer lock is held.
-            unsafe { self.table.set_header_word0(cursor.chunk) };
-            self.table.flush_header().map_err(|e| self.sync_failed(e))?; // SYNC A3a
-        }
-        // SAFETY: the writer lock is held.
-        unsafe { self.table.set_header_word1(cursor.offset, end) };
-        self.table.flush_header().map_err(|e| self.sync_failed(e))?; // SYNC A3b
-
-        // Publish: chunk lengths first, then the length readers go by.
-        for &(id, end) in &reach {
-            self.chunks.get(&*self.vfs, id).map_err(|e| self.io("open chunk", e))?.expect("opened").grew_to(end);
-        }
-        self.tail_chunk.store(u32::from(cursor.chunk), Ordering::Release);
-        self.len.store(end, Ordering::Release);
-        writer.tail = cursor;
+        writer.commit_append(first, &entries, cursor).map_err(|e| self.sync_failed(e))?; // SYNC A2, A3
+        self.debug_check_invariants();
         Ok(u64::from(first))
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn place_rolls_over_and_never_straddles() {
-        let at = |chunk, offset| Tail { chunk, offset };
-        assert_eq!(place(at(0, 10), 5), Some((Loc { chunk: 0, offset: 10 }, at(0, 15))));
-        let near_end = (CHUNK_BYTES_MAX - 4) as u32;
-        assert_eq!(place(at(0, near_end), 4), Some((Loc { chunk: 1, offset: 0 }, at(1, 4))));
-        assert_eq!(place(at(0, near_end), 3), Some((Loc { chunk: 0, offset: near_end }, at(0, u32::MAX))));
-        assert_eq!(place(at(0, near_end), 0), Some((Loc { chunk: 0, offset: near_end }, at(0, near_end))));
-        assert_eq!(place(at(4095, near_end), 4), None);
-    }
-}
+/// A run of placed bytes: the chunk and offset it goes to, which block it
+/// comes from, and its byte range in that block.
+type Span<'s> = (&'s Chunk, u64, usize, std::ops::Range<usize>);

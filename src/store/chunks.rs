@@ -1,25 +1,27 @@
-//! The chunk files `0.zr ..= {tail_chunk}.zr`, opened lazily and mapped
-//! read-only for the gather path.
+//! The chunk files `0.zr ..= {last}.zr`: [`ChunkSet`] owns the filesystem
+//! handle, opens chunk files lazily (mapped read-only for the gather path),
+//! and is the only code that writes, extends, syncs, trims or removes them.
 //!
-//! Invariant: `Chunk::len` never exceeds the file's real length, so a read
+//! Invariant: [`Chunk::len`] never exceeds the file's real length, so a read
 //! validated against it never touches the mapping past the end of the file.
-//! It grows after bytes are written and shrinks (under `&mut`) before a file
-//! is truncated.
+//! It grows after bytes are written or the file extended, and shrinks (under
+//! `&mut`) before the file is truncated.
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
-use crate::sync::{AtomicU64, Ordering};
-
-use crate::format::{CHUNK_BYTES_MAX, CHUNKS_MAX, chunk_file_name};
+use super::entry::ValidEntry;
+use crate::error::{Corruption, Error, Result};
+use crate::format::{CHUNK_BYTES_MAX, CHUNKS_MAX, Frontier, chunk_file_name};
 use crate::io::{OpenMode, ReadMap, Vfs, VfsFile};
+use crate::sync::{AtomicU64, Ordering};
 
 /// One open chunk file.
 #[derive(Debug)]
 pub(crate) struct Chunk {
-    pub(crate) file: Box<dyn VfsFile>,
-    pub(crate) map: Box<dyn ReadMap>,
+    file: Box<dyn VfsFile>,
+    map: Box<dyn ReadMap>,
     len: AtomicU64,
 }
 
@@ -28,66 +30,109 @@ impl Chunk {
     pub(crate) fn len(&self) -> u64 {
         self.len.load(Ordering::Acquire)
     }
+
+    /// The file's real length.
+    pub(crate) fn file_len(&self) -> io::Result<u64> {
+        self.file.len()
+    }
+
     /// Records that bytes up to `end` now exist.
-    pub(crate) fn grew_to(&self, end: u64) {
+    fn grew_to(&self, end: u64) {
         self.len.fetch_max(end, Ordering::AcqRel);
     }
-    /// Records a truncation to `len` (before it happens).
-    pub(crate) fn shrink_to(&mut self, len: u64) {
-        self.len.store(len, Ordering::Release);
+
+    /// Writes `data` at `offset` (not durable until [`ChunkSet::sync_data`]).
+    pub(crate) fn write(&self, data: &[u8], offset: u64) -> io::Result<()> {
+        crate::io::write_all_at(&*self.file, data, offset)?;
+        self.grew_to(offset + data.len() as u64);
+        Ok(())
+    }
+
+    /// Extends the file to `end` if it is shorter (an empty record at a
+    /// frontier past the file's end).
+    pub(crate) fn extend_to(&self, end: u64) -> io::Result<()> {
+        if self.file.len()? < end {
+            self.file.set_len(end)?;
+        }
+        self.grew_to(end);
+        Ok(())
+    }
+
+    /// `fdatasync`.
+    pub(crate) fn sync_data(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    /// Starts writeback of `offset..end` (a hint; see
+    /// [`VfsFile::start_writeback`]): a failure is ignored, the sync that
+    /// follows reports real errors.
+    pub(crate) fn start_writeback(&self, offset: u64, end: u64) {
+        if end > offset {
+            let _ = self.file.start_writeback(offset, end - offset);
+        }
     }
 }
 
-/// The set of chunk files.
-pub(crate) struct Chunks {
+/// The set of chunk files of one store.
+pub(crate) struct ChunkSet {
+    vfs: Arc<dyn Vfs>,
     dir: PathBuf,
     writable: bool,
     slots: Box<[OnceLock<Chunk>]>,
 }
 
-impl std::fmt::Debug for Chunks {
+impl std::fmt::Debug for ChunkSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let open: Vec<usize> =
             self.slots.iter().enumerate().filter(|(_, s)| s.get().is_some()).map(|(i, _)| i).collect();
-        f.debug_struct("Chunks").field("dir", &self.dir).field("open", &open).finish()
+        f.debug_struct("ChunkSet").field("dir", &self.dir).field("open", &open).finish()
     }
 }
 
-impl Chunks {
-    pub(crate) fn new(dir: &Path, writable: bool) -> Chunks {
-        Chunks { dir: dir.to_path_buf(), writable, slots: (0..CHUNKS_MAX).map(|_| OnceLock::new()).collect() }
+impl ChunkSet {
+    pub(crate) fn new(vfs: Arc<dyn Vfs>, dir: &Path, writable: bool) -> ChunkSet {
+        let slots = (0..CHUNKS_MAX).map(|_| OnceLock::new()).collect();
+        ChunkSet { vfs, dir: dir.to_path_buf(), writable, slots }
     }
 
-    pub(crate) fn path(&self, id: u16) -> PathBuf {
-        self.dir.join(chunk_file_name(id))
+    /// The filesystem the store lives on.
+    pub(crate) fn vfs(&self) -> &dyn Vfs {
+        &*self.vfs
     }
 
     /// Chunk `id`, opened on first use; `Ok(None)` if the file does not exist.
-    pub(crate) fn get(&self, vfs: &dyn Vfs, id: u16) -> io::Result<Option<&Chunk>> {
-        let slot = &self.slots[usize::from(id)];
+    /// Ids past the chunk limit name no file (`Ok(None)`).
+    pub(crate) fn get(&self, id: u16) -> io::Result<Option<&Chunk>> {
+        let Some(slot) = self.slots.get(usize::from(id)) else { return Ok(None) };
         if let Some(chunk) = slot.get() {
             return Ok(Some(chunk));
         }
         let mode = if self.writable { OpenMode::Write } else { OpenMode::Read };
-        match vfs.open(&self.path(id), mode) {
-            Ok(file) => Ok(Some(self.install(slot, file)?)),
+        match self.vfs.open(&self.dir.join(chunk_file_name(id)), mode) {
+            Ok(file) => Ok(Some(Self::install(slot, file)?)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
         }
     }
 
-    /// Chunk `id`, created if missing (writer only). The caller makes the
-    /// creation durable with a directory sync before anything points into it.
-    pub(crate) fn get_or_create(&self, vfs: &dyn Vfs, id: u16) -> io::Result<(&Chunk, bool)> {
-        debug_assert!(self.writable);
-        if let Some(chunk) = self.get(vfs, id)? {
-            return Ok((chunk, false));
-        }
-        let file = vfs.open(&self.path(id), OpenMode::Create)?;
-        Ok((self.install(&self.slots[usize::from(id)], file)?, true))
+    /// Chunk `id` if it is open already (no I/O).
+    pub(crate) fn opened(&self, id: u16) -> Option<&Chunk> {
+        self.slots.get(usize::from(id)).and_then(OnceLock::get)
     }
 
-    fn install<'a>(&self, slot: &'a OnceLock<Chunk>, file: Box<dyn VfsFile>) -> io::Result<&'a Chunk> {
+    /// Chunk `id`, created if missing (writer only), and whether it was
+    /// created: then [`ChunkSet::sync_dir`] must make it durable before
+    /// anything points into it.
+    pub(crate) fn create(&self, id: u16) -> io::Result<(&Chunk, bool)> {
+        assert!(self.writable, "a read-only store creates no chunk");
+        if let Some(chunk) = self.get(id)? {
+            return Ok((chunk, false));
+        }
+        let file = self.vfs.open(&self.dir.join(chunk_file_name(id)), OpenMode::Create)?;
+        Ok((Self::install(&self.slots[usize::from(id)], file)?, true))
+    }
+
+    fn install(slot: &OnceLock<Chunk>, file: Box<dyn VfsFile>) -> io::Result<&Chunk> {
         let len = file.len()?.min(CHUNK_BYTES_MAX);
         let map = file.map_read(CHUNK_BYTES_MAX as usize)?;
         // Another thread may have opened it meanwhile: either copy is fine.
@@ -95,13 +140,99 @@ impl Chunks {
         Ok(slot.get().expect("just set"))
     }
 
-    /// The open chunk `id`, if it was opened.
-    pub(crate) fn get_mut(&mut self, id: u16) -> Option<&mut Chunk> {
-        self.slots[usize::from(id)].get_mut()
+    /// The stored bytes of a validated entry, borrowed from the chunk
+    /// mapping where possible; an error if they do not lie inside the file.
+    pub(crate) fn stored<'a>(&'a self, valid: &ValidEntry, scratch: &'a mut Vec<u8>) -> Result<&'a [u8]> {
+        let (loc, index) = (valid.loc(), Some(valid.index()));
+        let corrupt = |what| Error::Corrupt { path: self.dir.clone(), index, what };
+        let chunk = self
+            .get(loc.chunk)
+            .map_err(|source| Error::Io { path: self.dir.clone(), op: "open chunk", source })?
+            .ok_or(corrupt(Corruption::ChunkMissing { chunk: loc.chunk }))?;
+        let end = u64::from(loc.offset) + u64::from(valid.phys());
+        if end > chunk.len() {
+            return Err(corrupt(Corruption::PastChunkEnd { chunk: loc.chunk, end, chunk_len: chunk.len() }));
+        }
+        chunk.map.bytes(u64::from(loc.offset), valid.phys() as usize, scratch).map_err(|source| Error::Io {
+            path: self.dir.clone(),
+            op: "read chunk",
+            source,
+        })
     }
 
-    /// Forgets chunk `id` (its file was removed).
-    pub(crate) fn forget(&mut self, id: u16) {
-        self.slots[usize::from(id)].take();
+    /// `fdatasync` of the chunks `ids` that exist.
+    pub(crate) fn sync_data(&self, ids: impl IntoIterator<Item = u16>) -> io::Result<()> {
+        for id in ids {
+            if let Some(chunk) = self.get(id)? {
+                chunk.sync_data()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes the directory's entries (created or removed chunk files) durable.
+    pub(crate) fn sync_dir(&self) -> io::Result<()> {
+        self.vfs.sync_dir(&self.dir)
+    }
+
+    /// Brings the known lengths of chunks `0..=last` up to the files' (a
+    /// read-only store, after another process appended).
+    pub(crate) fn refresh(&self, last: u16) -> io::Result<()> {
+        for id in 0..=last.min(CHUNKS_MAX as u16 - 1) {
+            if let Some(chunk) = self.get(id)? {
+                chunk.grew_to(chunk.file.len()?.min(CHUNK_BYTES_MAX));
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes the chunk files hold up to `frontier`: every chunk before its
+    /// chunk, whole, and its offset.
+    pub(crate) fn bytes_below(&self, frontier: Frontier) -> io::Result<u64> {
+        let mut bytes = u64::from(frontier.offset);
+        for id in 0..frontier.chunk {
+            bytes += self.get(id)?.map_or(0, Chunk::len).min(CHUNK_BYTES_MAX);
+        }
+        Ok(bytes)
+    }
+
+    /// Truncates chunk `id` to `len` if it is longer, durably.
+    pub(crate) fn trim(&mut self, id: u16, len: u64) -> io::Result<()> {
+        let Some(chunk) = self.get(id)? else { return Ok(()) };
+        if chunk.file.len()? <= len {
+            return Ok(());
+        }
+        let chunk = self.slots[usize::from(id)].get_mut().expect("opened above");
+        chunk.len.store(len, Ordering::Release); // before the file shrinks
+        chunk.file.set_len(len)?;
+        chunk.file.sync_all()
+    }
+
+    /// Removes the chunk files past chunk `last` (not yet durable: see
+    /// [`ChunkSet::sync_dir`]); returns how many.
+    pub(crate) fn remove_past(&mut self, last: u16) -> io::Result<u32> {
+        let mut removed = 0;
+        for name in self.vfs.list_dir(&self.dir)? {
+            let Some(id) = name.strip_suffix(".zr").and_then(|s| s.parse::<u16>().ok()) else { continue };
+            if id > last && name == chunk_file_name(id) {
+                if let Some(slot) = self.slots.get_mut(usize::from(id)) {
+                    slot.take();
+                }
+                self.vfs.remove_file(&self.dir.join(&name))?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Starts writeback of the bytes `from..to` of the chunks (a hint).
+    pub(crate) fn start_writeback(&self, from: Frontier, to: Frontier) {
+        for id in from.chunk..=to.chunk {
+            let start = if id == from.chunk { u64::from(from.offset) } else { 0 };
+            let end = if id == to.chunk { u64::from(to.offset) } else { CHUNK_BYTES_MAX };
+            if let Ok(Some(chunk)) = self.get(id) {
+                chunk.start_writeback(start, end);
+            }
+        }
     }
 }

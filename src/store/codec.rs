@@ -160,7 +160,7 @@ fn push_compressed(
     let mut cursor = Cursor::new(&mut block.data);
     cursor.set_position(start as u64);
     let n = compress(&mut cursor, record).map_err(zstd_error)?;
-    debug_assert_eq!(block.data.len(), start + n);
+    assert_eq!(block.data.len(), start + n, "zstd wrote the frame it reported");
     let worth = (n as f64) < record.len() as f64 * (1.0 - enc.min_saving) && n < record.len();
     if worth {
         let logic = record.len() as u32;

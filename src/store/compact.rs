@@ -9,13 +9,12 @@
 //! is: copy, `sync_data` (C1), repoint the entries, `msync` (C2); the sources
 //! become free only after C2, for the next round.
 
-use crate::sync::Ordering;
-
 use super::Zrecord;
-use super::append::place;
+use super::chunks::Chunk;
+use super::entry::assert_committable;
 use super::intent::Intent;
 use crate::error::{Corruption, Error, Result};
-use crate::format::{CHUNK_BYTES_MAX, CHUNKS_MAX, Entry, Loc, Tail, chunk_file_name};
+use crate::format::{CHUNKS_MAX, Entry, Frontier, Loc};
 
 /// Most bytes one round copies before it syncs.
 const ROUND_BYTES_MAX: u64 = 64 << 20;
@@ -64,16 +63,6 @@ struct Move {
     group: usize,
 }
 
-/// The frontier right after `phys` bytes at `loc`.
-fn end_of(loc: Loc, phys: u32) -> Tail {
-    let end = u64::from(loc.offset) + u64::from(phys);
-    if end >= CHUNK_BYTES_MAX {
-        Tail { chunk: loc.chunk + 1, offset: 0 }
-    } else {
-        Tail { chunk: loc.chunk, offset: end as u32 }
-    }
-}
-
 impl Zrecord {
     /// Reclaims the space deleted records left behind, in place. Safe to
     /// interrupt at any point, power loss included: every live record keeps
@@ -91,7 +80,7 @@ impl Zrecord {
     /// calling thread after each round of moves (at most 64 MiB) and every
     /// 4096 records left in place; keep the callback cheap.
     pub fn compact_with_progress(&mut self, mut progress: impl FnMut(u64, u64)) -> Result<CompactReport> {
-        self.check_writable()?;
+        self.fail_stop.check_writable()?;
         let bytes_before = self.stats()?.chunk_bytes;
         let mut groups = self.live_groups()?;
         let live_bytes: u64 = groups.iter().map(|group| u64::from(group.phys)).sum();
@@ -100,7 +89,7 @@ impl Zrecord {
         progress(settled, live_bytes);
         let mut report = CompactReport { bytes_before, ..CompactReport::default() };
         let mut ends = vec![0u64; CHUNKS_MAX as usize + 1];
-        let mut cursor = Tail::default();
+        let mut cursor = Frontier::default();
         let mut round: Vec<Move> = Vec::new();
         let mut floor = u64::MAX;
         let mut round_bytes = 0u64;
@@ -111,18 +100,16 @@ impl Zrecord {
         // again once an evacuated batch is moved back down; `area_in_use` is
         // set if a record ever stays there, and then evacuations go past the
         // current frontier instead.
-        let area = groups
-            .iter()
-            .map(|group| end_of(group.loc, group.phys))
-            .fold(self.lock_writer().tail, |a, b| if b.address() > a.address() { b } else { a });
+        let area =
+            groups.iter().map(|group| Frontier::after(group.loc, group.phys)).fold(self.meta.frontier(), Frontier::max);
         let mut area_in_use = false;
         let mut g = 0;
         while g < groups.len() {
             let group = &groups[g];
             let src = group.loc.address();
-            let Some((to, next)) = place(cursor, group.phys).filter(|(to, _)| to.address() <= src) else {
+            let Some((to, next)) = cursor.place(group.phys).filter(|(to, _)| to.address() <= src) else {
                 area_in_use |= group.phys > 0 && src >= area.address();
-                cursor = end_of(group.loc, group.phys); // stays (it cannot move down)
+                cursor = Frontier::after(group.loc, group.phys); // stays (it cannot move down)
                 note_end(&mut ends, group.loc, group.phys);
                 settled += u64::from(group.phys);
                 g += 1;
@@ -169,8 +156,9 @@ impl Zrecord {
         if !round.is_empty() {
             self.flush_round(&groups, &round, None, &mut report)?;
         }
-        self.commit_frontier(cursor, &mut ends, &mut report)?;
+        self.finish(cursor, &mut ends, &mut report)?;
         report.bytes_after = self.stats()?.chunk_bytes;
+        self.debug_check_invariants();
         progress(live_bytes, live_bytes);
         Ok(report)
     }
@@ -178,13 +166,13 @@ impl Zrecord {
     /// The live records grouped by stored extent, in physical order; every
     /// entry validated, overlapping extents refused.
     fn live_groups(&self) -> Result<Vec<Group>> {
-        let len = self.len();
-        let mut live: Vec<(Loc, u32, u32)> = Vec::with_capacity(len as usize);
+        let view = self.view();
+        let mut live: Vec<(Loc, u32, u32)> = Vec::with_capacity(view.len as usize);
         let mut scratch = Vec::new();
-        for index in 0..len {
-            let (entry, _) = self.entry(u64::from(index), len)?;
-            self.stored(u64::from(index), &entry, &mut scratch)?; // inside its chunk
-            live.push((entry.loc(), entry.phys_length(), index));
+        for index in 0..view.len {
+            let valid = self.valid_entry(u64::from(index), view)?;
+            self.chunks.stored(&valid, &mut scratch)?; // inside its chunk
+            live.push((valid.loc(), valid.phys(), index));
         }
         live.sort_unstable();
         let mut groups: Vec<Group> = Vec::new();
@@ -218,11 +206,11 @@ impl Zrecord {
         &mut self,
         groups: &mut [Group],
         g: usize,
-        base: Option<Tail>,
+        base: Option<Frontier>,
         report: &mut CompactReport,
     ) -> Result<()> {
-        let tail = self.lock_writer().tail;
-        let mut frontier = base.unwrap_or(tail);
+        let durable = self.meta.frontier();
+        let mut frontier = base.unwrap_or(durable);
         debug_assert!(groups.iter().all(|group| group.loc.address() + u64::from(group.phys) <= frontier.address()));
         let mut round = Vec::new();
         let mut bytes = 0u64;
@@ -230,78 +218,46 @@ impl Zrecord {
             if !round.is_empty() && bytes + u64::from(group.phys) > ROUND_BYTES_MAX {
                 break;
             }
-            let (to, next) = place(frontier, group.phys).ok_or_else(|| Error::StoreFull { path: self.path.clone() })?;
+            let (to, next) = frontier.place(group.phys).ok_or_else(|| Error::StoreFull { path: self.path.clone() })?;
             round.push(Move { to, phys: group.phys, group: k });
             frontier = next;
             bytes += u64::from(group.phys);
         }
-        let new_tail = (frontier.address() > tail.address()).then_some(frontier);
-        self.flush_round(groups, &round, new_tail, report)?;
+        let beyond = (frontier > durable).then_some(frontier);
+        self.flush_round(groups, &round, beyond, report)?;
         for m in &round {
             groups[m.group].loc = m.to;
         }
         Ok(())
     }
 
-    /// Copies a round's records, makes them durable, advances the frontier to
-    /// `new_tail` if given, then repoints their entries durably.
+    /// Copies a round's records, makes them durable, moves the frontier
+    /// out to `beyond` if given, then repoints their entries durably.
     fn flush_round(
         &mut self,
         groups: &[Group],
         round: &[Move],
-        new_tail: Option<Tail>,
+        beyond: Option<Frontier>,
         report: &mut CompactReport,
     ) -> Result<()> {
-        let mut scratch = Vec::new();
-        let mut touched: Vec<u16> = Vec::new();
-        let mut created = false;
-        for m in round.iter() {
-            let index = u64::from(groups[m.group].indices[0]);
-            let entry = self.table.entry(index as u32);
-            let bytes = self.stored(index, &entry, &mut scratch)?;
-            let (dst, new) = self.chunks.get_or_create(&*self.vfs, m.to.chunk).map_err(|e| self.io("open chunk", e))?;
-            created |= new;
-            crate::io::write_all_at(&*dst.file, bytes, u64::from(m.to.offset))
-                .map_err(|e| self.io("write chunk", e))?;
-            dst.grew_to(u64::from(m.to.offset) + u64::from(m.phys));
-            if !touched.contains(&m.to.chunk) {
-                touched.push(m.to.chunk);
-            }
+        self.copy_round(groups, round)?;
+        if let Some(frontier) = beyond {
+            self.meta.move_frontier(frontier).map_err(|e| self.sync_failed(e))?; // the frontier out (H1, H2)
         }
-        if created {
-            self.vfs.sync_dir(&self.path).map_err(|e| self.sync_failed(e))?; // SYNC A0
-        }
-        for &id in &touched {
-            let chunk = self.chunks.get(&*self.vfs, id).map_err(|e| self.io("open chunk", e))?.expect("written above");
-            chunk.file.sync_data().map_err(|e| self.sync_failed(e))?; // SYNC C1
-        }
-        if let Some(tail) = new_tail {
-            self.commit_tail(tail)?; // SYNC A3a, A3b
-        }
-        let len = self.len();
-        let items: Vec<(u32, Entry)> = round
-            .iter()
-            .flat_map(|m| groups[m.group].indices.iter().map(move |&i| (i, m)))
-            .map(|(i, m)| (i, self.table.entry(i).moved_to(m.to)))
-            .collect();
+        let items = self.moved_entries(groups, round);
         let word1 = |e: &Entry| bytemuck::bytes_of(e)[8..].to_vec();
-        if items.iter().any(|(i, e)| word1(e) != word1(&self.table.entry(*i))) {
+        let sync_failed = |store: &Self, e| store.fail_stop.sync_failed(e);
+        if items.iter().any(|(i, e)| word1(e) != word1(&self.meta.raw_entry(*i))) {
             // A move across chunks (or the mark of an empty record moving to
             // chunk 0 offset 0) changes both 8-byte words of an entry; a torn
             // entry must be repaired from the intent.
+            let len = self.len();
             let intent = Intent { old_len: len, new_len: len, items };
-            intent.write(&*self.meta).map_err(|e| self.sync_failed(e))?; // SYNC C2a
-            self.apply_intent(&intent)?; // SYNC C2
-            Intent::clear(&*self.meta).map_err(|e| self.sync_failed(e))?; // SYNC C2b
+            self.meta.write_intent(&intent).map_err(|e| sync_failed(self, e))?; // SYNC C2a
+            self.meta.apply_intent(&intent).map_err(|e| sync_failed(self, e))?; // SYNC C2
+            self.meta.clear_intent().map_err(|e| sync_failed(self, e))?; // SYNC C2b
         } else {
-            let (mut low, mut high) = (u32::MAX, 0);
-            for (index, entry) in &items {
-                // SAFETY: `&mut self`: no reader runs. A move within a chunk
-                // changes only word 0 (offset), stored with one store.
-                unsafe { self.table.set_entry_word0(*index, entry) };
-                (low, high) = (low.min(*index), high.max(*index + 1));
-            }
-            self.table.flush_entries(low, high).map_err(|e| self.sync_failed(e))?; // SYNC C2
+            self.meta.repoint_within_chunks(&items).map_err(|e| sync_failed(self, e))?; // SYNC C2
         }
         report.rounds += 1;
         report.moved_records += items_count(groups, round);
@@ -309,66 +265,60 @@ impl Zrecord {
         Ok(())
     }
 
-    /// Moves the durable frontier to `tail`. The header's two words are
-    /// stored in the order that keeps every intermediate frontier past all
-    /// live data: forward, the chunk first ((new chunk, old offset) is past
-    /// it); backward, the offset first ((old chunk, new offset): the old
-    /// chunk holds no live record any more).
-    pub(super) fn commit_tail(&mut self, tail: Tail) -> Result<()> {
-        let old = self.lock_writer().tail;
-        let len = self.len();
-        if tail == old {
-            return Ok(());
+    /// Copies each record of the round to its destination and makes the
+    /// copies durable (steps 1 and C1).
+    fn copy_round(&self, groups: &[Group], round: &[Move]) -> Result<()> {
+        let view = self.view();
+        let mut scratch = Vec::new();
+        let mut touched: Vec<&Chunk> = Vec::new();
+        let mut created = false;
+        for m in round {
+            let source = self.valid_entry(u64::from(groups[m.group].indices[0]), view)?;
+            let bytes = self.chunks.stored(&source, &mut scratch)?;
+            let (dst, new) = self.chunks.create(m.to.chunk).map_err(|e| self.io("open chunk", e))?;
+            created |= new;
+            dst.write(bytes, u64::from(m.to.offset)).map_err(|e| self.io("write chunk", e))?;
+            if !touched.iter().any(|t| std::ptr::eq(*t, dst)) {
+                touched.push(dst);
+            }
         }
-        let store_chunk = |store: &Self| -> Result<()> {
-            // SAFETY: `&mut self`: the only writer.
-            unsafe { store.table.set_header_word0(tail.chunk) };
-            store.table.flush_header().map_err(|e| store.sync_failed(e))
-        };
-        if tail.chunk > old.chunk {
-            store_chunk(self)?;
+        if created {
+            self.chunks.sync_dir().map_err(|e| self.sync_failed(e))?; // SYNC C0
         }
-        // SAFETY: `&mut self`: the only writer.
-        unsafe { self.table.set_header_word1(tail.offset, len) };
-        self.table.flush_header().map_err(|e| self.sync_failed(e))?;
-        if tail.chunk < old.chunk {
-            store_chunk(self)?;
+        for dst in touched {
+            dst.sync_data().map_err(|e| self.sync_failed(e))?; // SYNC C1
         }
-        self.lock_writer().tail = tail;
-        self.tail_chunk.store(u32::from(tail.chunk), Ordering::Release);
         Ok(())
     }
 
-    /// Publishes the new frontier, then drops what lies past it: later chunk
-    /// files and the slack at the end of each remaining chunk.
-    fn commit_frontier(&mut self, cursor: Tail, ends: &mut [u64], report: &mut CompactReport) -> Result<()> {
-        self.commit_tail(cursor)?; // SYNC C3
-        // Chunk files past the frontier (also any a failed append left).
-        let names = self.vfs.list_dir(&self.path).map_err(|e| self.io("list store directory", e))?;
-        let mut removed = false;
-        for name in names {
-            let Some(id) = name.strip_suffix(".zr").and_then(|s| s.parse::<u16>().ok()) else { continue };
-            if id > cursor.chunk && name == chunk_file_name(id) {
-                self.chunks.forget(id);
-                self.vfs.remove_file(&self.path.join(&name)).map_err(|e| self.io("remove chunk", e))?;
-                report.removed_chunks += 1;
-                removed = true;
-            }
+    /// The round's entries at their destinations, each asserted committable
+    /// against the frontier (which lies past every destination).
+    fn moved_entries(&self, groups: &[Group], round: &[Move]) -> Vec<(u32, Entry)> {
+        let (frontier, has_dict) = (self.meta.frontier(), self.has_dict());
+        let items: Vec<(u32, Entry)> = round
+            .iter()
+            .flat_map(|m| groups[m.group].indices.iter().map(move |&i| (i, m)))
+            .map(|(i, m)| (i, self.meta.raw_entry(i).moved_to(m.to)))
+            .collect();
+        for (_, entry) in &items {
+            assert_committable(entry, frontier, has_dict);
         }
-        if removed {
-            self.vfs.sync_dir(&self.path).map_err(|e| self.sync_failed(e))?; // SYNC C4
+        items
+    }
+
+    /// Commits the packed frontier, then drops what lies past it: later
+    /// chunk files and the slack at the end of each remaining chunk.
+    fn finish(&mut self, cursor: Frontier, ends: &mut [u64], report: &mut CompactReport) -> Result<()> {
+        self.meta.move_frontier(cursor).map_err(|e| self.sync_failed(e))?; // SYNC C3 (H2, H3)
+        // Chunk files past the frontier (also any a failed append left).
+        report.removed_chunks = self.chunks.remove_past(cursor.chunk).map_err(|e| self.io("remove chunk", e))?;
+        if report.removed_chunks > 0 {
+            self.chunks.sync_dir().map_err(|e| self.sync_failed(e))?; // SYNC C4
         }
         // Trim each remaining chunk to its last record.
         ends[usize::from(cursor.chunk)] = u64::from(cursor.offset);
         for id in 0..=cursor.chunk.min(CHUNKS_MAX as u16 - 1) {
-            let end = ends[usize::from(id)];
-            let Some(chunk) = self.chunks.get(&*self.vfs, id).map_err(|e| self.io("open chunk", e))? else { continue };
-            if chunk.file.len().map_err(|e| self.io("stat chunk", e))? > end {
-                let chunk = self.chunks.get_mut(id).expect("opened above");
-                chunk.shrink_to(end);
-                let truncated = chunk.file.set_len(end).and_then(|()| chunk.file.sync_all());
-                truncated.map_err(|e| self.io("truncate chunk", e))?;
-            }
+            self.chunks.trim(id, ends[usize::from(id)]).map_err(|e| self.io("truncate chunk", e))?;
         }
         Ok(())
     }

@@ -28,7 +28,10 @@ pub(crate) fn plan_delete(len: u32, indices: &[u64]) -> (u32, Vec<(u32, u32)>) {
     }
     let mut moves: Vec<(u32, u32)> = holds.into_iter().collect();
     moves.sort_unstable();
-    debug_assert!(moves.iter().all(|&(to, from)| to < cur && from >= cur));
+    assert!(
+        moves.iter().all(|&(to, from)| to < cur && from >= cur),
+        "a hole below the new length is filled from above it"
+    );
     (cur, moves)
 }
 
@@ -54,7 +57,7 @@ impl Zrecord {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn delete(&mut self, indices: &[u64]) -> Result<()> {
-        self.check_writable()?;
+        self.fail_stop.check_writable()?;
         let len = self.len();
         if let Some(&index) = indices.iter().find(|&&i| i >= u64::from(len)) {
             return Err(Error::IndexOutOfRange { path: self.path.clone(), index, len });
@@ -63,15 +66,20 @@ impl Zrecord {
             return Ok(());
         }
         let (new_len, moves) = plan_delete(len, indices);
-        let items = moves.iter().map(|&(to, from)| (to, self.table.entry(from))).collect();
+        let items = moves.iter().map(|&(to, from)| (to, self.meta.raw_entry(from))).collect();
         let intent = Intent { old_len: len, new_len, items };
-        if intent.items.is_empty() {
-            // Only the length changes: one aligned word, no intent needed.
-            return self.apply_intent(&intent);
+        let sync_failed = |store: &Self, e| store.fail_stop.sync_failed(e);
+        if !intent.items.is_empty() {
+            self.meta.write_intent(&intent).map_err(|e| sync_failed(self, e))?; // SYNC D1
         }
-        intent.write(&*self.meta).map_err(|e| self.sync_failed(e))?; // SYNC D1
-        self.apply_intent(&intent)?; // SYNC D2, D3
-        Intent::clear(&*self.meta).map_err(|e| self.sync_failed(e)) // SYNC D4
+        // Only the length changes when no hole is below it: one aligned
+        // word, no intent needed.
+        self.meta.apply_intent(&intent).map_err(|e| sync_failed(self, e))?; // SYNC D2, D3
+        if !intent.items.is_empty() {
+            self.meta.clear_intent().map_err(|e| sync_failed(self, e))?; // SYNC D4
+        }
+        self.debug_check_invariants();
+        Ok(())
     }
 }
 
@@ -138,16 +146,14 @@ mod tests {
         let doomed = [2u64, 5, 5, 19, 0];
         for applied in [0, 1, 3] {
             let dir = tempfile::tempdir().unwrap();
-            let (store, _) = twenty(dir.path());
+            let (mut store, _) = twenty(dir.path());
             let (new_len, moves) = plan_delete(20, &doomed);
             assert_eq!(moves.len(), 3);
-            let items: Vec<_> = moves.iter().map(|&(to, from)| (to, store.table.entry(from))).collect();
+            let items: Vec<_> = moves.iter().map(|&(to, from)| (to, store.meta.raw_entry(from))).collect();
             let intent = Intent { old_len: 20, new_len, items };
-            intent.write(&*store.meta).unwrap();
-            for (index, entry) in &intent.items[..applied] {
-                // SAFETY: no reader runs in this test.
-                unsafe { store.table.set_entry(*index, entry) };
-            }
+            store.meta.write_intent(&intent).unwrap();
+            let partial = Intent { items: intent.items[..applied].to_vec(), new_len: 20, ..intent.clone() };
+            store.meta.apply_intent(&partial).unwrap();
             drop(store);
             let store = Zrecord::open(dir.path()).unwrap();
             let mut want: Vec<Vec<u8>> = (0..20u8).map(|b| vec![b]).collect();
@@ -158,7 +164,7 @@ mod tests {
                 want.swap_remove(d as usize);
             }
             assert_eq!(contents(&store), want, "applied {applied}");
-            let meta_len = store.meta.len().unwrap();
+            let meta_len = store.meta.file_len().unwrap();
             assert_eq!(meta_len, crate::format::META_BYTES, "the intent is cleared");
         }
     }
@@ -169,8 +175,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (store, _) = twenty(dir.path());
         let (new_len, moves) = plan_delete(20, &[0]);
-        let items: Vec<_> = moves.iter().map(|&(to, from)| (to, store.table.entry(from))).collect();
-        Intent { old_len: 20, new_len, items }.write(&*store.meta).unwrap();
+        let items: Vec<_> = moves.iter().map(|&(to, from)| (to, store.meta.raw_entry(from))).collect();
+        store.meta.write_intent(&Intent { old_len: 20, new_len, items }).unwrap();
         drop(store);
         let err = Zrecord::open_read_only(dir.path()).unwrap_err();
         assert!(matches!(err, crate::Error::RecoveryNeeded { .. }), "{err}");
@@ -183,7 +189,7 @@ mod tests {
     fn an_intent_that_grows_the_length_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let (store, model) = twenty(dir.path());
-        Intent { old_len: 20, new_len: 1 << 31, items: Vec::new() }.write(&*store.meta).unwrap();
+        store.meta.write_intent(&Intent { old_len: 20, new_len: 1 << 31, items: Vec::new() }).unwrap();
         drop(store);
         let err = Zrecord::open(dir.path()).unwrap_err();
         assert!(matches!(err, crate::Error::Corrupt { what: crate::Corruption::Intent(_), .. }), "{err}");
@@ -191,7 +197,7 @@ mod tests {
         let meta =
             crate::io::Vfs::open(&crate::io::real::RealFs, &dir.path().join("meta.zr"), crate::io::OpenMode::Write)
                 .unwrap();
-        Intent::clear(&*meta).unwrap();
+        meta.set_len(crate::format::META_BYTES).unwrap();
         drop(meta);
         assert_eq!(contents(&Zrecord::open(dir.path()).unwrap()), model);
     }
@@ -203,10 +209,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (mut store, _) = twenty(dir.path());
         let (new_len, moves) = plan_delete(20, &[1, 2]);
-        let items: Vec<_> = moves.iter().map(|&(to, from)| (to, store.table.entry(from))).collect();
+        let items: Vec<_> = moves.iter().map(|&(to, from)| (to, store.meta.raw_entry(from))).collect();
         let intent = Intent { old_len: 20, new_len, items };
-        intent.write(&*store.meta).unwrap();
-        store.apply_intent(&intent).unwrap();
+        store.meta.write_intent(&intent).unwrap();
+        store.meta.apply_intent(&intent).unwrap();
         let after = contents(&store);
         drop(store);
         let store = Zrecord::open(dir.path()).unwrap();
@@ -220,9 +226,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (store, model) = twenty(dir.path());
         let (new_len, moves) = plan_delete(20, &[0]);
-        let items: Vec<_> = moves.iter().map(|&(to, from)| (to, store.table.entry(from))).collect();
+        let items: Vec<_> = moves.iter().map(|&(to, from)| (to, store.meta.raw_entry(from))).collect();
         let bytes = Intent { old_len: 20, new_len, items }.encode();
-        crate::io::write_all_at(&*store.meta, &bytes[..bytes.len() - 3], crate::format::META_BYTES).unwrap();
+        store.meta.write_torn_intent_for_test(&bytes[..bytes.len() - 3]);
         drop(store);
         // The torn intent announces nothing: even a reader may ignore it.
         assert_eq!(contents(&Zrecord::open_read_only(dir.path()).unwrap()), model);

@@ -1,13 +1,12 @@
 //! The read path: gather records straight into the caller's memory, in
-//! parallel, lock-free. Every index and every table entry is validated
-//! before a byte is trusted; a stored length that does not match the caller's
-//! layout is an error, so no slot is ever left holding bytes that are not its
-//! record's.
+//! parallel, lock-free, each through the one-record read of `read.rs`
+//! (every index and entry validated before a byte is trusted; a stored
+//! length that does not match the caller's layout is an error). This file
+//! owns the caller's buffers: their validation and their split into slots.
 
 use rayon::prelude::*;
 
 use super::Zrecord;
-use super::codec;
 use crate::error::{Error, Result};
 
 /// Below this many bytes a gather runs on the calling thread (always, under
@@ -26,20 +25,20 @@ impl Zrecord {
                 dst.len()
             ))
         })?;
-        let len = self.len();
+        let view = self.view();
         if stride == 0 {
-            return indices.iter().try_for_each(|&index| self.read_into(index, len, &mut []));
+            return indices.iter().try_for_each(|&index| self.read_into(index, view, &mut []));
         }
         let slots = dst[..need].chunks_mut(stride);
         if need < PARALLEL_BYTES_MIN {
-            return slots.zip(indices).try_for_each(|(slot, &index)| self.read_into(index, len, slot));
+            return slots.zip(indices).try_for_each(|(slot, &index)| self.read_into(index, view, slot));
         }
         let min_len = (indices.len() / (rayon::current_num_threads() * 4)).max(1);
         dst[..need]
             .par_chunks_mut(stride)
             .zip(indices.par_iter())
             .with_min_len(min_len)
-            .try_for_each(|(slot, &index)| self.read_into(index, len, slot))
+            .try_for_each(|(slot, &index)| self.read_into(index, view, slot))
     }
 
     /// Decodes record `indices[k]` into `dst[offsets[k]..offsets[k] + lens[k]]`.
@@ -69,17 +68,17 @@ impl Zrecord {
             )));
         }
         let slots = split_regions(dst, offsets, lens)?;
-        let len = self.len();
+        let view = self.view();
         let total: usize = lens.iter().map(|&l| l as usize).sum();
         if total < PARALLEL_BYTES_MIN {
-            return slots.into_iter().zip(indices).try_for_each(|(slot, &index)| self.read_into(index, len, slot));
+            return slots.into_iter().zip(indices).try_for_each(|(slot, &index)| self.read_into(index, view, slot));
         }
         let min_len = (indices.len() / (rayon::current_num_threads() * 4)).max(1);
         slots
             .into_par_iter()
             .zip(indices.par_iter())
             .with_min_len(min_len)
-            .try_for_each(|(slot, &index)| self.read_into(index, len, slot))
+            .try_for_each(|(slot, &index)| self.read_into(index, view, slot))
     }
 
     /// The logical length of each record of `indices`, into `out`.
@@ -87,42 +86,20 @@ impl Zrecord {
         if indices.len() != out.len() {
             return Err(Error::InvalidArgument(format!("{} indices but {} outputs", indices.len(), out.len())));
         }
-        let len = self.len();
+        let view = self.view();
         for (slot, &index) in out.iter_mut().zip(indices) {
-            *slot = self.entry(index, len)?.0.logic_length();
+            *slot = self.valid_entry(index, view)?.logic();
         }
         Ok(())
     }
 
     /// One record, decoded into a new buffer.
     pub fn get(&self, index: u64) -> Result<Vec<u8>> {
-        let len = self.len();
-        let logic = self.entry(index, len)?.0.logic_length();
+        let view = self.view();
+        let logic = self.valid_entry(index, view)?.logic();
         let mut out = vec![0; logic as usize];
-        self.read_into(index, len, &mut out)?;
+        self.read_into(index, view, &mut out)?;
         Ok(out)
-    }
-
-    /// Decodes record `index` (of a store of `len` records) into `dst`, which
-    /// must be exactly its length.
-    pub(super) fn read_into(&self, index: u64, len: u32, dst: &mut [u8]) -> Result<()> {
-        let (entry, codec) = self.entry(index, len)?;
-        if entry.logic_length() as usize != dst.len() {
-            return Err(Error::LengthMismatch {
-                path: self.path.clone(),
-                index,
-                stored: entry.logic_length(),
-                expected: dst.len() as u64,
-            });
-        }
-        // Stays empty (no allocation) on the real filesystem.
-        let mut scratch = Vec::new();
-        let src = self.stored(index, &entry, &mut scratch)?;
-        codec::decode(codec, src, dst, self.dict.get()).map_err(|what| Error::Corrupt {
-            path: self.path.clone(),
-            index: Some(index),
-            what,
-        })
     }
 }
 

@@ -2,14 +2,15 @@
 //! without a log. Byte layout: `docs/format.md`, "Intent"; protocol:
 //! `docs/crash-safety.md`.
 //!
-//! An intent lists table entries to set ("entry `index` becomes `E`") and the
+//! This file is the intent's encoding; [`super::meta::Meta`] writes, reads
+//! and clears it. An intent lists table entries to set ("entry `index` becomes `E`") and the
 //! header length before and after. It lives in `meta.zr` past the end of the
 //! table, where the reference package never reads, so a store at rest is
 //! exactly the reference's size and an interrupted mutation is found on open
 //! in O(1) by the file's length alone.
 
 use crate::format::{ENTRY_BYTES, Entry, META_BYTES, RECORDS_MAX};
-use crate::io::{VfsFile, read_exact_at, write_all_at};
+use crate::io::{VfsFile, read_exact_at};
 
 const MAGIC: [u8; 4] = *b"ZINT";
 const HEAD_BYTES: usize = 20;
@@ -93,18 +94,6 @@ impl Intent {
         let mut bytes = vec![0; want as usize];
         read_exact_at(meta, &mut bytes, META_BYTES)?;
         Ok(Intent::decode(&bytes))
-    }
-
-    /// Writes the intent past the table and makes it durable (size included).
-    pub(crate) fn write(&self, meta: &dyn VfsFile) -> std::io::Result<()> {
-        write_all_at(meta, &self.encode(), META_BYTES)?;
-        meta.sync_all()
-    }
-
-    /// Removes any intent: `meta.zr` back to its exact size, durably.
-    pub(crate) fn clear(meta: &dyn VfsFile) -> std::io::Result<()> {
-        meta.set_len(META_BYTES)?;
-        meta.sync_all()
     }
 }
 

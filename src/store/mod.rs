@@ -6,6 +6,19 @@
 //! step that needs one. Code names the sync points as that document does
 //! (`SYNC A1` and so on).
 //!
+//! Each invariant has one owner, a file of this module:
+//! - `meta.rs`: `meta.zr` (header, table, intent area), the frontier and the
+//!   published length, every store into the mapping and every `msync`;
+//! - `chunks.rs`: the chunk files and their known lengths;
+//! - `entry.rs`: what makes a table entry valid, on the read and write side;
+//! - `frontier.rs`: where a record is placed;
+//! - `fail_stop.rs`: no write after a failed sync;
+//! - `read.rs`: one record read, validated, into exactly its bytes.
+//!
+//! The mutations orchestrate them: `open.rs` (creation, recovery, the
+//! frontier check), `append.rs`, `delete.rs`, `compact.rs`, `dict.rs`; the
+//! read side is `gather.rs` and `verify.rs`.
+//!
 //! Concurrency: [`Zrecord::gather`], [`Zrecord::gather_var`],
 //! [`Zrecord::lengths`], [`Zrecord::append`], [`Zrecord::append_var`] and
 //! [`Zrecord::train_dict`] take `&self` and may run from many threads at
@@ -20,25 +33,28 @@ mod compact;
 pub use compact::CompactReport;
 mod delete;
 mod dict;
+mod entry;
+mod fail_stop;
+mod frontier;
 mod gather;
 mod intent;
+mod invariants;
+mod meta;
 mod open;
-mod table;
+mod read;
 mod verify;
 pub use verify::VerifyReport;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use crate::sync::{AtomicBool, AtomicU32, Mutex, MutexGuard, Ordering};
-
-use crate::error::{Corruption, Error, Result};
-use crate::format::{CHUNK_BYTES_MAX, Codec, Entry, RECORD_BYTES_MAX, Tail};
+use crate::error::{Error, Result};
 use crate::io::Vfs;
 
-use chunks::Chunks;
+use chunks::ChunkSet;
 use codec::Dictionary;
-use table::Table;
+use fail_stop::FailStop;
+use meta::Meta;
 
 pub use dict::default_dict_size;
 
@@ -93,7 +109,7 @@ pub struct Stats {
     /// `chunk_bytes - live_bytes`: an upper bound on what `compact` frees
     /// (it includes the slack at chunk ends that no record fits in).
     pub reclaimable: u64,
-    /// Number of chunk files (`tail_chunk + 1`).
+    /// Number of chunk files (the frontier's chunk + 1).
     pub chunks: u32,
     /// Live records per codec tag: raw, zstd, zstd_dict.
     pub codec_records: [u32; 3],
@@ -117,28 +133,11 @@ pub struct Stats {
 #[derive(Debug)]
 pub struct Zrecord {
     path: PathBuf,
-    vfs: Arc<dyn Vfs>,
     options: Options,
-    /// `meta.zr`, open for as long as the store (it holds the writer's lock).
-    meta: Box<dyn crate::io::VfsFile>,
-    table: Table,
-    chunks: Chunks,
+    meta: Meta,
+    chunks: ChunkSet,
     dict: OnceLock<Dictionary>,
-    /// The published length: readers see records `0..len`.
-    len: AtomicU32,
-    /// The published last chunk (entries naming a later one are corrupt).
-    tail_chunk: AtomicU32,
-    /// Set when a sync failed: the store refuses writes (fail-stop).
-    poisoned: AtomicBool,
-    /// The writer's state; appends and dictionary installation hold it.
-    writer: Mutex<Writer>,
-}
-
-/// What only the writer touches.
-#[derive(Debug)]
-struct Writer {
-    /// The committed write frontier.
-    tail: Tail,
+    fail_stop: FailStop,
 }
 
 impl Zrecord {
@@ -170,7 +169,7 @@ impl Zrecord {
 
     /// Number of live records.
     pub fn len(&self) -> u32 {
-        self.len.load(Ordering::Acquire)
+        self.meta.len()
     }
 
     /// True if the store holds no record.
@@ -194,12 +193,10 @@ impl Zrecord {
         if self.options.read_only {
             return Ok(());
         }
-        self.check_writable()?;
-        let tail = self.lock_writer().tail;
-        if let Some(chunk) = self.chunks.get(&*self.vfs, tail.chunk).map_err(|e| self.io("open chunk", e))? {
-            chunk.file.sync_data().map_err(|e| self.sync_failed(e))?;
-        }
-        self.table.flush_header().map_err(|e| self.sync_failed(e))
+        self.fail_stop.check_writable()?;
+        let writer = self.meta.lock_writer();
+        self.chunks.sync_data([writer.frontier().chunk]).map_err(|e| self.sync_failed(e))?;
+        self.meta.flush_header().map_err(|e| self.sync_failed(e))
     }
 
     /// For a read-only store: picks up records another process appended
@@ -209,18 +206,13 @@ impl Zrecord {
         if !self.options.read_only {
             return Ok(self.len());
         }
-        // The writer stores the tail chunk before the length (docs/crash-safety.md),
-        // so loading the length first never finds an entry past the tail chunk.
-        let length = self.table.header_length().min(self.table.capacity());
-        let tail_chunk = self.table.header().tail().chunk.min(crate::format::CHUNKS_MAX as u16 - 1);
-        for id in 0..=tail_chunk {
-            if let Some(chunk) = self.chunks.get(&*self.vfs, id).map_err(|e| self.io("open chunk", e))? {
-                chunk.grew_to(chunk.file.len().map_err(|e| self.io("stat chunk", e))?.min(CHUNK_BYTES_MAX));
-            }
-        }
-        self.tail_chunk.store(u32::from(tail_chunk), Ordering::Release);
-        self.len.store(length, Ordering::Release);
-        Ok(length)
+        // The header's length is loaded before its chunk word (`Meta::header`)
+        // and the chunk files are looked at after both, so no entry below the
+        // new length names a chunk, or bytes of it, not yet known here.
+        let header = self.meta.header();
+        self.chunks.refresh(header.frontier().chunk).map_err(|e| self.io("stat chunk", e))?;
+        self.meta.publish_refreshed(header.length());
+        Ok(self.len())
     }
 
     /// Storage usage; reads the whole table (O(records)).
@@ -228,103 +220,27 @@ impl Zrecord {
         let len = self.len();
         let mut stats = Stats { records: len, ..Stats::default() };
         for index in 0..len {
-            let entry = self.table.entry(index);
+            let entry = self.meta.raw_entry(index);
             stats.live_bytes += u64::from(entry.phys_length());
             stats.logical_bytes += u64::from(entry.logic_length());
             if let Some(slot) = stats.codec_records.get_mut(usize::from(entry.codec)) {
                 *slot += 1;
             }
         }
-        let tail = self.lock_writer().tail;
-        for id in 0..tail.chunk {
-            let chunk = self.chunks.get(&*self.vfs, id).map_err(|e| self.io("open chunk", e))?;
-            stats.chunk_bytes += chunk.map_or(0, |c| c.len()).min(CHUNK_BYTES_MAX);
-        }
-        stats.chunk_bytes += u64::from(tail.offset);
+        let frontier = self.meta.frontier();
+        stats.chunk_bytes = self.chunks.bytes_below(frontier).map_err(|e| self.io("open chunk", e))?;
         stats.reclaimable = stats.chunk_bytes.saturating_sub(stats.live_bytes);
-        stats.chunks = u32::from(tail.chunk) + 1;
+        stats.chunks = u32::from(frontier.chunk) + 1;
         stats.dict_bytes = self.dict.get().map(|d| d.bytes.len() as u64);
         Ok(stats)
-    }
-
-    /// The validated table entry of record `index`: every field checked
-    /// against the files before anything trusts it.
-    fn entry(&self, index: u64, len: u32) -> Result<(Entry, Codec)> {
-        if index >= u64::from(len) {
-            return Err(Error::IndexOutOfRange { path: self.path.clone(), index, len });
-        }
-        let entry = self.table.entry(index as u32);
-        let corrupt = |what| Error::Corrupt { path: self.path.clone(), index: Some(index), what };
-        if entry.is_unwritten() {
-            return Err(corrupt(Corruption::UnwrittenEntry));
-        }
-        let codec = Codec::from_tag(entry.codec).ok_or(corrupt(Corruption::UnknownCodec(entry.codec)))?;
-        let (phys, logic) = (entry.phys_length(), entry.logic_length());
-        if logic > RECORD_BYTES_MAX {
-            return Err(corrupt(Corruption::LogicTooLarge(logic)));
-        }
-        if codec == Codec::Raw && phys != logic {
-            return Err(corrupt(Corruption::RawLengthMismatch { phys, logic }));
-        }
-        // A lying stored length must not make one read touch gigabytes.
-        let bound = codec::frame_bytes_max(logic);
-        if codec != Codec::Raw && u64::from(phys) > bound {
-            return Err(corrupt(Corruption::PhysTooLarge { phys, bound }));
-        }
-        if codec == Codec::ZstdDict && self.dict.get().is_none() {
-            return Err(Error::NoDictionary { path: self.path.clone(), index: Some(index) });
-        }
-        let loc = entry.loc();
-        let tail_chunk = self.tail_chunk.load(Ordering::Acquire);
-        if u32::from(loc.chunk) > tail_chunk {
-            return Err(corrupt(Corruption::ChunkPastTail { chunk: loc.chunk, tail_chunk: tail_chunk as u16 }));
-        }
-        Ok((entry, codec))
-    }
-
-    /// The stored bytes of a validated entry, borrowed from the chunk mapping
-    /// where possible.
-    fn stored<'a>(&'a self, index: u64, entry: &Entry, scratch: &'a mut Vec<u8>) -> Result<&'a [u8]> {
-        let loc = entry.loc();
-        let corrupt = |what| Error::Corrupt { path: self.path.clone(), index: Some(index), what };
-        let chunk = self
-            .chunks
-            .get(&*self.vfs, loc.chunk)
-            .map_err(|e| self.io("open chunk", e))?
-            .ok_or(corrupt(Corruption::ChunkMissing { chunk: loc.chunk }))?;
-        let end = u64::from(loc.offset) + u64::from(entry.phys_length());
-        if end > chunk.len() {
-            return Err(corrupt(Corruption::PastChunkEnd { chunk: loc.chunk, end, chunk_len: chunk.len() }));
-        }
-        chunk
-            .map
-            .bytes(u64::from(loc.offset), entry.phys_length() as usize, scratch)
-            .map_err(|e| self.io("read chunk", e))
     }
 
     fn io(&self, op: &'static str, source: std::io::Error) -> Error {
         Error::Io { path: self.path.clone(), op, source }
     }
 
-    /// A failed sync: poison the store (fail-stop) and report it.
+    /// A failed sync: the store refuses writes from now on (fail-stop).
     fn sync_failed(&self, source: std::io::Error) -> Error {
-        self.poisoned.store(true, Ordering::Release);
-        Error::Io { path: self.path.clone(), op: "sync (the store now refuses writes until reopened)", source }
-    }
-
-    fn check_writable(&self) -> Result<()> {
-        if self.options.read_only {
-            return Err(Error::ReadOnly { path: self.path.clone() });
-        }
-        if self.poisoned.load(Ordering::Acquire) {
-            return Err(Error::Poisoned { path: self.path.clone() });
-        }
-        Ok(())
-    }
-
-    fn lock_writer(&self) -> MutexGuard<'_, Writer> {
-        // A panic while holding the lock leaves `Writer` consistent: the tail
-        // only changes after a commit.
-        self.writer.lock().unwrap_or_else(|e| e.into_inner())
+        self.fail_stop.sync_failed(source)
     }
 }

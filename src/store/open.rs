@@ -5,19 +5,18 @@ use std::io;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
-use crate::sync::{AtomicBool, AtomicU32, Mutex, Ordering};
-
 use bytemuck::Zeroable;
 
-use super::chunks::Chunks;
+use super::chunks::ChunkSet;
 use super::codec::Dictionary;
+use super::fail_stop::FailStop;
 use super::intent::Intent;
-use super::table::Table;
-use super::{Options, Writer, Zrecord};
+use super::meta::Meta;
+use super::{Options, Zrecord};
 use crate::error::{Corruption, Error, Result};
 use crate::format::{
-    CHUNK_BYTES_MAX, CHUNKS_MAX, DICT_FILE, DICT_TMP_FILE, HEADER_BYTES, Header, MAGIC, META_BYTES, META_FILE,
-    META_TMP_FILE, RECORDS_MAX, Tail, VERSION, entry_offset,
+    CHUNKS_MAX, DICT_FILE, DICT_TMP_FILE, Frontier, HEADER_BYTES, Header, MAGIC, META_BYTES, META_FILE, META_TMP_FILE,
+    RECORDS_MAX, VERSION, entry_offset,
 };
 use crate::io::{FileKind, LockKind, OpenMode, Vfs, read_exact_at, read_file, write_all_at};
 
@@ -26,10 +25,40 @@ const DICT_BYTES_MAX: u64 = 64 << 20;
 
 pub(super) fn open(vfs: Arc<dyn Vfs>, path: &Path, options: Options) -> Result<Zrecord> {
     let io_err = |op: &'static str| move |source| Error::Io { path: path.to_path_buf(), op, source };
+    ensure_store(&*vfs, path, options.read_only)?;
+    let (meta, meta_len) = open_meta(&*vfs, path, options.read_only)?;
+    let intent = meta.read_intent().map_err(io_err("read intent"))?;
+    if options.read_only && intent.is_some() {
+        return Err(Error::RecoveryNeeded { path: path.to_path_buf() });
+    }
+    let dict = open_dict(&*vfs, path)?;
+    if !options.read_only {
+        for leftover in [META_TMP_FILE, DICT_TMP_FILE] {
+            remove_if_present(&*vfs, &path.join(leftover)).map_err(io_err("remove leftover file"))?;
+        }
+    }
+    let mut store = Zrecord {
+        path: path.to_path_buf(),
+        chunks: ChunkSet::new(vfs, path, !options.read_only),
+        fail_stop: FailStop::new(path, options.read_only),
+        options,
+        meta,
+        dict,
+    };
+    if !store.options.read_only {
+        store.recover(intent, meta_len)?;
+    }
+    Ok(store)
+}
+
+/// Creates the directory and the store in it if missing (a writer), or
+/// says why there is none.
+fn ensure_store(vfs: &dyn Vfs, path: &Path, read_only: bool) -> Result<()> {
+    let io_err = |op: &'static str| move |source| Error::Io { path: path.to_path_buf(), op, source };
     match vfs.kind(path).map_err(io_err("stat store directory"))? {
         Some(FileKind::Dir) => {}
         Some(_) => return Err(Error::NotADirectory { path: path.to_path_buf() }),
-        None if options.read_only => return Err(Error::NoStore { path: path.to_path_buf() }),
+        None if read_only => return Err(Error::NoStore { path: path.to_path_buf() }),
         None => {
             vfs.create_dir_all(path).map_err(io_err("create store directory"))?;
             if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -44,15 +73,21 @@ pub(super) fn open(vfs: Arc<dyn Vfs>, path: &Path, options: Options) -> Result<Z
         if holds_data {
             return Err(Error::MetaMissing { path: path.to_path_buf() });
         }
-        if options.read_only {
+        if read_only {
             return Err(Error::NoStore { path: path.to_path_buf() });
         }
-        create(&*vfs, path, &names).map_err(io_err("create store"))?;
+        create(vfs, path, &names).map_err(io_err("create store"))?;
     }
+    Ok(())
+}
 
-    let mode = if options.read_only { OpenMode::Read } else { OpenMode::Write };
-    let meta = vfs.open(&meta_path, mode).map_err(io_err("open meta.zr"))?;
-    if !options.read_only && !meta.try_lock(LockKind::Exclusive).map_err(io_err("lock meta.zr"))? {
+/// Opens, checks, locks (a writer) and maps `meta.zr`; returns it with
+/// the file's length at open.
+fn open_meta(vfs: &dyn Vfs, path: &Path, read_only: bool) -> Result<(Meta, u64)> {
+    let io_err = |op: &'static str| move |source| Error::Io { path: path.to_path_buf(), op, source };
+    let mode = if read_only { OpenMode::Read } else { OpenMode::Write };
+    let meta = vfs.open(&path.join(META_FILE), mode).map_err(io_err("open meta.zr"))?;
+    if !read_only && !meta.try_lock(LockKind::Exclusive).map_err(io_err("lock meta.zr"))? {
         return Err(Error::Locked { path: path.to_path_buf() });
     }
     let meta_len = meta.len().map_err(io_err("stat meta.zr"))?;
@@ -66,58 +101,30 @@ pub(super) fn open(vfs: Arc<dyn Vfs>, path: &Path, options: Options) -> Result<Z
     if meta_len < needed {
         return Err(Error::MetaTruncated { path: path.to_path_buf(), len: meta_len, needed });
     }
-    let intent = Intent::read(&*meta).map_err(io_err("read intent"))?;
-    if options.read_only && intent.is_some() {
-        return Err(Error::RecoveryNeeded { path: path.to_path_buf() });
-    }
-    if !options.read_only && meta_len < META_BYTES {
+    if !read_only && meta_len < META_BYTES {
         // The reference grows a short meta.zr back too; entries past the old
-        // end read as zeros, which no written entry is.
+        // end read as zeros, which no written entry is. (No intent can be
+        // present: one lies past the full table.)
         meta.set_len(META_BYTES).map_err(io_err("grow meta.zr"))?;
         meta.sync_all().map_err(io_err("sync meta.zr"))?;
     }
-    let map_len = meta_len.clamp(HEADER_BYTES, META_BYTES).max(if options.read_only { 0 } else { META_BYTES });
-    let map = meta.map_shared(map_len as usize, !options.read_only).map_err(io_err("map meta.zr"))?;
+    let map_len = meta_len.clamp(HEADER_BYTES, META_BYTES).max(if read_only { 0 } else { META_BYTES });
+    let map = meta.map_shared(map_len as usize, !read_only).map_err(io_err("map meta.zr"))?;
+    Ok((Meta::new(meta, map), meta_len))
+}
 
+/// `dict.zr`, prepared, if the store has one.
+fn open_dict(vfs: &dyn Vfs, path: &Path) -> Result<OnceLock<Dictionary>> {
+    let io_err = |op: &'static str| move |source| Error::Io { path: path.to_path_buf(), op, source };
     let dict = OnceLock::new();
     let dict_path = path.join(DICT_FILE);
     if vfs.kind(&dict_path).map_err(io_err("stat dict.zr"))?.is_some() {
-        let bytes = read_file(&*vfs, &dict_path, DICT_BYTES_MAX).map_err(io_err("read dict.zr"))?;
+        let bytes = read_file(vfs, &dict_path, DICT_BYTES_MAX).map_err(io_err("read dict.zr"))?;
         let prepared =
             Dictionary::new(bytes).map_err(|what| Error::Corrupt { path: path.to_path_buf(), index: None, what })?;
         let _ = dict.set(prepared);
     }
-    if !options.read_only {
-        for leftover in [META_TMP_FILE, DICT_TMP_FILE] {
-            remove_if_present(&*vfs, &path.join(leftover)).map_err(io_err("remove leftover file"))?;
-        }
-    }
-
-    let tail = header.tail();
-    let mut store = Zrecord {
-        path: path.to_path_buf(),
-        chunks: Chunks::new(path, !options.read_only),
-        vfs,
-        options,
-        meta,
-        table: Table::new(map),
-        dict,
-        len: AtomicU32::new(header.length()),
-        tail_chunk: AtomicU32::new(u32::from(tail.chunk)),
-        poisoned: AtomicBool::new(false),
-        writer: Mutex::new(Writer { tail }),
-    };
-    if let Some(intent) = intent {
-        store.recover(intent)?;
-    } else if !store.options.read_only && meta_len > META_BYTES {
-        // A torn intent: the mutation it announced never started.
-        Intent::clear(&*store.meta).map_err(|e| store.sync_failed(e))?;
-    }
-    if !store.options.read_only {
-        store.repair_frontier()?;
-        store.settle()?;
-    }
-    Ok(store)
+    Ok(dict)
 }
 
 fn check_header(path: &Path, header: &Header) -> Result<()> {
@@ -133,8 +140,8 @@ fn check_header(path: &Path, header: &Header) -> Result<()> {
     if header.length() > RECORDS_MAX {
         return Err(corrupt(format!("length {} exceeds the {RECORDS_MAX} record limit", header.length())));
     }
-    if u32::from(header.tail().chunk) >= CHUNKS_MAX {
-        return Err(corrupt(format!("tail chunk {} exceeds the {CHUNKS_MAX} chunk limit", header.tail().chunk)));
+    if u32::from(header.frontier().chunk) >= CHUNKS_MAX {
+        return Err(corrupt(format!("last chunk {} exceeds the {CHUNKS_MAX} chunk limit", header.frontier().chunk)));
     }
     Ok(())
 }
@@ -161,7 +168,7 @@ fn create(vfs: &dyn Vfs, dir: &Path, names: &[String]) -> io::Result<()> {
     let tmp = dir.join(META_TMP_FILE);
     let meta = vfs.open(&tmp, OpenMode::Create)?;
     meta.set_len(META_BYTES)?;
-    write_all_at(&*meta, bytemuck::bytes_of(&Header::new(Tail::default(), 0)), 0)?;
+    write_all_at(&*meta, bytemuck::bytes_of(&Header::new(Frontier::default(), 0)), 0)?;
     meta.sync_all()?; // SYNC S1
     vfs.rename(&tmp, &dir.join(META_FILE))?;
     // After the rename: a directory never holds a chunk file without meta.zr
@@ -172,6 +179,21 @@ fn create(vfs: &dyn Vfs, dir: &Path, names: &[String]) -> io::Result<()> {
 }
 
 impl Zrecord {
+    /// What a writer's open does after the files are open: finish an
+    /// interrupted mutation, check Invariant F, make everything durable.
+    fn recover(&mut self, intent: Option<Intent>, meta_len: u64) -> Result<()> {
+        match intent {
+            Some(intent) => self.finish_intent(intent)?,
+            // A torn intent: the mutation it announced never started.
+            None if meta_len > META_BYTES => self.meta.clear_intent().map_err(|e| self.sync_failed(e))?,
+            None => {}
+        }
+        self.repair_frontier()?;
+        self.settle()?;
+        self.debug_check_invariants();
+        Ok(())
+    }
+
     /// Raises the frontier past any readable record of the last chunk that
     /// ends beyond it. A sound store has none; a damaged header (the
     /// fuzzer's finding F7) would otherwise let the next append or
@@ -188,39 +210,34 @@ impl Zrecord {
     /// pass over the live entries; the file is then trimmed to its last
     /// readable byte, so the next open takes the O(1) path again.
     fn repair_frontier(&mut self) -> Result<()> {
-        let tail = self.lock_writer().tail;
-        let Some(chunk) = self.chunks.get(&*self.vfs, tail.chunk).map_err(|e| self.io("open chunk", e))? else {
+        let frontier = self.meta.frontier();
+        let Some(chunk) = self.chunks.get(frontier.chunk).map_err(|e| self.io("open chunk", e))? else {
             return Ok(());
         };
         let chunk_len = chunk.len();
-        if chunk_len <= u64::from(tail.offset) {
+        if chunk_len <= u64::from(frontier.offset) {
             return Ok(());
         }
-        // `far`: where the frontier must be; `keep`: the last readable byte
-        // (past `far` only for a record ending at the chunk's very end,
-        // where no frontier offset can point).
-        let mut far = u64::from(tail.offset);
-        let mut keep = far;
+        // `far`: where the frontier must be; `keep`: the last readable byte.
+        let mut far = frontier;
+        let mut keep = u64::from(frontier.offset);
         for index in 0..self.len() {
-            let entry = self.table.entry(index);
+            let entry = self.meta.raw_entry(index);
             let end = u64::from(entry.loc().offset) + u64::from(entry.phys_length());
-            if !entry.is_unwritten() && entry.loc().chunk == tail.chunk && end <= chunk_len {
+            if !entry.is_unwritten() && entry.loc().chunk == frontier.chunk && end <= chunk_len {
                 keep = keep.max(end);
-                if end < CHUNK_BYTES_MAX {
-                    far = far.max(end);
+                let after = Frontier::after(entry.loc(), entry.phys_length());
+                // A record reaching the last possible chunk's end leaves no
+                // frontier past it: the store is full (appends fail).
+                if after > far && u32::from(after.chunk) < CHUNKS_MAX {
+                    far = after;
                 }
             }
         }
-        if far != u64::from(tail.offset) {
-            // Below `CHUNK_BYTES_MAX`: a valid offset.
-            self.commit_tail(Tail { chunk: tail.chunk, offset: far as u32 })?;
-        }
+        self.meta.move_frontier(far).map_err(|e| self.sync_failed(e))?;
         if keep < chunk_len {
             // Nothing a durable entry points to lies past `keep`.
-            let chunk = self.chunks.get_mut(tail.chunk).expect("opened above");
-            chunk.shrink_to(keep);
-            let trimmed = chunk.file.set_len(keep).and_then(|()| chunk.file.sync_all());
-            trimmed.map_err(|e| self.io("trim chunk", e))?;
+            self.chunks.trim(frontier.chunk, keep).map_err(|e| self.io("trim chunk", e))?;
         }
         Ok(())
     }
@@ -229,29 +246,22 @@ impl Zrecord {
     /// that died after a failed sync left in the page cache may not be on
     /// disk yet. Syncing clean files and ranges costs little.
     fn settle(&self) -> Result<()> {
-        let tail = self.lock_writer().tail;
-        for id in 0..=tail.chunk {
-            if let Some(chunk) = self.chunks.get(&*self.vfs, id).map_err(|e| self.io("open chunk", e))? {
-                chunk.file.sync_data().map_err(|e| self.sync_failed(e))?;
-            }
+        let sync_failed = |e| self.sync_failed(e);
+        self.chunks.sync_data(0..=self.meta.frontier().chunk).map_err(sync_failed)?;
+        let vfs = self.chunks.vfs();
+        let dict = self.path.join(DICT_FILE);
+        if vfs.kind(&dict).map_err(|e| self.io("stat dict.zr", e))?.is_some() {
+            let file = vfs.open(&dict, OpenMode::Read).map_err(|e| self.io("open dict.zr", e))?;
+            file.sync_all().map_err(sync_failed)?;
         }
-        if let Some(dict) = self.vfs.kind(&self.path.join(DICT_FILE)).map_err(|e| self.io("stat dict.zr", e))? {
-            debug_assert_eq!(dict, FileKind::File);
-            let file =
-                self.vfs.open(&self.path.join(DICT_FILE), OpenMode::Read).map_err(|e| self.io("open dict.zr", e))?;
-            file.sync_all().map_err(|e| self.sync_failed(e))?;
-        }
-        self.table.flush_entries(0, self.len()).map_err(|e| self.sync_failed(e))?;
-        self.table.flush_header().map_err(|e| self.sync_failed(e))?;
-        // The length of meta.zr too: a truncation that removed an intent.
-        self.meta.sync_all().map_err(|e| self.sync_failed(e))?;
-        self.vfs.sync_dir(&self.path).map_err(|e| self.sync_failed(e))
+        self.meta.settle().map_err(sync_failed)?;
+        vfs.sync_dir(&self.path).map_err(sync_failed)
     }
 
-    /// Finishes an interrupted delete or compaction (see
+    /// Finishes an interrupted delete or compaction round (see
     /// `docs/crash-safety.md`, "Recovery").
-    fn recover(&mut self, intent: Intent) -> Result<()> {
-        let length = self.table.header().length();
+    fn finish_intent(&mut self, intent: Intent) -> Result<()> {
+        let length = self.meta.header().length();
         let bad =
             |what: String| Error::Corrupt { path: self.path.clone(), index: None, what: Corruption::Intent(what) };
         if length != intent.old_len && length != intent.new_len {
@@ -262,38 +272,17 @@ impl Zrecord {
         }
         // A delete shrinks the length, a compaction round keeps it; no
         // intent may take it past the table.
-        if intent.new_len > intent.old_len || intent.old_len > self.table.capacity() {
+        if intent.new_len > intent.old_len || intent.old_len > self.meta.capacity() {
             return Err(bad(format!("it takes length {} to {}", intent.old_len, intent.new_len)));
         }
         let limit = intent.new_len.max(intent.old_len);
-        if let Some((index, _)) = intent.items.iter().find(|(i, _)| *i >= limit || *i >= self.table.capacity()) {
+        if let Some((index, _)) = intent.items.iter().find(|(i, _)| *i >= limit) {
             return Err(bad(format!("entry {index} is past the length {limit}")));
         }
         // Apply it again even when the header already shows the new length:
         // what the page cache shows after a failed sync need not be durable,
         // and the intent may go only once all of it is.
-        self.apply_intent(&intent)?;
-        Intent::clear(&*self.meta).map_err(|e| self.sync_failed(e))
-    }
-
-    /// Sets the intent's entries and commits its length (steps 2 and 3 of a
-    /// delete; the table step of a compaction round).
-    pub(super) fn apply_intent(&mut self, intent: &Intent) -> Result<()> {
-        let (mut low, mut high) = (u32::MAX, 0);
-        for (index, entry) in &intent.items {
-            // SAFETY: `&mut self`: no reader runs.
-            unsafe { self.table.set_entry(*index, entry) };
-            low = low.min(*index);
-            high = high.max(*index + 1);
-        }
-        self.table.flush_entries(low, high).map_err(|e| self.sync_failed(e))?; // SYNC D2 / C3
-        if intent.new_len != intent.old_len || self.table.header().length() != intent.new_len {
-            let tail = self.lock_writer().tail;
-            // SAFETY: `&mut self`: the only writer.
-            unsafe { self.table.set_header_word1(tail.offset, intent.new_len) };
-            self.table.flush_header().map_err(|e| self.sync_failed(e))?; // SYNC D3
-            self.len.store(intent.new_len, Ordering::Release);
-        }
-        Ok(())
+        self.meta.apply_intent(&intent).map_err(|e| self.sync_failed(e))?;
+        self.meta.clear_intent().map_err(|e| self.sync_failed(e))
     }
 }

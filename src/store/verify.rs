@@ -57,7 +57,8 @@ impl Zrecord {
     /// (`checked == records`, before the overlap check, which reads no
     /// record bytes).
     pub fn verify_with_progress(&self, mut progress: impl FnMut(u32, u32)) -> Result<VerifyReport> {
-        let len = self.len();
+        let view = self.view();
+        let len = view.len;
         let mut report = VerifyReport { records: len, ..VerifyReport::default() };
         let mut extents: Vec<(Loc, u32, u32)> = Vec::with_capacity(len as usize);
         let mut buf = Vec::new();
@@ -66,16 +67,16 @@ impl Zrecord {
                 progress(index, len);
             }
             let index64 = u64::from(index);
-            let entry = match self.entry(index64, len) {
-                Ok((entry, _)) => entry,
+            let valid = match self.valid_entry(index64, view) {
+                Ok(valid) => valid,
                 Err(e) => {
                     report.note(e);
                     continue;
                 }
             };
-            buf.resize(entry.logic_length() as usize, 0);
-            match self.read_into(index64, len, &mut buf) {
-                Ok(()) => extents.push((entry.loc(), entry.phys_length(), index)),
+            buf.resize(valid.logic() as usize, 0);
+            match self.read_into(index64, view, &mut buf) {
+                Ok(()) => extents.push((valid.loc(), valid.phys(), index)),
                 Err(e @ Error::Io { .. }) => return Err(e),
                 Err(e) => report.note(e),
             }

@@ -96,9 +96,16 @@ const PENDING_MAX: usize = 4 * STEP;
 /// straight into `out`, and packs the lanes out of range after them. The
 /// fresh work of a round does not depend on the walk of the round before,
 /// so the two overlap; only the last few walks run alone.
+///
+/// # Safety
+/// Safe to call only on a CPU with AVX-512F, AVX-512 IFMA and POPCNT (the
+/// caller detects them at run time): a `#[target_feature]` function is
+/// `unsafe` to call from code not compiled with those features. Memory
+/// safety does not depend on the caller: every load and store stays within
+/// arrays this function sizes (see the comments at each).
 #[target_feature(enable = "avx512f,avx512ifma,popcnt")]
 pub(super) fn fill(p: &Permutation, start: u64, out: &mut [u64]) {
-    debug_assert!(p.domain_bits() <= super::LANE32_BITS_MAX);
+    assert!(p.domain_bits() <= super::LANE32_BITS_MAX, "a domain of at most 32 bits");
     let net = Network::new(p);
     let last = _mm512_set1_epi64((p.len - 1) as i64);
     let iota = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);

@@ -1,0 +1,268 @@
+//! `meta.zr`: the header, the record table and the intent area. [`Meta`] is
+//! the only code that stores into them or syncs them, in the order
+//! `docs/crash-safety.md` gives, and the only holder of the frontier and the
+//! length: their one source is the header's two words, read back with
+//! atomic word loads ([`Meta::header`]); the published length that readers
+//! go by is derived from them, after the commit that makes them durable.
+//!
+//! Invariant (the lock-free read path rests on it): an entry below the
+//! published length is written only through `&mut Meta` (delete,
+//! compaction, recovery); an append writes entries at and past it, holding
+//! the writer lock ([`Writer`]), and readers never read those. So the
+//! `unsafe` table reads never race with a write within this process, and the
+//! header is only ever stored by the one writer.
+
+use std::io;
+
+use bytemuck::Zeroable;
+
+use super::intent::Intent;
+use crate::format::{
+    ENTRY_BYTES, Entry, Frontier, HEADER_BYTES, HEADER_WORD1_OFFSET, Header, META_BYTES, entry_offset,
+};
+use crate::io::{SharedMap, VfsFile};
+use crate::sync::{AtomicU32, Mutex, MutexGuard, Ordering};
+
+/// `meta.zr`, open and mapped for as long as the store is.
+#[derive(Debug)]
+pub(crate) struct Meta {
+    /// The open file: it holds a writer's advisory lock.
+    file: Box<dyn VfsFile>,
+    map: Box<dyn SharedMap>,
+    /// Entries the mapping covers (fewer than `RECORDS_MAX` for a short
+    /// read-only `meta.zr`).
+    capacity: u32,
+    /// The published length: readers see records `0..len`.
+    len: AtomicU32,
+    /// Held by an append or a dictionary installation from start to end.
+    writer: Mutex<()>,
+}
+
+/// The writer lock, held: the right to write entries at and past the
+/// published length and to commit them.
+pub(crate) struct Writer<'a> {
+    meta: &'a Meta,
+    _lock: MutexGuard<'a, ()>,
+}
+
+impl Meta {
+    /// `file` mapped as `map`, with the header's length published.
+    pub(crate) fn new(file: Box<dyn VfsFile>, map: Box<dyn SharedMap>) -> Meta {
+        let capacity = ((map.len() as u64).saturating_sub(HEADER_BYTES) / ENTRY_BYTES).min(u64::from(u32::MAX)) as u32;
+        let meta = Meta { file, map, capacity, len: AtomicU32::new(0), writer: Mutex::new(()) };
+        meta.len.store(meta.header().length().min(capacity), Ordering::Release);
+        meta
+    }
+
+    /// Entries the mapping covers.
+    pub(crate) fn capacity(&self) -> u32 {
+        self.capacity
+    }
+
+    /// The published length.
+    pub(crate) fn len(&self) -> u32 {
+        self.len.load(Ordering::Acquire)
+    }
+
+    /// The header as the mapping holds it now. Word 1 (`tail_offset`,
+    /// `length`) is loaded before word 0 (`tail_chunk`): a writer moving the
+    /// frontier forward stores word 0 first, so a header read during a
+    /// commit is the old one, the new one, or (new chunk, old offset), which
+    /// is past every live record too.
+    pub(crate) fn header(&self) -> Header {
+        let word1 = self.map.load_word(HEADER_WORD1_OFFSET as usize);
+        let word0 = self.map.load_word(0);
+        let mut header = Header::zeroed();
+        let bytes = bytemuck::bytes_of_mut(&mut header);
+        bytes[..8].copy_from_slice(&word0.to_ne_bytes());
+        bytes[8..].copy_from_slice(&word1.to_ne_bytes());
+        header
+    }
+
+    /// The frontier, from the header.
+    pub(crate) fn frontier(&self) -> Frontier {
+        self.header().frontier()
+    }
+
+    /// Entry `index` (below `capacity`) as the table holds it: not
+    /// validated (that is [`super::entry::ValidEntry::check`]'s job).
+    pub(crate) fn raw_entry(&self, index: u32) -> Entry {
+        assert!(index < self.capacity, "entry {index} past the table's {} entries", self.capacity);
+        let mut entry = Entry::zeroed();
+        // SAFETY: see the module invariant: no thread of this process writes
+        // an entry while another may read it.
+        unsafe { self.map.read(entry_offset(index) as usize, bytemuck::bytes_of_mut(&mut entry)) };
+        entry
+    }
+
+    /// Takes the writer lock.
+    pub(crate) fn lock_writer(&self) -> Writer<'_> {
+        // A panic while holding it leaves nothing half done in memory: the
+        // header and the published length change only in a commit.
+        Writer { meta: self, _lock: self.writer.lock().unwrap_or_else(|e| e.into_inner()) }
+    }
+
+    /// For a read-only store: publishes `len`, which the caller read from
+    /// [`Meta::header`] (after bringing what it reads by up to date).
+    pub(crate) fn publish_refreshed(&self, len: u32) {
+        self.len.store(len.min(self.capacity), Ordering::Release);
+    }
+}
+
+impl Writer<'_> {
+    /// The frontier the next append places from.
+    pub(crate) fn frontier(&self) -> Frontier {
+        self.meta.frontier()
+    }
+
+    /// Commits an append whose records are durable: the entries `first..`
+    /// (at the published length), then the header with the new frontier and
+    /// length, then publishes the length (`docs/crash-safety.md`, "Append",
+    /// steps 3 to 5). Every error is a failed sync.
+    pub(crate) fn commit_append(&mut self, first: u32, entries: &[Entry], frontier: Frontier) -> io::Result<()> {
+        let meta = self.meta;
+        assert_eq!(first, meta.len(), "an append commits at the published length");
+        let end = first + entries.len() as u32;
+        assert!(end <= meta.capacity, "an append past the table");
+        for (k, entry) in entries.iter().enumerate() {
+            // SAFETY: slots at and past the published length, which readers
+            // never read; the writer lock excludes other appenders.
+            unsafe { meta.map.write(entry_offset(first + k as u32) as usize, bytemuck::bytes_of(entry)) };
+        }
+        meta.flush_entries(first, end)?; // SYNC A2
+        // SAFETY: the writer lock is held.
+        unsafe { meta.store_header(frontier, end)? }; // SYNC A3 (H1, H2)
+        meta.len.store(end, Ordering::Release);
+        Ok(())
+    }
+}
+
+impl Meta {
+    /// Stores the header (frontier `to`, `length`), each word made durable
+    /// before the next, in the order that keeps Invariant F at every instant
+    /// (`docs/crash-safety.md`, "The header"): moving to a later chunk, word 0
+    /// first ((new chunk, old offset) is past all live data); to an earlier
+    /// one, word 1 first ((old chunk, new offset): the old chunk holds no
+    /// live record any more). Word 1 alone when the chunk stays.
+    ///
+    /// # Safety
+    /// The caller is the one writer: it holds the writer lock or `&mut Meta`.
+    unsafe fn store_header(&self, to: Frontier, length: u32) -> io::Result<()> {
+        let from = self.frontier();
+        let words = bytemuck::cast::<Header, [u64; 2]>(Header::new(to, length));
+        if to.chunk > from.chunk {
+            // SAFETY: the forwarded contract; header words are 8-aligned and
+            // only ever accessed with 8-byte atomics.
+            unsafe { self.map.store_word(0, words[0]) };
+            self.flush_header()?; // SYNC H1
+        }
+        // SAFETY: as above.
+        unsafe { self.map.store_word(HEADER_WORD1_OFFSET as usize, words[1]) };
+        self.flush_header()?; // SYNC H2
+        if to.chunk < from.chunk {
+            // SAFETY: as above.
+            unsafe { self.map.store_word(0, words[0]) };
+            self.flush_header()?; // SYNC H3
+        }
+        assert_eq!(self.header(), Header::new(to, length), "the header reads back as stored");
+        Ok(())
+    }
+
+    /// Moves the frontier to `to`, the length unchanged.
+    pub(crate) fn move_frontier(&mut self, to: Frontier) -> io::Result<()> {
+        if to == self.frontier() {
+            return Ok(());
+        }
+        // SAFETY: `&mut self`: the only writer.
+        unsafe { self.store_header(to, self.len()) }
+    }
+
+    /// Sets the intent's entries and commits its length (a delete's steps 2
+    /// and 3, a compaction round's step 2 across chunks, and recovery).
+    pub(crate) fn apply_intent(&mut self, intent: &Intent) -> io::Result<()> {
+        let (mut low, mut high) = (u32::MAX, 0);
+        for (index, entry) in &intent.items {
+            assert!(*index < self.capacity, "intent entry {index} past the table");
+            // SAFETY: `&mut self`: no reader runs.
+            unsafe { self.map.write(entry_offset(*index) as usize, bytemuck::bytes_of(entry)) };
+            (low, high) = (low.min(*index), high.max(*index + 1));
+        }
+        self.flush_entries(low, high)?; // SYNC D2 (delete), C2 (compaction round)
+        if intent.new_len != intent.old_len || self.header().length() != intent.new_len {
+            // SAFETY: `&mut self`: the only writer.
+            unsafe { self.store_header(self.frontier(), intent.new_len)? }; // SYNC D3 (H2)
+            self.len.store(intent.new_len, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// Moves entries within their chunk: stores only each entry's first
+    /// word (offset, `phys_length`), with one store, so a crash sees the old
+    /// or the new location, never a mix; then makes them durable.
+    pub(crate) fn repoint_within_chunks(&mut self, items: &[(u32, Entry)]) -> io::Result<()> {
+        let (mut low, mut high) = (u32::MAX, 0);
+        for (index, entry) in items {
+            let old = self.raw_entry(*index);
+            assert_eq!(bytemuck::bytes_of(&old)[8..], bytemuck::bytes_of(entry)[8..], "a move within a chunk");
+            let word = bytemuck::cast::<Entry, [u64; 2]>(*entry)[0];
+            // SAFETY: `&mut self`: no reader runs; entry offsets are
+            // 16 + 16 i, 8-aligned.
+            unsafe { self.map.store_word(entry_offset(*index) as usize, word) };
+            (low, high) = (low.min(*index), high.max(*index + 1));
+        }
+        self.flush_entries(low, high) // SYNC C2
+    }
+
+    /// The intent in the area past the table, if `meta.zr` extends past it.
+    pub(crate) fn read_intent(&self) -> io::Result<Option<Intent>> {
+        Intent::read(&*self.file)
+    }
+
+    /// Writes an intent past the table and makes it durable, `meta.zr`'s
+    /// new size included.
+    pub(crate) fn write_intent(&self, intent: &Intent) -> io::Result<()> {
+        crate::io::write_all_at(&*self.file, &intent.encode(), META_BYTES)?;
+        self.file.sync_all() // SYNC D1 (delete), C2a (compaction round)
+    }
+
+    /// Removes any intent: `meta.zr` back to its exact size, durably.
+    pub(crate) fn clear_intent(&self) -> io::Result<()> {
+        self.file.set_len(META_BYTES)?;
+        self.file.sync_all() // SYNC D4 (delete), C2b (compaction round)
+    }
+
+    /// Makes the header durable.
+    pub(crate) fn flush_header(&self) -> io::Result<()> {
+        self.map.flush_range(0, HEADER_BYTES as usize)
+    }
+
+    /// Makes durable everything a writer's open presents: the entries below
+    /// the length, the header, and the file's length (a truncation that
+    /// removed an intent).
+    pub(crate) fn settle(&self) -> io::Result<()> {
+        self.flush_entries(0, self.len())?;
+        self.flush_header()?;
+        self.file.sync_all()
+    }
+
+    fn flush_entries(&self, first: u32, end: u32) -> io::Result<()> {
+        if first >= end {
+            return Ok(());
+        }
+        let start = entry_offset(first) as usize;
+        self.map.flush_range(start, entry_offset(end) as usize - start)
+    }
+}
+
+#[cfg(test)]
+impl Meta {
+    /// The length of `meta.zr`.
+    pub(crate) fn file_len(&self) -> io::Result<u64> {
+        self.file.len()
+    }
+
+    /// Writes `bytes` into the intent area without syncing (a torn intent).
+    pub(crate) fn write_torn_intent_for_test(&self, bytes: &[u8]) {
+        crate::io::write_all_at(&*self.file, bytes, META_BYTES).expect("write");
+    }
+}

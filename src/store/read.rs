@@ -1,0 +1,57 @@
+//! One record read: the index checked against the published length, the
+//! entry validated ([`ValidEntry`]), the stored bytes found inside their
+//! chunk file, and decoding into a slot of exactly the record's length, so
+//! no output byte is ever left holding anything but its record's bytes.
+
+use super::Zrecord;
+use super::codec;
+use super::entry::{Bounds, ValidEntry};
+use crate::error::{Error, Result};
+
+/// What one read call goes by, loaded once per call: the published length,
+/// then the bounds entries are validated against.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct View {
+    pub(crate) len: u32,
+    bounds: Bounds,
+}
+
+impl Zrecord {
+    /// The view reads go by now.
+    pub(crate) fn view(&self) -> View {
+        let len = self.meta.len();
+        // After the length: the writer stores a new last chunk before it
+        // publishes a length whose entries name it.
+        let bounds = Bounds { last_chunk: self.meta.frontier().chunk, has_dict: self.has_dict() };
+        View { len, bounds }
+    }
+
+    /// The validated entry of record `index`.
+    pub(crate) fn valid_entry(&self, index: u64, view: View) -> Result<ValidEntry> {
+        if index >= u64::from(view.len) {
+            return Err(Error::IndexOutOfRange { path: self.path.clone(), index, len: view.len });
+        }
+        ValidEntry::check(&self.path, index, self.meta.raw_entry(index as u32), view.bounds)
+    }
+
+    /// Decodes record `index` into `dst`, which must be exactly its length.
+    pub(crate) fn read_into(&self, index: u64, view: View, dst: &mut [u8]) -> Result<()> {
+        let valid = self.valid_entry(index, view)?;
+        if valid.logic() as usize != dst.len() {
+            return Err(Error::LengthMismatch {
+                path: self.path.clone(),
+                index,
+                stored: valid.logic(),
+                expected: dst.len() as u64,
+            });
+        }
+        // Stays empty (no allocation) on the real filesystem.
+        let mut scratch = Vec::new();
+        let src = self.chunks.stored(&valid, &mut scratch)?;
+        codec::decode(valid.codec(), src, dst, self.dict.get()).map_err(|what| Error::Corrupt {
+            path: self.path.clone(),
+            index: Some(index),
+            what,
+        })
+    }
+}
