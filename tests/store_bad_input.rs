@@ -383,3 +383,49 @@ fn a_frontier_below_live_records_is_raised_before_anything_is_written() {
         assert!(store.verify().unwrap().is_ok());
     }
 }
+
+#[test]
+fn a_record_ending_at_the_chunks_last_byte_moves_the_frontier_to_the_next_chunk() {
+    // The reference may fill a chunk to its very end; no frontier offset in
+    // that chunk lies past such a record, so a writer's open puts the
+    // frontier at the start of the next chunk rather than below the record.
+    let dir = tempfile::tempdir().unwrap();
+    store_of_ten(dir.path(), Codec::Raw);
+    let chunk = OpenOptions::new().write(true).open(dir.path().join("0.zr")).unwrap();
+    chunk.set_len(4 << 30).unwrap();
+    let last = record(99, 256);
+    chunk.write_all_at(&last, (4 << 30) - 256).unwrap();
+    let entry = loaderx::format::Entry::new(
+        loaderx::format::Loc { chunk: 0, offset: ((4u64 << 30) - 256) as u32 },
+        256,
+        256,
+        Codec::Raw,
+    );
+    let meta = dir.path().join("meta.zr");
+    poke(&meta, entry_offset(10), bytemuck::bytes_of(&entry));
+    let header =
+        loaderx::format::Header::new(loaderx::format::Frontier { chunk: 0, offset: ((4u64 << 30) - 300) as u32 }, 11);
+    poke(&meta, 0, bytemuck::bytes_of(&header));
+    let store = Zrecord::open(dir.path()).unwrap();
+    // 200 bytes at the old frontier would have covered the record's first 156.
+    assert_eq!(store.append(&record(11, 200), 1, 200, Codec::Raw).unwrap(), 11);
+    assert_eq!(store.get(10).unwrap(), last);
+    assert_eq!(store.get(11).unwrap(), record(11, 200));
+    assert_eq!(store.stats().unwrap().chunks, 2);
+    assert!(store.verify().unwrap().is_ok());
+}
+
+#[test]
+fn a_chunk_file_numbered_past_the_limit_is_removed_by_compaction() {
+    // `4097.zr` is no chunk the format can name; compaction removes chunk
+    // files past the frontier, and this one must not trip it.
+    let dir = tempfile::tempdir().unwrap();
+    store_of_ten(dir.path(), Codec::Zstd);
+    std::fs::write(dir.path().join("4097.zr"), b"stray").unwrap();
+    let mut store = Zrecord::open(dir.path()).unwrap();
+    store.delete(&[3]).unwrap();
+    let report = store.compact().unwrap();
+    assert_eq!(report.removed_chunks, 1);
+    assert!(!dir.path().join("4097.zr").exists());
+    assert!(store.verify().unwrap().is_ok());
+}
