@@ -323,7 +323,7 @@ impl Zrecord {
         for entry in &entries {
             assert_committable(entry, cursor, has_dict);
         }
-        writer.commit_append(first, &entries, cursor).map_err(|e| self.sync_failed(e))?; // SYNC A2, A3
+        writer.commit_append(first, &entries, cursor).map_err(|e| self.sync_failed(e))?; // steps 3, A2, A3, 4 (in Meta)
         self.debug_check_invariants();
         Ok(u64::from(first))
     }

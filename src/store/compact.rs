@@ -246,18 +246,17 @@ impl Zrecord {
         }
         let items = self.moved_entries(groups, round);
         let word1 = |e: &Entry| bytemuck::bytes_of(e)[8..].to_vec();
-        let sync_failed = |store: &Self, e| store.fail_stop.sync_failed(e);
         if items.iter().any(|(i, e)| word1(e) != word1(&self.meta.raw_entry(*i))) {
             // A move across chunks (or the mark of an empty record moving to
             // chunk 0 offset 0) changes both 8-byte words of an entry; a torn
             // entry must be repaired from the intent.
             let len = self.len();
             let intent = Intent { old_len: len, new_len: len, items };
-            self.meta.write_intent(&intent).map_err(|e| sync_failed(self, e))?; // SYNC C2a
-            self.meta.apply_intent(&intent).map_err(|e| sync_failed(self, e))?; // SYNC C2
-            self.meta.clear_intent().map_err(|e| sync_failed(self, e))?; // SYNC C2b
+            self.meta.write_intent(&intent).map_err(|e| self.sync_failed(e))?; // step C2a
+            self.meta.apply_intent(&intent).map_err(|e| self.sync_failed(e))?; // step C2
+            self.meta.clear_intent().map_err(|e| self.sync_failed(e))?; // step C2b
         } else {
-            self.meta.repoint_within_chunks(&items).map_err(|e| sync_failed(self, e))?; // SYNC C2
+            self.meta.repoint_within_chunks(&items).map_err(|e| self.sync_failed(e))?; // step C2
         }
         report.rounds += 1;
         report.moved_records += items_count(groups, round);
@@ -309,7 +308,7 @@ impl Zrecord {
     /// Commits the packed frontier, then drops what lies past it: later
     /// chunk files and the slack at the end of each remaining chunk.
     fn finish(&mut self, cursor: Frontier, ends: &mut [u64], report: &mut CompactReport) -> Result<()> {
-        self.meta.move_frontier(cursor).map_err(|e| self.sync_failed(e))?; // SYNC C3 (H2, H3)
+        self.meta.move_frontier(cursor).map_err(|e| self.sync_failed(e))?; // step C3 (H2, H3)
         // Chunk files past the frontier (also any a failed append left).
         report.removed_chunks = self.chunks.remove_past(cursor.chunk).map_err(|e| self.io("remove chunk", e))?;
         if report.removed_chunks > 0 {

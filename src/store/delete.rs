@@ -68,15 +68,14 @@ impl Zrecord {
         let (new_len, moves) = plan_delete(len, indices);
         let items = moves.iter().map(|&(to, from)| (to, self.meta.raw_entry(from))).collect();
         let intent = Intent { old_len: len, new_len, items };
-        let sync_failed = |store: &Self, e| store.fail_stop.sync_failed(e);
         if !intent.items.is_empty() {
-            self.meta.write_intent(&intent).map_err(|e| sync_failed(self, e))?; // SYNC D1
+            self.meta.write_intent(&intent).map_err(|e| self.sync_failed(e))?; // step D1
         }
         // Only the length changes when no hole is below it: one aligned
         // word, no intent needed.
-        self.meta.apply_intent(&intent).map_err(|e| sync_failed(self, e))?; // SYNC D2, D3
+        self.meta.apply_intent(&intent).map_err(|e| self.sync_failed(e))?; // steps D2, D3
         if !intent.items.is_empty() {
-            self.meta.clear_intent().map_err(|e| sync_failed(self, e))?; // SYNC D4
+            self.meta.clear_intent().map_err(|e| self.sync_failed(e))?; // step D4
         }
         self.debug_check_invariants();
         Ok(())

@@ -118,7 +118,7 @@ impl Writer<'_> {
     /// Commits an append whose records are durable: the entries `first..`
     /// (at the published length), then the header with the new frontier and
     /// length, then publishes the length (`docs/crash-safety.md`, "Append",
-    /// steps 3 to 5). Every error is a failed sync.
+    /// steps 3 and 4). Every error is a failed sync.
     pub(crate) fn commit_append(&mut self, first: u32, entries: &[Entry], frontier: Frontier) -> io::Result<()> {
         let meta = self.meta;
         assert_eq!(first, meta.len(), "an append commits at the published length");
