@@ -8,5 +8,6 @@
 
 pub mod exhaustive;
 pub mod fs;
+pub mod point;
 pub mod rng;
 pub mod workload;
