@@ -6,8 +6,10 @@
 //! every recovered state against a model; [`exhaustive`] crashes short
 //! workloads at every I/O operation; [`point`] arms crashes and faults at
 //! operations chosen by what they are, and [`scenarios`] uses them to rebuild
-//! each past finding as a fixed run. See `docs/simulation.md`.
+//! each past finding as a fixed run; [`campaign`] runs seeds on several
+//! threads and prints the summary line. See `docs/simulation.md`.
 
+pub mod campaign;
 pub mod exhaustive;
 pub mod fs;
 pub mod point;

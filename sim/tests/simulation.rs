@@ -1,8 +1,9 @@
-//! The crash simulation as tests: a bounded campaign, the exhaustive crash
-//! points, determinism, the seeds that once found bugs and the scenarios
+//! The crash simulation as tests: a bounded campaign with the exhaustive
+//! crash points (at least 10,000 crash points together), determinism, the seeds that once found bugs and the scenarios
 //! rebuilt from them, and proof that the checker can fail (a lying disk must
 //! be caught, an unreached scenario point must fail).
 
+use loaderx_sim::campaign::{Summary, run_seeds};
 use loaderx_sim::workload::{Settings, run_seed};
 
 /// Seeds that found bugs, kept as regression tests (they cost nothing, but
@@ -31,21 +32,47 @@ fn check(seeds: impl Iterator<Item = u64>, settings: &Settings) {
     }
 }
 
+/// The CI campaign: seeds `CI_SEEDS` on two threads plus the exhaustive
+/// sweep, the same run as
+/// `cargo run --release -p loaderx-sim -- --start 1000 --seeds 2000 --exhaustive`.
+const CI_SEEDS: std::ops::Range<u64> = 1000..3000;
+
+/// Seeded crashes plus exhaustive crash points the CI campaign must reach.
+const CI_CRASHES_MIN: u64 = 10_000;
+
+/// The bounded campaign and the exhaustive sweep find no violation and
+/// together explore at least `CI_CRASHES_MIN` crash points; prints the
+/// summary line (visible with `--nocapture`).
 #[test]
-fn bounded_campaign_finds_no_violation() {
-    check(1000..1300, &Settings::default());
+fn ci_campaign_explores_ten_thousand_crash_points() {
+    let explored = loaderx_sim::exhaustive::run().unwrap_or_else(|(w, v)| panic!("{w}: {}", v.what));
+    assert_eq!(explored.states, explored.crash_points * 5);
+    let run = run_seeds(CI_SEEDS, &Settings::default(), 2);
+    let summary = Summary {
+        seeds: run.seeds,
+        crashes: run.tally.crashes,
+        crash_points: explored.crash_points,
+        violations: run.violations.len() as u64,
+    };
+    println!("{summary}");
+    if let Some((seed, v)) = run.violations.first() {
+        let tail: Vec<&String> = v.trace.iter().rev().take(30).collect();
+        panic!(
+            "{summary}\nseed {seed}: {}\nreplay: cargo run --release -p loaderx-sim -- --seed {seed}\n{tail:#?}",
+            v.what
+        );
+    }
+    assert!(explored.crash_points > 300, "{explored:?}");
+    assert!(
+        summary.crash_total() >= CI_CRASHES_MIN,
+        "{summary}: {} crash points in all, fewer than {CI_CRASHES_MIN}; raise CI_SEEDS",
+        summary.crash_total()
+    );
 }
 
 #[test]
 fn regression_seeds() {
     check(REGRESSIONS.into_iter(), &Settings::default());
-}
-
-#[test]
-fn exhaustive_crash_points_find_no_violation() {
-    let explored = loaderx_sim::exhaustive::run().unwrap_or_else(|(w, v)| panic!("{w}: {}", v.what));
-    assert!(explored.crash_points > 300, "{explored:?}");
-    assert_eq!(explored.states, explored.crash_points * 5);
 }
 
 #[test]
