@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use loaderx::io::{FileKind, LockKind, OpenMode, ReadMap, SharedMap, Vfs, VfsFile};
 
+use crate::point::{Action, Armed, IoKind, IoOp, Point};
 use crate::rng::Rng;
 
 /// Page size of the model.
@@ -106,6 +107,14 @@ impl Image {
         touched
     }
 
+    /// The first non-zero byte at or past `len`, if any.
+    fn first_byte_past_end(&self) -> Option<u64> {
+        self.pages.range(self.len / PAGE..).find_map(|(&page, data)| {
+            let start = self.len.saturating_sub(page * PAGE).min(PAGE) as usize;
+            data[start..].iter().position(|&b| b != 0).map(|k| page * PAGE + (start + k) as u64)
+        })
+    }
+
     /// Sets the length. Invariant: no byte past `len` is non-zero, so a file
     /// extended later reads zeros there, as POSIX requires.
     fn set_len(&mut self, len: u64) {
@@ -179,6 +188,10 @@ struct State {
     /// a real system): always a bug.
     fault_past_eof: Option<String>,
     trace: Vec<String>,
+    /// Semantic fault points ([`SimFs::arm`]).
+    armed: Vec<Armed>,
+    /// An armed EIO fired at the current operation (dirty pages dropped?).
+    inject_eio: Option<bool>,
 }
 
 fn crash_error() -> io::Error {
@@ -187,14 +200,24 @@ fn crash_error() -> io::Error {
 
 impl State {
     /// Counts an I/O operation, logs it, and crashes if this is the chosen
-    /// one. Random writeback happens here too.
-    fn op(&mut self, what: impl FnOnce() -> String) -> io::Result<()> {
+    /// one (by number, or by an armed point). Random writeback happens here
+    /// too.
+    fn op(&mut self, io: IoOp<'_>) -> io::Result<()> {
         if self.crashed {
             return Err(crash_error());
         }
         self.ops += 1;
-        self.trace.push(format!("{} {}", self.ops, what()));
-        if self.crash_at == Some(self.ops) {
+        self.trace.push(format!("{} {io}", self.ops));
+        self.inject_eio = None;
+        let mut point_crash = false;
+        for armed in &mut self.armed {
+            match armed.observe(&io, self.ops) {
+                Some(Action::Crash) => point_crash = true,
+                Some(Action::Eio { drop_dirty }) => self.inject_eio = Some(drop_dirty),
+                None => {}
+            }
+        }
+        if point_crash || self.crash_at == Some(self.ops) {
             self.crashed = true;
             self.trace.push("crash".into());
             return Err(crash_error());
@@ -234,8 +257,7 @@ impl State {
 
     /// An injected EIO on a sync of `pages` of inode `id`: the dirty pages
     /// are dropped from the cache (reads see the durable bytes again) or kept.
-    fn eio(&mut self, id: usize, pages: &[u64]) -> io::Error {
-        let drop = self.rng.chance(0.5);
+    fn eio(&mut self, id: usize, pages: &[u64], drop: bool) -> io::Error {
         let inode = self.inode(id);
         for &p in pages {
             if drop && inode.dirty.remove(&p) {
@@ -264,11 +286,15 @@ impl State {
                 Some((first, end)) => inode.dirty.range(first..end).copied().collect(),
             }
         };
+        if let Some(drop) = self.inject_eio.take() {
+            return Err(self.eio(id, &selected, drop));
+        }
         if self.faults.lying {
             return Ok(());
         }
         if self.fault(|f| f.eio_sync) {
-            return Err(self.eio(id, &selected));
+            let drop = self.rng.chance(0.5);
+            return Err(self.eio(id, &selected, drop));
         }
         let inode = self.inode(id);
         for p in selected {
@@ -325,6 +351,8 @@ impl SimFs {
             crashed: false,
             fault_past_eof: None,
             trace: Vec::new(),
+            armed: Vec::new(),
+            inject_eio: None,
         };
         SimFs { state: Arc::new(Mutex::new(state)) }
     }
@@ -368,6 +396,44 @@ impl SimFs {
     /// A read past the end of a file, if the store ever made one.
     pub fn fault_past_eof(&self) -> Option<String> {
         self.lock().fault_past_eof.clone()
+    }
+
+    /// Arms `point` (see [`crate::point`]) for the rest of the run, reboots
+    /// included; returns its handle for [`SimFs::fired_at`].
+    pub fn arm(&self, point: Point) -> usize {
+        let mut s = self.lock();
+        s.armed.push(Armed::new(point));
+        s.armed.len() - 1
+    }
+
+    /// The I/O operation number at which armed point `id` fired, if it did.
+    pub fn fired_at(&self, id: usize) -> Option<u64> {
+        self.lock().armed[id].fired_at()
+    }
+
+    /// Armed point `id` in words, with how many of its steps were completed.
+    pub fn point_progress(&self, id: usize) -> String {
+        let s = self.lock();
+        let armed = &s.armed[id];
+        format!("{} ({} of {} steps completed)", armed.point().describe(), armed.progress(), armed.point().steps.len())
+    }
+
+    /// A file whose cached image holds a non-zero byte past its end (POSIX
+    /// never shows one: a file extended later reads zeros there). A check of
+    /// the simulator itself. (The durable image may hold such bytes: pages
+    /// written back before the length was; a reboot drops them.)
+    pub fn bytes_past_eof(&self) -> Option<String> {
+        let s = self.lock();
+        let names: BTreeMap<usize, &PathBuf> =
+            s.names.iter().filter_map(|(p, n)| if let Node::File(i) = n { Some((*i, p)) } else { None }).collect();
+        for (id, inode) in s.inodes.iter().enumerate() {
+            let Some(inode) = inode else { continue };
+            if let Some(at) = inode.volatile.first_byte_past_end() {
+                let name = names.get(&id).map_or_else(|| format!("inode {id}"), |p| p.display().to_string());
+                return Some(format!("{name} holds data at {at}, past its end {}", inode.volatile.len));
+            }
+        }
+        None
     }
 
     /// The operation trace so far.
@@ -481,7 +547,7 @@ impl Vfs for SimFs {
 
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
         let mut s = self.lock();
-        s.op(|| format!("mkdir -p {}", path.display()))?;
+        s.op(IoOp::on(IoKind::Mkdir, path))?;
         let mut missing = Vec::new();
         let mut at = Some(path);
         while let Some(p) = at {
@@ -513,7 +579,11 @@ impl Vfs for SimFs {
 
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
         let mut s = self.lock();
-        s.op(|| format!("fsync dir {}", path.display()))?;
+        s.op(IoOp::on(IoKind::SyncDir, path))?;
+        if s.inject_eio.take().is_some() {
+            s.trace.push("  EIO".into());
+            return Err(io::Error::other("injected EIO"));
+        }
         if s.faults.lying {
             return Ok(());
         }
@@ -545,7 +615,7 @@ impl Vfs for SimFs {
                 if !matches!(path.parent().and_then(|p| s.names.get(p)), Some(Node::Dir)) {
                     return Err(io::Error::new(io::ErrorKind::NotFound, "no parent directory"));
                 }
-                s.op(|| format!("create {}", path.display()))?;
+                s.op(IoOp::on(IoKind::Create, path))?;
                 let id = s.inodes.len();
                 s.inodes.push(Some(Inode {
                     volatile: Image::default(),
@@ -566,7 +636,7 @@ impl Vfs for SimFs {
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         let mut s = self.lock();
-        s.op(|| format!("unlink {}", path.display()))?;
+        s.op(IoOp::on(IoKind::Unlink, path))?;
         match s.names.get(path) {
             Some(Node::File(_)) => {
                 s.names.remove(path);
@@ -579,7 +649,7 @@ impl Vfs for SimFs {
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let mut s = self.lock();
-        s.op(|| format!("rename {} {}", from.display(), to.display()))?;
+        s.op(IoOp { to: Some(to), ..IoOp::on(IoKind::Rename, from) })?;
         let node = s.names.remove(from).ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no such file"))?;
         s.names.insert(to.to_path_buf(), node);
         s.pending.push(NsOp::Rename(from.to_path_buf(), to.to_path_buf()));
@@ -641,7 +711,7 @@ impl VfsFile for SimFile {
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
         assert!(self.writable, "write to a file opened read-only");
         let mut s = self.fs.lock();
-        s.op(|| format!("pwrite {} @{offset} +{}", self.name, buf.len()))?;
+        s.op(IoOp::on(IoKind::Pwrite, Path::new(&self.name)).range(offset, buf.len() as u64))?;
         let grows = offset + buf.len() as u64 > s.inode(self.id).volatile.len;
         if grows && s.fault(|f| f.enospc) {
             s.trace.push("  ENOSPC".into());
@@ -663,7 +733,7 @@ impl VfsFile for SimFile {
 
     fn set_len(&self, len: u64) -> io::Result<()> {
         let mut s = self.fs.lock();
-        s.op(|| format!("set_len {} {len}", self.name))?;
+        s.op(IoOp::on(IoKind::SetLen, Path::new(&self.name)).range(0, len))?;
         if len > s.inode(self.id).volatile.len && s.fault(|f| f.enospc) {
             s.trace.push("  ENOSPC".into());
             return Err(io::Error::new(io::ErrorKind::StorageFull, "injected ENOSPC"));
@@ -680,13 +750,13 @@ impl VfsFile for SimFile {
 
     fn sync_data(&self) -> io::Result<()> {
         let mut s = self.fs.lock();
-        s.op(|| format!("fdatasync {}", self.name))?;
+        s.op(IoOp::on(IoKind::Fdatasync, Path::new(&self.name)))?;
         s.sync_pages(self.id, None, true)
     }
 
     fn sync_all(&self) -> io::Result<()> {
         let mut s = self.fs.lock();
-        s.op(|| format!("fsync {}", self.name))?;
+        s.op(IoOp::on(IoKind::Fsync, Path::new(&self.name)))?;
         s.sync_pages(self.id, None, true)
     }
 
@@ -743,11 +813,11 @@ impl std::fmt::Debug for SimMap {
 }
 
 impl SimMap {
-    fn store(&self, offset: usize, src: &[u8], what: &str) {
+    fn store(&self, offset: usize, src: &[u8], kind: IoKind) {
         assert!(self.writable && offset + src.len() <= self.len, "bad store into the mapping");
         let mut s = self.fs.lock();
         // A store after the crash point is lost with the process.
-        if s.op(|| format!("{what} {} @{offset} +{}", self.name, src.len())).is_err() {
+        if s.op(IoOp::on(kind, Path::new(&self.name)).range(offset as u64, src.len() as u64)).is_err() {
             return;
         }
         let inode = s.inode(self.id);
@@ -767,11 +837,11 @@ impl SharedMap for SimMap {
         s.inode(self.id).volatile.read(offset as u64, dst);
     }
     unsafe fn write(&self, offset: usize, src: &[u8]) {
-        self.store(offset, src, "store");
+        self.store(offset, src, IoKind::Store);
     }
     unsafe fn store_word(&self, offset: usize, word: u64) {
         assert_eq!(offset % 8, 0);
-        self.store(offset, &word.to_ne_bytes(), "store_word");
+        self.store(offset, &word.to_ne_bytes(), IoKind::StoreWord);
     }
     fn load_word(&self, offset: usize) -> u64 {
         assert_eq!(offset % 8, 0);
@@ -782,7 +852,7 @@ impl SharedMap for SimMap {
     }
     fn flush_range(&self, offset: usize, len: usize) -> io::Result<()> {
         let mut s = self.fs.lock();
-        s.op(|| format!("msync {} @{offset} +{len}", self.name))?;
+        s.op(IoOp::on(IoKind::Msync, Path::new(&self.name)).range(offset as u64, len as u64))?;
         let first = offset as u64 / PAGE;
         let end = ((offset + len) as u64).div_ceil(PAGE);
         s.sync_pages(self.id, Some((first, end)), false)

@@ -4,9 +4,15 @@
 //! loss as the Linux page cache produces it; [`workload`] drives the real
 //! store code over it with random operations, crashes and faults, and checks
 //! every recovered state against a model; [`exhaustive`] crashes short
-//! workloads at every I/O operation. See `docs/simulation.md`.
+//! workloads at every I/O operation; [`point`] arms crashes and faults at
+//! operations chosen by what they are, and [`scenarios`] uses them to rebuild
+//! each past finding as a fixed run; [`campaign`] runs seeds on several
+//! threads and prints the summary line. See `docs/simulation.md`.
 
+pub mod campaign;
 pub mod exhaustive;
 pub mod fs;
+pub mod point;
 pub mod rng;
+pub mod scenarios;
 pub mod workload;

@@ -1,14 +1,16 @@
 //! `cargo run --release -p loaderx-sim -- --seeds N` runs N seeds of the
 //! random crash workload; `--seed S` replays one and prints its trace;
 //! `--exhaustive` crashes short workloads at every I/O operation;
-//! `--lying-disk` makes syncs persist nothing (the checker must then fail).
+//! `--lying-disk` makes syncs persist nothing (the checker must then fail);
+//! `--scenarios` runs the regression scenarios (`--scenario NAME` one, with
+//! its trace). Every run ends with the summary line
+//! `simulation: S seeds, C crashes, P exhaustive crash points, V violations`.
 
 use std::process::ExitCode;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use loaderx_sim::workload::{Settings, Tally, Violation, run_seed};
+use loaderx_sim::campaign::{Summary, run_guarded, run_seeds};
+use loaderx_sim::workload::{Settings, Violation};
 
 struct Args {
     seeds: u64,
@@ -18,12 +20,29 @@ struct Args {
     lying: bool,
     ops: usize,
     threads: usize,
+    scenarios: bool,
+    scenario: Option<String>,
 }
 
 fn parse() -> Result<Args, String> {
-    let mut args = Args { seeds: 0, start: 0, replay: None, exhaustive: false, lying: false, ops: 40, threads: 2 };
+    let mut args = Args {
+        seeds: 0,
+        start: 0,
+        replay: None,
+        exhaustive: false,
+        lying: false,
+        ops: 40,
+        threads: 2,
+        scenarios: false,
+        scenario: None,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
+        if arg == "--scenario" {
+            args.scenario = Some(it.next().ok_or("--scenario needs a name")?);
+            args.scenarios = true;
+            continue;
+        }
         let mut value = |name: &str| -> Result<u64, String> {
             it.next().and_then(|v| v.parse().ok()).ok_or(format!("{name} needs a number"))
         };
@@ -35,15 +54,16 @@ fn parse() -> Result<Args, String> {
             "--threads" => args.threads = value("--threads")?.max(1) as usize,
             "--exhaustive" => args.exhaustive = true,
             "--lying-disk" => args.lying = true,
+            "--scenarios" => args.scenarios = true,
             "-h" | "--help" => {
                 return Err("usage: loaderx-sim [--seeds N [--start S]] [--seed S] [--exhaustive] [--lying-disk] \
-                            [--ops N] [--threads N]"
+                            [--ops N] [--threads N] [--scenarios] [--scenario NAME]"
                     .into());
             }
             other => return Err(format!("unknown argument {other}")),
         }
     }
-    if args.seeds == 0 && args.replay.is_none() && !args.exhaustive {
+    if args.seeds == 0 && args.replay.is_none() && !args.exhaustive && !args.scenarios {
         args.seeds = 100;
     }
     Ok(args)
@@ -60,27 +80,86 @@ fn replay_command(seed: u64, args: &Args) -> String {
     format!("cargo run --release -p loaderx-sim -- --seed {seed} --ops {}{lying}", args.ops)
 }
 
+fn print_tail(trace: &[String]) {
+    for line in trace.iter().rev().take(40).collect::<Vec<_>>().into_iter().rev() {
+        eprintln!("  {line}");
+    }
+}
+
 fn report_violation(seed: u64, v: &Violation, args: &Args) {
     eprintln!("VIOLATION at seed {seed}: {}", v.what);
     eprintln!("last operations of the trace:");
-    for line in v.trace.iter().rev().take(40).collect::<Vec<_>>().into_iter().rev() {
-        eprintln!("  {line}");
-    }
+    print_tail(&v.trace);
     eprintln!("replay: {}", replay_command(seed, args));
 }
 
-fn guarded(seed: u64, settings: &Settings) -> Result<(Tally, u64), Violation> {
-    match std::panic::catch_unwind(|| run_seed(seed, settings)) {
-        Ok(result) => result,
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
-            Err(Violation { what: format!("panic: {what}"), trace: Vec::new() })
+/// Replays one seed: its tally and trace hash, or its whole trace.
+fn replay(seed: u64, settings: &Settings, args: &Args) -> Summary {
+    let mut summary = Summary { seeds: 1, ..Summary::default() };
+    match run_guarded(seed, settings) {
+        Ok((tally, hash)) => {
+            println!("seed {seed}: ok, {tally:?}, trace hash {hash:016x}");
+            summary.crashes = tally.crashes;
+        }
+        Err(v) => {
+            for line in &v.trace {
+                println!("{line}");
+            }
+            report_violation(seed, &v, args);
+            summary.violations = 1;
         }
     }
+    summary
+}
+
+/// The exhaustive sweep: its crash points, or a violation.
+fn exhaustive(summary: &mut Summary) {
+    println!("exhaustive crash points:");
+    let start = Instant::now();
+    match loaderx_sim::exhaustive::run() {
+        Ok(e) => {
+            println!(
+                "exhaustive: {} crash points, {} states explored, 0 violations ({:.1} s)",
+                e.crash_points,
+                e.states,
+                start.elapsed().as_secs_f64()
+            );
+            summary.crash_points += e.crash_points;
+        }
+        Err((where_, v)) => {
+            eprintln!("VIOLATION in exhaustive workload {where_}: {}", v.what);
+            print_tail(&v.trace);
+            summary.violations += 1;
+        }
+    }
+}
+
+/// Runs the regression scenarios (or the one named, printing its trace);
+/// false if any failed.
+fn scenarios(only: Option<&str>) -> bool {
+    let all = loaderx_sim::scenarios::all();
+    let chosen: Vec<_> = all.iter().filter(|s| only.is_none_or(|name| s.name == name)).collect();
+    if chosen.is_empty() {
+        eprintln!("no scenario named {}", only.unwrap_or_default());
+        return false;
+    }
+    let mut ok = true;
+    for scenario in chosen {
+        match loaderx_sim::scenarios::run(scenario) {
+            Ok(report) => {
+                if only.is_some() {
+                    report.trace.iter().for_each(|line| println!("{line}"));
+                }
+                println!("scenario {}: ok, points fired at I/O {:?}", scenario.name, report.fired_at);
+            }
+            Err(f) => {
+                eprintln!("SCENARIO {} FAILED (seeds {:?}): {}", f.scenario, scenario.seeds, f.what);
+                print_tail(&f.trace);
+                ok = false;
+            }
+        }
+    }
+    ok
 }
 
 fn main() -> ExitCode {
@@ -92,80 +171,32 @@ fn main() -> ExitCode {
         }
     };
     let settings = settings(&args);
-
     if let Some(seed) = args.replay {
-        match guarded(seed, &settings) {
-            Ok((tally, hash)) => {
-                println!("seed {seed}: ok, {tally:?}, trace hash {hash:016x}");
-                return ExitCode::SUCCESS;
-            }
-            Err(v) => {
-                for line in &v.trace {
-                    println!("{line}");
-                }
-                report_violation(seed, &v, &args);
-                return ExitCode::FAILURE;
-            }
-        }
+        let summary = replay(seed, &settings, &args);
+        println!("{summary}");
+        return if summary.violations == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE };
     }
-
+    let mut summary = Summary::default();
     let mut failed = false;
     if args.exhaustive {
-        println!("exhaustive crash points:");
-        let start = Instant::now();
-        match loaderx_sim::exhaustive::run() {
-            Ok(e) => println!(
-                "exhaustive: {} crash points, {} states explored, 0 violations ({:.1} s)",
-                e.crash_points,
-                e.states,
-                start.elapsed().as_secs_f64()
-            ),
-            Err((where_, v)) => {
-                eprintln!("VIOLATION in exhaustive workload {where_}: {}", v.what);
-                for line in v.trace.iter().rev().take(40).collect::<Vec<_>>().into_iter().rev() {
-                    eprintln!("  {line}");
-                }
-                failed = true;
-            }
-        }
+        exhaustive(&mut summary);
     }
 
     if args.seeds > 0 {
         let start = Instant::now();
-        let next = AtomicU64::new(args.start);
         let end = args.start + args.seeds;
-        let total = Mutex::new(Tally::default());
-        let violations = Mutex::new(Vec::new());
-        std::thread::scope(|scope| {
-            for _ in 0..args.threads {
-                scope.spawn(|| {
-                    loop {
-                        let seed = next.fetch_add(1, Ordering::Relaxed);
-                        if seed >= end {
-                            break;
-                        }
-                        match guarded(seed, &settings) {
-                            Ok((tally, _)) => total.lock().unwrap().add(&tally),
-                            Err(v) => violations.lock().unwrap().push((seed, v)),
-                        }
-                    }
-                });
-            }
-        });
-        let total = total.into_inner().unwrap();
-        let mut violations = violations.into_inner().unwrap();
-        violations.sort_by_key(|(seed, _)| *seed);
-        if let Some((seed, v)) = violations.first() {
+        let run = run_seeds(args.start..end, &settings, args.threads);
+        if let Some((seed, v)) = run.violations.first() {
             report_violation(*seed, v, &args);
-            for (seed, v) in violations.iter().skip(1).take(30) {
+            for (seed, v) in run.violations.iter().skip(1).take(30) {
                 eprintln!("also seed {seed}: {}", v.what);
             }
-            failed = true;
         }
+        let total = &run.tally;
         println!(
             "seeds {}..{end}: {} violations; {} store ops, {} I/O ops, {} crashes, {} faults, {} states checked ({:.1} s)",
             args.start,
-            violations.len(),
+            run.violations.len(),
             total.store_ops,
             total.io_ops,
             total.crashes,
@@ -173,6 +204,14 @@ fn main() -> ExitCode {
             total.states_checked,
             start.elapsed().as_secs_f64()
         );
+        summary.seeds += run.seeds;
+        summary.crashes += total.crashes;
+        summary.violations += run.violations.len() as u64;
     }
+    if args.scenarios {
+        failed |= !scenarios(args.scenario.as_deref());
+    }
+    println!("{summary}");
+    failed |= summary.violations > 0;
     if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
 }

@@ -186,6 +186,19 @@ impl Harness {
         crash_at: Option<u64>,
         persist: Option<Persist>,
     ) -> Check<Harness> {
+        Harness::prepared(seed, settings, crash_at, persist, |_| {})
+    }
+
+    /// As [`Harness::with_crash`], with `prepare` run on the empty
+    /// filesystem before the store is created (to arm fault points, see
+    /// [`SimFs::arm`]).
+    pub fn prepared(
+        seed: u64,
+        settings: Settings,
+        crash_at: Option<u64>,
+        persist: Option<Persist>,
+        prepare: impl FnOnce(&SimFs),
+    ) -> Check<Harness> {
         let mut rng = Rng::new(seed);
         let fs = SimFs::new(rng.fork(), settings.faults.clone());
         let vfs: Arc<dyn Vfs> = Arc::new(fs.clone());
@@ -202,6 +215,7 @@ impl Harness {
             persist,
         };
         h.fs.arm_crash(crash_at);
+        prepare(&h.fs);
         h.reopen(false)?;
         Ok(h)
     }
@@ -306,6 +320,9 @@ impl Harness {
         }
         if let Some(what) = self.fs.fault_past_eof() {
             return Err(self.violation(format!("the store {what}")));
+        }
+        if let Some(what) = self.fs.bytes_past_eof() {
+            return Err(self.violation(format!("simulator: {what}")));
         }
         Ok(())
     }
