@@ -13,6 +13,8 @@
 //! call's first record always does). A reader also checks that the length
 //! it sees always ends a call.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -247,7 +249,7 @@ fn writer(store: &Zrecord, spec: &Spec, thread: u32) -> Vec<Call> {
 
 /// Gathers `indices` (below a length the caller saw) and checks every record.
 fn gather_checked(store: &Zrecord, spec: &Spec, indices: &[u64]) {
-    for (got, &index) in gathered(store, indices).iter().zip(indices) {
+    for (got, &index) in common::gathered(store, indices).iter().zip(indices) {
         let id = if got.len() >= HEADER { claimed(got) } else { identify(store, spec, index) };
         check(spec, id, got);
     }
@@ -304,22 +306,6 @@ fn reader(store: &Zrecord, spec: &Spec, seed: u64, done: &AtomicBool) -> Vec<u32
     seen
 }
 
-/// Records `indices` (below a length the caller saw), read through
-/// `lengths` and `gather_var`.
-fn gathered(store: &Zrecord, indices: &[u64]) -> Vec<Vec<u8>> {
-    let mut lens = vec![0u32; indices.len()];
-    store.lengths(indices, &mut lens).unwrap();
-    let mut offsets = Vec::with_capacity(indices.len());
-    let mut total = 0u64;
-    for &l in &lens {
-        offsets.push(total);
-        total += u64::from(l);
-    }
-    let mut dst = vec![0u8; total as usize];
-    store.gather_var(indices, &mut dst, &offsets, &lens).unwrap();
-    offsets.iter().zip(&lens).map(|(&at, &l)| dst[at as usize..][..l as usize].to_vec()).collect()
-}
-
 /// Checks the records of one call, at `first..first + n`, against the model:
 /// all through `gather_var`, a fixed call's also through `gather`, some
 /// through `get`.
@@ -329,7 +315,7 @@ fn check_call(store: &Zrecord, spec: &Spec, first: u64, thread: u32, call: u32) 
     let model: Vec<Vec<u8>> =
         plan.lens.iter().enumerate().map(|(k, &len)| record(Id { thread, call, record: k as u32 }, len)).collect();
     let indices: Vec<u64> = (first..first + n as u64).collect();
-    for (k, got) in gathered(store, &indices).iter().enumerate() {
+    for (k, got) in common::gathered(store, &indices).iter().enumerate() {
         assert!(got == &model[k], "record {} (record {k} of call ({thread}, {call}))", first + k as u64);
     }
     if plan.via == Via::Fixed {

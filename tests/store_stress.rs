@@ -3,6 +3,8 @@
 //! Every record carries its identity (writer, sequence number) and its
 //! content is a function of it, so every gathered byte is verified.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -43,18 +45,8 @@ fn read_all(store: &Zrecord) -> Vec<(u32, u32)> {
 }
 
 fn gather_checked(store: &Zrecord, indices: &[u64]) {
-    let mut lens = vec![0u32; indices.len()];
-    store.lengths(indices, &mut lens).unwrap();
-    let mut offsets = Vec::with_capacity(indices.len());
-    let mut total = 0u64;
-    for &l in &lens {
-        offsets.push(total);
-        total += u64::from(l);
-    }
-    let mut dst = vec![0u8; total as usize];
-    store.gather_var(indices, &mut dst, &offsets, &lens).unwrap();
-    for (k, &l) in lens.iter().enumerate() {
-        identify(&dst[offsets[k] as usize..][..l as usize]);
+    for record in common::gathered(store, indices) {
+        identify(&record);
     }
 }
 

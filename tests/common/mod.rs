@@ -65,3 +65,19 @@ pub fn model_delete(model: &mut Vec<Vec<u8>>, indices: &[u64]) {
         model.swap_remove(d as usize);
     }
 }
+
+/// Records `indices` (below a length the caller saw), read through
+/// `lengths` and `gather_var`.
+pub fn gathered(store: &Zrecord, indices: &[u64]) -> Vec<Vec<u8>> {
+    let mut lens = vec![0u32; indices.len()];
+    store.lengths(indices, &mut lens).unwrap();
+    let mut offsets = Vec::with_capacity(indices.len());
+    let mut total = 0u64;
+    for &l in &lens {
+        offsets.push(total);
+        total += u64::from(l);
+    }
+    let mut dst = vec![0u8; total as usize];
+    store.gather_var(indices, &mut dst, &offsets, &lens).unwrap();
+    offsets.iter().zip(&lens).map(|(&at, &l)| dst[at as usize..][..l as usize].to_vec()).collect()
+}
