@@ -1,6 +1,8 @@
 //! Architecture invariants that a grep can check (docs/ARCHITECTURE.md):
-//! only `src/io/real.rs` touches `std::fs` or `memmap2`, and every `unsafe`
-//! block or impl in `src/` carries a `// SAFETY:` reason.
+//! only `src/io/real.rs` touches `std::fs` or `memmap2`, every `unsafe`
+//! block or impl in `src/` carries a `// SAFETY:` reason, and each of the
+//! store's files stays the only owner of what it owns (`meta.rs` of the
+//! mapping of `meta.zr`, `chunks.rs` of the chunk files).
 
 use std::path::{Path, PathBuf};
 
@@ -57,6 +59,34 @@ fn every_unsafe_block_has_a_safety_reason() {
                     "{name}:{}: unsafe without a `// SAFETY:` reason above it",
                     n + 1
                 );
+            }
+        }
+    }
+}
+
+/// `(owner, calls no other store file makes)`.
+const OWNERS: [(&str, &[&str]); 2] = [
+    ("src/store/meta.rs", &["store_word(", "flush_range(", "map.write(", "map.read(", "map_shared("]),
+    ("src/store/chunks.rs", &["map_read(", "chunk_file_name("]),
+];
+
+#[test]
+fn each_store_owner_is_the_only_caller_of_its_operations() {
+    for (name, text) in sources() {
+        for (owner, calls) in OWNERS {
+            // `open.rs` maps `meta.zr` once, to hand the mapping to `Meta`,
+            // and creates a new store's empty `0.zr` before a chunk set exists.
+            let allowed = |call: &str| {
+                name == owner || (name == "src/store/open.rs" && ["map_shared(", "chunk_file_name("].contains(&call))
+            };
+            if !name.starts_with("src/store/") {
+                continue;
+            }
+            for (n, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap();
+                for call in calls.iter().filter(|c| !allowed(c)) {
+                    assert!(!code.contains(call), "{name}:{}: `{call}` belongs to {owner}: {line}", n + 1);
+                }
             }
         }
     }
