@@ -22,7 +22,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use loaderx::io::{FileKind, LockKind, OpenMode, ReadMap, SharedMap, Vfs, VfsFile};
+use loaderx::io::{BatchError, BatchRead, FileKind, LockKind, OpenMode, ReadMap, SharedMap, Vfs, VfsFile};
 
 use crate::point::{Action, Armed, IoKind, IoOp, Point};
 use crate::rng::Rng;
@@ -52,6 +52,8 @@ pub struct Faults {
     pub short_io: f64,
     /// An open fails.
     pub open_fail: f64,
+    /// A read of a batch ([`VfsFile::read_batch`]) fails with EIO.
+    pub eio_read: f64,
     /// Syncs succeed and persist nothing.
     pub lying: bool,
 }
@@ -187,6 +189,8 @@ struct State {
     /// Set when the store read a mapping past the end of a file (a SIGBUS on
     /// a real system): always a bug.
     fault_past_eof: Option<String>,
+    /// Batched reads made, and EIOs injected into them.
+    batched: (u64, u64),
     trace: Vec<String>,
     /// Semantic fault points ([`SimFs::arm`]).
     armed: Vec<Armed>,
@@ -350,6 +354,7 @@ impl SimFs {
             crash_at: None,
             crashed: false,
             fault_past_eof: None,
+            batched: (0, 0),
             trace: Vec::new(),
             armed: Vec::new(),
             inject_eio: None,
@@ -364,6 +369,12 @@ impl SimFs {
     /// I/O operations so far.
     pub fn ops(&self) -> u64 {
         self.lock().ops
+    }
+
+    /// Batched reads ([`VfsFile::read_batch`]) made so far, and how many
+    /// of them an injected EIO failed.
+    pub fn batched_reads(&self) -> (u64, u64) {
+        self.lock().batched
     }
 
     /// Crash when the I/O operation count reaches `at` (absolute).
@@ -708,6 +719,37 @@ impl VfsFile for SimFile {
         Ok(s.inode(self.id).volatile.read(offset, &mut buf[..want as usize]))
     }
 
+    /// The reads complete in an order the run's generator picks, as a
+    /// ring's do; each may come back short (and continue) or fail with an
+    /// injected EIO, which fails the batch.
+    fn read_batch(&self, reqs: &mut [BatchRead<'_>]) -> Result<(), BatchError> {
+        let mut order: Vec<usize> = (0..reqs.len()).collect();
+        {
+            let mut s = self.fs.lock();
+            s.batched.0 += 1;
+            for k in (1..order.len()).rev() {
+                order.swap(k, s.rng.below(k as u64 + 1) as usize);
+            }
+        }
+        for index in order {
+            let req = &mut reqs[index];
+            let failed = {
+                let mut s = self.fs.lock();
+                let failed = !s.crashed && s.fault(|f| f.eio_read);
+                if failed {
+                    s.batched.1 += 1;
+                    s.trace.push(format!("  EIO on a batched read of {} @{}", self.name, req.offset));
+                }
+                failed
+            };
+            if failed {
+                return Err(BatchError { index, error: io::Error::other("injected EIO on a batched read") });
+            }
+            loaderx::io::read_exact_at(self, req.buf, req.offset).map_err(|error| BatchError { index, error })?;
+        }
+        Ok(())
+    }
+
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
         assert!(self.writable, "write to a file opened read-only");
         let mut s = self.fs.lock();
@@ -872,6 +914,11 @@ impl std::fmt::Debug for SimReadMap {
 }
 
 impl ReadMap for SimReadMap {
+    /// Resident or not as the run's generator says, so that gathers take
+    /// both the mapped and the batched path.
+    fn resident(&self, _offset: u64, _len: usize) -> bool {
+        self.fs.lock().rng.chance(0.5)
+    }
     fn bytes<'a>(&'a self, offset: u64, len: usize, scratch: &'a mut Vec<u8>) -> io::Result<&'a [u8]> {
         let mut s = self.fs.lock();
         let Some(inode) = s.inodes[self.id].as_ref() else {

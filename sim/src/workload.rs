@@ -41,6 +41,7 @@ impl Default for Settings {
                 enospc: 0.01,
                 short_io: 0.05,
                 open_fail: 0.005,
+                eio_read: 0.01,
                 lying: false,
             },
         }
@@ -60,6 +61,9 @@ pub struct Tally {
     pub states_checked: u64,
     /// Non-crash errors injected and recovered from.
     pub faults_hit: u64,
+    /// Batched reads (gathers of records not in memory), and those failed
+    /// by an injected EIO.
+    pub batched_reads: (u64, u64),
 }
 
 impl Tally {
@@ -70,6 +74,8 @@ impl Tally {
         self.crashes += other.crashes;
         self.states_checked += other.states_checked;
         self.faults_hit += other.faults_hit;
+        self.batched_reads.0 += other.batched_reads.0;
+        self.batched_reads.1 += other.batched_reads.1;
     }
 }
 
@@ -649,6 +655,7 @@ impl Harness {
         let model = self.model.clone();
         self.expect_exactly(&model)?;
         self.tally.io_ops = self.fs.ops();
+        self.tally.batched_reads = self.fs.batched_reads();
         Ok(())
     }
 }

@@ -63,6 +63,11 @@ fn ci_campaign_explores_ten_thousand_crash_points() {
         );
     }
     assert!(explored.crash_points > 300, "{explored:?}");
+    // Gathers took the batched path (the simulated mapping says at random
+    // whether a record is in memory), and injected EIOs reached it.
+    let (batched, failed) = run.tally.batched_reads;
+    assert!(batched > 1000 && failed > 10, "{batched} batched reads, {failed} failed");
+    println!("{batched} batched reads, {failed} failed by an injected EIO");
     assert!(
         summary.crash_total() >= CI_CRASHES_MIN,
         "{summary}: {} crash points in all, fewer than {CI_CRASHES_MIN}; raise CI_SEEDS",

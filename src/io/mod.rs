@@ -9,10 +9,13 @@
 //! The operations are the ones the crash-ordering in `docs/crash-safety.md` is
 //! written in: positional reads and writes that may be short, `sync_data`,
 //! `sync_all`, `set_len`, directory listing and fsync, rename, advisory locks,
-//! a shared writable mapping of `meta.zr` with ranged flushes, and read-only
-//! mappings of chunk files.
+//! a shared writable mapping of `meta.zr` with ranged flushes, read-only
+//! mappings of chunk files, and batched positional reads
+//! ([`VfsFile::read_batch`]) for records that are not in memory.
 
 pub mod real;
+#[cfg(target_os = "linux")]
+mod uring;
 
 use std::fmt;
 use std::io;
@@ -49,6 +52,47 @@ pub enum LockKind {
     Exclusive,
 }
 
+/// What [`VfsFile::read_batch`] runs on, chosen at run time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadEngine {
+    /// Linux io_uring: a batch's reads are submitted together, many in flight.
+    IoUring,
+    /// Positional reads from a pool of I/O threads (io_uring missing or
+    /// blocked): as many in flight as the pool has threads.
+    Threads,
+    /// One positional read after another (the simulator; the default).
+    Sequential,
+}
+
+impl ReadEngine {
+    /// `io_uring`, `threads`, `sequential`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadEngine::IoUring => "io_uring",
+            ReadEngine::Threads => "threads",
+            ReadEngine::Sequential => "sequential",
+        }
+    }
+}
+
+/// One read of a batch: `buf.len()` bytes at `offset`.
+#[derive(Debug)]
+pub struct BatchRead<'a> {
+    /// Where in the file.
+    pub offset: u64,
+    /// Where to; filled whole, or the batch fails.
+    pub buf: &'a mut [u8],
+}
+
+/// A failed batch: the first request that failed, and why.
+#[derive(Debug)]
+pub struct BatchError {
+    /// Its index in the batch.
+    pub index: usize,
+    /// The error (`UnexpectedEof` for a read past the end of the file).
+    pub error: io::Error,
+}
+
 /// A filesystem: the store's whole view of the outside world.
 pub trait Vfs: Send + Sync + fmt::Debug {
     /// What `path` names, `None` if nothing.
@@ -66,6 +110,10 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     /// Atomically renames `from` to `to`, replacing `to` (durable after
     /// [`Vfs::sync_dir`]).
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// What [`VfsFile::read_batch`] of this filesystem's files runs on.
+    fn read_engine(&self) -> ReadEngine {
+        ReadEngine::Sequential
+    }
 }
 
 /// An open file.
@@ -90,6 +138,18 @@ pub trait VfsFile: Send + Sync + fmt::Debug {
     /// default does nothing.
     fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
         let _ = (offset, len);
+        Ok(())
+    }
+    /// Reads every request of `reqs` whole (a short read continues where it
+    /// stopped), with as many in flight as the implementation can, and
+    /// returns once every read has completed, failed ones included: no read
+    /// writes into a buffer after the call returns. Reads past the end of
+    /// the file fail with `UnexpectedEof`. The default reads one after
+    /// another.
+    fn read_batch(&self, reqs: &mut [BatchRead<'_>]) -> Result<(), BatchError> {
+        for (index, req) in reqs.iter_mut().enumerate() {
+            read_exact_at(self, req.buf, req.offset).map_err(|error| BatchError { index, error })?;
+        }
         Ok(())
     }
     /// Takes an advisory lock without waiting: `Ok(false)` if someone holds a
@@ -146,10 +206,17 @@ pub trait ReadMap: Send + Sync + fmt::Debug {
     /// The caller guarantees the range lies below the file's length; `Err`
     /// for a range past the mapping.
     fn bytes<'a>(&'a self, offset: u64, len: usize, scratch: &'a mut Vec<u8>) -> io::Result<&'a [u8]>;
+    /// Whether the bytes `offset..offset + len` are in memory now, so that
+    /// reading them through the mapping waits for no device (`mincore`).
+    /// The default, for an implementation that cannot tell: `true`.
+    fn resident(&self, offset: u64, len: usize) -> bool {
+        let _ = (offset, len);
+        true
+    }
 }
 
 /// Reads exactly `buf.len()` bytes at `offset`, looping over short reads.
-pub fn read_exact_at(file: &dyn VfsFile, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+pub fn read_exact_at<F: VfsFile + ?Sized>(file: &F, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
     while !buf.is_empty() {
         match file.read_at(buf, offset) {
             Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "file ends early")),

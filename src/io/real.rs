@@ -1,5 +1,9 @@
 //! The real filesystem: `std::fs` and `memmap2`. The only file of the crate
 //! that touches either, and the only one with `unsafe` mapping code.
+//!
+//! Batched reads run on io_uring (`uring.rs`) where it works, otherwise on a
+//! pool of I/O threads; the choice is made once per process
+//! ([`read_engine`]), and `LOADERX_READ_ENGINE=threads` forces the pool.
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -9,7 +13,109 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use memmap2::{Mmap, MmapMut, MmapOptions};
 
-use super::{FileKind, LockKind, OpenMode, ReadMap, SharedMap, Vfs, VfsFile};
+use super::{BatchError, BatchRead, FileKind, LockKind, OpenMode, ReadEngine, ReadMap, SharedMap, Vfs, VfsFile};
+
+/// Threads of the pool [`ReadEngine::Threads`] reads on: reads in flight.
+const IO_THREADS: usize = 32;
+
+/// The engine batched reads run on in this process: io_uring if it works
+/// here and `LOADERX_READ_ENGINE` does not say `threads`.
+pub fn read_engine() -> ReadEngine {
+    static ENGINE: std::sync::OnceLock<ReadEngine> = std::sync::OnceLock::new();
+    *ENGINE.get_or_init(|| {
+        let forced = std::env::var("LOADERX_READ_ENGINE").is_ok_and(|v| v == "threads");
+        #[cfg(target_os = "linux")]
+        if !forced && super::uring::available() {
+            return ReadEngine::IoUring;
+        }
+        let _ = forced;
+        ReadEngine::Threads
+    })
+}
+
+/// The pool of [`ReadEngine::Threads`].
+fn io_pool() -> &'static rayon::ThreadPool {
+    static POOL: std::sync::OnceLock<rayon::ThreadPool> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(IO_THREADS)
+            .thread_name(|i| format!("loaderx-io-{i}"))
+            .build()
+            .expect("the I/O thread pool")
+    })
+}
+
+/// Drops the page cache's copy of `path` (`posix_fadvise(DONTNEED)`), so
+/// that the next reads come from the device: the cold-cache benchmarks and
+/// tests. Dirty pages are written back first (`fdatasync`).
+pub fn evict_page_cache(path: &Path) -> io::Result<()> {
+    let file = File::open(path)?;
+    file.sync_data()?;
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: `posix_fadvise` takes a descriptor and integers and touches
+        // no memory of this process; `file` is open for the call.
+        let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        if rc != 0 {
+            return Err(io::Error::from_raw_os_error(rc));
+        }
+    }
+    Ok(())
+}
+
+/// How many of the pages holding `path`'s bytes are in the page cache, and
+/// how many pages it has (`mincore` over a mapping of it): what `fincore`
+/// reports.
+pub fn resident_pages(path: &Path) -> io::Result<(u64, u64)> {
+    let file = File::open(path)?;
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok((0, 0));
+    }
+    // SAFETY: a read-only mapping of the whole file, only passed to
+    // `mincore`, which reads no byte of it.
+    let map = unsafe { MmapOptions::new().len(len as usize).map(&file)? };
+    let pages = len.div_ceil(page_size() as u64);
+    Ok((count_resident(map.as_ptr(), len as usize), pages))
+}
+
+fn page_size() -> usize {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `sysconf` reads a constant of the system.
+        let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if size > 0 {
+            return size as usize;
+        }
+    }
+    4096
+}
+
+/// Pages of `ptr..ptr + len` (inside one mapping) that are resident.
+fn count_resident(ptr: *const u8, len: usize) -> u64 {
+    let page = page_size();
+    let start = ptr as usize & !(page - 1);
+    let end = ptr as usize + len;
+    let mut resident = 0;
+    let mut at = start;
+    let mut vec = [0u8; 256];
+    while at < end {
+        let span = (end - at).min(vec.len() * page);
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: `at` is page aligned and `at..at + span` lies inside
+            // the caller's mapping; `vec` has a byte for each of its pages.
+            let rc = unsafe { libc::mincore(at as *mut libc::c_void, span, vec.as_mut_ptr()) };
+            if rc != 0 {
+                return 0;
+            }
+        }
+        resident += vec[..span.div_ceil(page)].iter().filter(|&&b| b & 1 == 1).count() as u64;
+        at += span;
+    }
+    resident
+}
 
 /// [`Vfs`] over the operating system's filesystem.
 #[derive(Clone, Copy, Debug, Default)]
@@ -64,6 +170,10 @@ impl Vfs for RealFs {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         fs::rename(from, to)
     }
+
+    fn read_engine(&self) -> ReadEngine {
+        read_engine()
+    }
 }
 
 #[derive(Debug)]
@@ -77,6 +187,21 @@ impl VfsFile for RealFile {
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.file.read_at(buf, offset)
+    }
+    fn read_batch(&self, reqs: &mut [BatchRead<'_>]) -> Result<(), BatchError> {
+        #[cfg(target_os = "linux")]
+        if read_engine() == ReadEngine::IoUring {
+            use std::os::fd::AsRawFd;
+            if super::uring::read_batch(self.file.as_raw_fd(), reqs)? {
+                return Ok(());
+            }
+        }
+        use rayon::prelude::*;
+        io_pool().install(|| {
+            reqs.par_iter_mut().enumerate().with_max_len(1).try_for_each(|(index, req)| {
+                super::read_exact_at(self, req.buf, req.offset).map_err(|error| BatchError { index, error })
+            })
+        })
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
         self.file.write_at(buf, offset)
@@ -141,6 +266,7 @@ impl VfsFile for RealFile {
         // while it is open (the assumption every mmap store makes, stated in
         // docs/format.md). Changing bytes are read as untrusted input.
         let map = unsafe { MmapOptions::new().len(len).map(&self.file)? };
+        advise_random(&self.file);
         Ok(Box::new(RealReadMap { map }))
     }
 }
@@ -225,7 +351,33 @@ struct RealReadMap {
     map: Mmap,
 }
 
+/// Tells the kernel that the file is read at random (`POSIX_FADV_RANDOM`):
+/// no read-ahead around the batched reads of a chunk file, so a record that
+/// is not in memory costs the device its own bytes only. A hint: a failure
+/// changes nothing but speed.
+fn advise_random(file: &File) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: `posix_fadvise` takes a descriptor and integers and touches
+        // no memory of this process; `file` is open for the call.
+        let _ = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+    }
+    let _ = file;
+}
+
 impl ReadMap for RealReadMap {
+    fn resident(&self, offset: u64, len: usize) -> bool {
+        let Some(end) = usize::try_from(offset).ok().and_then(|o| o.checked_add(len)) else { return false };
+        if len == 0 || end > self.map.len() {
+            return len == 0;
+        }
+        // SAFETY: in bounds of the mapping (checked just above).
+        let ptr = unsafe { self.map.as_ptr().add(offset as usize) };
+        let page = page_size();
+        let pages = (ptr as usize + len).div_ceil(page) - ptr as usize / page;
+        count_resident(ptr, len) == pages as u64
+    }
     fn bytes<'a>(&'a self, offset: u64, len: usize, _scratch: &'a mut Vec<u8>) -> io::Result<&'a [u8]> {
         usize::try_from(offset)
             .ok()

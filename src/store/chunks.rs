@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 use super::entry::ValidEntry;
 use crate::error::{Corruption, Error, Result};
 use crate::format::{CHUNK_BYTES_MAX, CHUNKS_MAX, Frontier, chunk_file_name};
-use crate::io::{OpenMode, ReadMap, Vfs, VfsFile};
+use crate::io::{BatchError, BatchRead, OpenMode, ReadMap, Vfs, VfsFile};
 use crate::sync::{AtomicU64, Ordering};
 
 /// One open chunk file.
@@ -56,6 +56,11 @@ impl Chunk {
         }
         self.grew_to(end);
         Ok(())
+    }
+
+    /// Reads a batch of byte ranges of the file ([`VfsFile::read_batch`]).
+    pub(crate) fn read_batch(&self, reqs: &mut [BatchRead<'_>]) -> Result<(), BatchError> {
+        self.file.read_batch(reqs)
     }
 
     /// `fdatasync`.
@@ -140,9 +145,9 @@ impl ChunkSet {
         Ok(slot.get().expect("just set"))
     }
 
-    /// The stored bytes of a validated entry, borrowed from the chunk
-    /// mapping where possible; an error if they do not lie inside the file.
-    pub(crate) fn stored<'a>(&'a self, valid: &ValidEntry, scratch: &'a mut Vec<u8>) -> Result<&'a [u8]> {
+    /// The chunk holding a validated entry's bytes; an error if they do
+    /// not lie inside the file.
+    pub(crate) fn locate(&self, valid: &ValidEntry) -> Result<&Chunk> {
         let (loc, index) = (valid.loc(), Some(valid.index()));
         let corrupt = |what| Error::Corrupt { path: self.dir.clone(), index, what };
         let chunk = self
@@ -153,11 +158,27 @@ impl ChunkSet {
         if end > chunk.len() {
             return Err(corrupt(Corruption::PastChunkEnd { chunk: loc.chunk, end, chunk_len: chunk.len() }));
         }
-        chunk.map.bytes(u64::from(loc.offset), valid.phys() as usize, scratch).map_err(|source| Error::Io {
+        Ok(chunk)
+    }
+
+    /// The stored bytes of a validated entry, borrowed from the chunk
+    /// mapping where possible; an error if they do not lie inside the file.
+    pub(crate) fn stored<'a>(&'a self, valid: &ValidEntry, scratch: &'a mut Vec<u8>) -> Result<&'a [u8]> {
+        let chunk = self.locate(valid)?;
+        chunk.map.bytes(u64::from(valid.loc().offset), valid.phys() as usize, scratch).map_err(|source| Error::Io {
             path: self.dir.clone(),
             op: "read chunk",
             source,
         })
+    }
+
+    /// Whether a validated entry's bytes are in memory (a chunk that cannot
+    /// be opened counts as resident: the read reports its error).
+    pub(crate) fn resident(&self, valid: &ValidEntry) -> bool {
+        match self.get(valid.loc().chunk) {
+            Ok(Some(chunk)) => chunk.map.resident(u64::from(valid.loc().offset), valid.phys() as usize),
+            _ => true,
+        }
     }
 
     /// `fdatasync` of the chunks `ids` that exist.

@@ -6,12 +6,17 @@
 
 use rayon::prelude::*;
 
-use super::Zrecord;
+use super::read::View;
+use super::{ReadMode, Zrecord};
 use crate::error::{Error, Result};
 
 /// Below this many bytes a gather runs on the calling thread (always, under
 /// loom, which must see every thread).
 const PARALLEL_BYTES_MIN: usize = if cfg!(loom) { usize::MAX } else { 128 << 10 };
+
+/// Tasks per thread a batched gather is cut into: one task's records are
+/// decoded while another's reads are in flight.
+const BATCHED_TASKS_PER_THREAD: usize = 2;
 
 impl Zrecord {
     /// Decodes records `indices` into `dst`, record `k` at
@@ -29,16 +34,8 @@ impl Zrecord {
         if stride == 0 {
             return indices.iter().try_for_each(|&index| self.read_into(index, view, &mut []));
         }
-        let slots = dst[..need].chunks_mut(stride);
-        if need < PARALLEL_BYTES_MIN {
-            return slots.zip(indices).try_for_each(|(slot, &index)| self.read_into(index, view, slot));
-        }
-        let min_len = (indices.len() / (rayon::current_num_threads() * 4)).max(1);
-        dst[..need]
-            .par_chunks_mut(stride)
-            .zip(indices.par_iter())
-            .with_min_len(min_len)
-            .try_for_each(|(slot, &index)| self.read_into(index, view, slot))
+        let items = indices.iter().copied().zip(dst[..need].chunks_mut(stride)).collect();
+        self.read_all(view, items, need)
     }
 
     /// Decodes record `indices[k]` into `dst[offsets[k]..offsets[k] + lens[k]]`.
@@ -68,17 +65,24 @@ impl Zrecord {
             )));
         }
         let slots = split_regions(dst, offsets, lens)?;
-        let view = self.view();
         let total: usize = lens.iter().map(|&l| l as usize).sum();
-        if total < PARALLEL_BYTES_MIN {
-            return slots.into_iter().zip(indices).try_for_each(|(slot, &index)| self.read_into(index, view, slot));
+        self.read_all(self.view(), indices.iter().copied().zip(slots).collect(), total)
+    }
+
+    /// Reads each `(index, slot)` of `items` (`total` bytes in all), on the
+    /// path [`ReadMode`] picks, in parallel unless the batch is small.
+    fn read_all(&self, view: View, mut items: Vec<(u64, &mut [u8])>, total: usize) -> Result<()> {
+        let serial = total < PARALLEL_BYTES_MIN;
+        let tasks = rayon::current_num_threads() * BATCHED_TASKS_PER_THREAD;
+        if self.read_mode_for(&items, view) == ReadMode::Batched {
+            let per_task = if serial { items.len() } else { items.len().div_ceil(tasks) }.max(1);
+            return items.par_chunks_mut(per_task).try_for_each(|task| self.read_batched(view, task));
         }
-        let min_len = (indices.len() / (rayon::current_num_threads() * 4)).max(1);
-        slots
-            .into_par_iter()
-            .zip(indices.par_iter())
-            .with_min_len(min_len)
-            .try_for_each(|(slot, &index)| self.read_into(index, view, slot))
+        if serial {
+            return items.iter_mut().try_for_each(|(index, slot)| self.read_into(*index, view, slot));
+        }
+        let min_len = (items.len() / (rayon::current_num_threads() * 4)).max(1);
+        items.par_iter_mut().with_min_len(min_len).try_for_each(|(index, slot)| self.read_into(*index, view, slot))
     }
 
     /// The logical length of each record of `indices`, into `out`.

@@ -13,7 +13,8 @@
 //! - `entry.rs`: what makes a table entry valid, on the read and write side;
 //! - `frontier.rs`: where a record is placed;
 //! - `fail_stop.rs`: no write after a failed sync;
-//! - `read.rs`: one record read, validated, into exactly its bytes.
+//! - `read.rs`: one record read, validated, into exactly its bytes;
+//! - `batch.rs`: the batched read of records not in memory.
 //!
 //! The mutations orchestrate them: `open.rs` (creation, recovery, the
 //! frontier check), `append.rs`, `delete.rs`, `compact.rs`, `dict.rs`; the
@@ -27,6 +28,7 @@
 //! and [`Zrecord::compact`] take `&mut self`.
 
 mod append;
+mod batch;
 mod chunks;
 mod codec;
 mod compact;
@@ -78,6 +80,26 @@ pub struct Options {
     /// hold less encoded data at a time; the crash simulator uses small ones
     /// so that its appends span several.
     pub append_segment_bytes: usize,
+    /// How gathers read records: through the chunk mappings, in batches
+    /// with many reads in flight, or as each batch's residency says.
+    pub read_mode: ReadMode,
+}
+
+/// How a gather reads its records (see `docs/ARCHITECTURE.md`, "The read
+/// path").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReadMode {
+    /// `Mapped` when a sample of the batch's records is in memory (`mincore`),
+    /// `Batched` otherwise.
+    #[default]
+    Auto,
+    /// Copy (and decode) from the chunk mappings: no system call for data in
+    /// memory, one page fault at a time (with the kernel's read-around) for
+    /// data that is not.
+    Mapped,
+    /// Positional reads of exactly the records' bytes, many in flight
+    /// ([`Zrecord::read_engine`]): for data that is not in memory.
+    Batched,
 }
 
 /// The default [`Options::append_segment_bytes`]: 2 MiB.
@@ -91,6 +113,7 @@ impl Default for Options {
             dict_level: 9,
             min_saving: 0.0,
             append_segment_bytes: APPEND_SEGMENT_BYTES_DEFAULT,
+            read_mode: ReadMode::Auto,
         }
     }
 }
@@ -180,6 +203,12 @@ impl Zrecord {
     /// True if the store was opened read-only.
     pub fn is_read_only(&self) -> bool {
         self.options.read_only
+    }
+
+    /// What batched reads run on: io_uring, or a pool of I/O threads where
+    /// io_uring is missing or blocked (chosen once per process).
+    pub fn read_engine(&self) -> crate::io::ReadEngine {
+        self.chunks.vfs().read_engine()
     }
 
     /// True if the store has a dictionary (`dict.zr`).

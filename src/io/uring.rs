@@ -1,0 +1,135 @@
+//! Batched positional reads on Linux io_uring: a batch's reads are queued
+//! on this thread's ring and submitted together, up to [`RING_ENTRIES`] in
+//! flight; short reads continue where they stopped.
+//!
+//! The safety argument rests on one rule: [`read_batch`] does not return,
+//! and does not unwind, while a read it submitted is in flight. The kernel
+//! writes into the callers' buffers only while their reads are in flight,
+//! and the buffers are borrowed (`&mut`) for the whole call, so no buffer is
+//! freed, moved or read by anyone else while the kernel may write it. The
+//! [`Drain`] guard enforces the rule on every exit, an early error and a
+//! panic included; if the ring cannot be drained at all, the process aborts
+//! rather than free memory the kernel may still write.
+
+use std::cell::RefCell;
+use std::io;
+use std::os::fd::RawFd;
+
+use io_uring::{IoUring, opcode, types};
+
+use super::{BatchError, BatchRead};
+
+/// Submission queue entries of each thread's ring: the most reads one
+/// thread keeps in flight.
+pub(crate) const RING_ENTRIES: u32 = 128;
+
+thread_local! {
+    /// This thread's ring, created on first use (`None`: creation failed).
+    static RING: RefCell<Option<Option<IoUring>>> = const { RefCell::new(None) };
+}
+
+/// True if io_uring works here: a ring can be set up and completes a no-op
+/// (old kernels lack it; container seccomp profiles often block it).
+pub(crate) fn available() -> bool {
+    let Ok(mut ring) = IoUring::new(2) else { return false };
+    let nop = opcode::Nop::new().build().user_data(7);
+    // SAFETY: a no-op references no memory.
+    if unsafe { ring.submission().push(&nop) }.is_err() || ring.submit_and_wait(1).is_err() {
+        return false;
+    }
+    ring.completion().next().is_some_and(|cqe| cqe.user_data() == 7 && cqe.result() >= 0)
+}
+
+/// Reads every request whole from `fd` on this thread's ring; `Ok(false)`
+/// if this thread has no ring (the caller falls back).
+pub(crate) fn read_batch(fd: RawFd, reqs: &mut [BatchRead<'_>]) -> Result<bool, BatchError> {
+    RING.with_borrow_mut(|slot| {
+        let ring = slot.get_or_insert_with(|| IoUring::new(RING_ENTRIES).ok());
+        match ring {
+            Some(ring) => run(ring, fd, reqs).map(|()| true),
+            None => Ok(false),
+        }
+    })
+}
+
+/// Waits for every read still in flight when dropped.
+struct Drain<'r> {
+    ring: &'r mut IoUring,
+    in_flight: usize,
+}
+
+impl Drop for Drain<'_> {
+    fn drop(&mut self) {
+        let mut failures = 0;
+        while self.in_flight > 0 {
+            match self.ring.submit_and_wait(1) {
+                Ok(_) => failures = 0,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) if failures < 1000 => failures += 1,
+                // The kernel may still write into buffers about to be freed.
+                Err(_) => std::process::abort(),
+            }
+            self.in_flight -= self.ring.completion().count();
+        }
+    }
+}
+
+fn run(ring: &mut IoUring, fd: RawFd, reqs: &mut [BatchRead<'_>]) -> Result<(), BatchError> {
+    // Bytes of each request read so far; `pending` lists what to (re)submit.
+    let mut done = vec![0usize; reqs.len()];
+    // Empty reads are done already (a read of 0 bytes would look like EOF).
+    let mut pending: Vec<usize> = (0..reqs.len()).rev().filter(|&i| !reqs[i].buf.is_empty()).collect();
+    let mut failed: Option<BatchError> = None;
+    let mut drain = Drain { ring, in_flight: 0 };
+    loop {
+        while failed.is_none() && drain.in_flight < RING_ENTRIES as usize {
+            let Some(i) = pending.pop() else { break };
+            let req = &mut reqs[i];
+            let rest = &mut req.buf[done[i]..];
+            let len = u32::try_from(rest.len()).expect("a record fits a u32");
+            let read = opcode::Read::new(types::Fd(fd), rest.as_mut_ptr(), len)
+                .offset(req.offset + done[i] as u64)
+                .build()
+                .user_data(i as u64);
+            // SAFETY: the buffer is `reqs[i].buf`, borrowed mutably for this
+            // whole call and not touched until the read completes; `Drain`
+            // keeps the call from returning before it does (module docs).
+            // The queue has room: at most `RING_ENTRIES` are in flight.
+            unsafe { drain.ring.submission().push(&read) }.expect("room in the submission queue");
+            drain.in_flight += 1;
+        }
+        if drain.in_flight == 0 {
+            break;
+        }
+        match drain.ring.submit_and_wait(1) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => {
+                failed.get_or_insert(BatchError { index: 0, error });
+                break; // `drain` waits for what is in flight
+            }
+        }
+        for cqe in drain.ring.completion() {
+            drain.in_flight -= 1;
+            let i = cqe.user_data() as usize;
+            match cqe.result() {
+                n if n > 0 => {
+                    done[i] += n as usize;
+                    if done[i] < reqs[i].buf.len() {
+                        pending.push(i);
+                    }
+                }
+                0 => {
+                    let error = io::Error::new(io::ErrorKind::UnexpectedEof, "file ends early");
+                    failed.get_or_insert(BatchError { index: i, error });
+                }
+                n if -n == libc::EINTR || -n == libc::EAGAIN => pending.push(i),
+                n => {
+                    failed.get_or_insert(BatchError { index: i, error: io::Error::from_raw_os_error(-n) });
+                }
+            }
+        }
+    }
+    drop(drain);
+    failed.map_or(Ok(()), Err)
+}

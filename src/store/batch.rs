@@ -1,0 +1,134 @@
+//! The batched read: records that are not in memory, read with many reads
+//! in flight ([`crate::io::VfsFile::read_batch`]: io_uring, or a pool of
+//! I/O threads) instead of one page fault at a time. A raw record is read
+//! straight into its slot; a compressed one into this thread's reused read
+//! buffer, then decoded into its slot. Every entry is validated and located
+//! inside its chunk file first, as on the mapped path (`read.rs`), and a
+//! slot must be exactly its record's length, so no slot ever holds bytes
+//! that are not its record's.
+//!
+//! Which path a gather takes is [`ReadMode`]'s choice: `Auto` samples the
+//! batch's residency ([`Zrecord::read_mode_for`]).
+
+use std::cell::Cell;
+use std::collections::HashMap;
+
+use super::chunks::Chunk;
+use super::codec;
+use super::entry::ValidEntry;
+use super::read::View;
+use super::{ReadMode, Zrecord};
+use crate::error::{Error, Result};
+use crate::format::Codec;
+use crate::io::BatchRead;
+
+/// Records an `Auto` gather samples for residency.
+const RESIDENCY_SAMPLES: usize = 8;
+
+thread_local! {
+    /// This thread's read buffer for compressed records (grown, never shrunk).
+    static READ_BUFFER: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// A record to read: its validated entry and its chunk.
+struct Planned<'c> {
+    valid: ValidEntry,
+    chunk: &'c Chunk,
+}
+
+impl Zrecord {
+    /// The path a gather of `items` (record index, slot) takes: `Mapped`
+    /// or `Batched`.
+    pub(crate) fn read_mode_for(&self, items: &[(u64, &mut [u8])], view: View) -> ReadMode {
+        match self.options.read_mode {
+            ReadMode::Auto => {}
+            mode => return mode,
+        }
+        let step = items.len().div_ceil(RESIDENCY_SAMPLES).max(1);
+        let cold = items.iter().step_by(step).any(|&(index, _)| {
+            // An entry that does not validate is reported by the read itself.
+            self.valid_entry(index, view).is_ok_and(|valid| !self.chunks.resident(&valid))
+        });
+        if cold { ReadMode::Batched } else { ReadMode::Mapped }
+    }
+
+    /// Reads `items` (record index, its slot) on the batched path.
+    pub(crate) fn read_batched(&self, view: View, items: &mut [(u64, &mut [u8])]) -> Result<()> {
+        let mut plans = Vec::with_capacity(items.len());
+        let mut compressed = 0usize;
+        for (index, slot) in items.iter() {
+            let valid = self.valid_entry(*index, view)?;
+            if valid.logic() as usize != slot.len() {
+                return Err(Error::LengthMismatch {
+                    path: self.path.clone(),
+                    index: *index,
+                    stored: valid.logic(),
+                    expected: slot.len() as u64,
+                });
+            }
+            if valid.codec() != Codec::Raw {
+                compressed += valid.phys() as usize;
+            }
+            plans.push(Planned { valid, chunk: self.chunks.locate(&valid)? });
+        }
+        // Taken out for the reads: a read on the I/O thread pool may run
+        // another gather's task on this thread while it waits.
+        let mut buffer = READ_BUFFER.take();
+        if buffer.len() < compressed {
+            buffer.resize(compressed, 0);
+        }
+        let read = self.read_planned(&plans, items, &mut buffer[..compressed]);
+        READ_BUFFER.set(buffer);
+        read
+    }
+
+    /// Submits the reads of `plans` (raw ones into their slots, compressed
+    /// ones into `buffer`), then decodes the compressed ones.
+    fn read_planned(&self, plans: &[Planned<'_>], items: &mut [(u64, &mut [u8])], buffer: &mut [u8]) -> Result<()> {
+        let mut reads: Vec<(u16, BatchRead<'_>)> = Vec::with_capacity(plans.len());
+        let mut decodes: Vec<(&ValidEntry, &mut [u8], std::ops::Range<usize>)> = Vec::new();
+        let mut rest = &mut *buffer;
+        let mut at = 0;
+        for (plan, (_, slot)) in plans.iter().zip(items.iter_mut()) {
+            let offset = u64::from(plan.valid.loc().offset);
+            if plan.valid.codec() == Codec::Raw {
+                reads.push((plan.valid.loc().chunk, BatchRead { offset, buf: slot }));
+            } else {
+                let phys = plan.valid.phys() as usize;
+                let (piece, tail) = std::mem::take(&mut rest).split_at_mut(phys);
+                rest = tail;
+                reads.push((plan.valid.loc().chunk, BatchRead { offset, buf: piece }));
+                decodes.push((&plan.valid, &mut **slot, at..at + phys));
+                at += phys;
+            }
+        }
+        let chunks: HashMap<u16, &Chunk> = plans.iter().map(|p| (p.valid.loc().chunk, p.chunk)).collect();
+        self.submit(reads, &chunks)?;
+        for (valid, slot, range) in decodes {
+            codec::decode(valid.codec(), &buffer[range], slot, self.dict.get()).map_err(|what| Error::Corrupt {
+                path: self.path.clone(),
+                index: Some(valid.index()),
+                what,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Runs the reads, one batch per chunk file, each in offset order.
+    fn submit(&self, mut reads: Vec<(u16, BatchRead<'_>)>, chunks: &HashMap<u16, &Chunk>) -> Result<()> {
+        reads.sort_unstable_by_key(|(chunk, read)| (*chunk, read.offset));
+        let mut reads = reads.into_iter().peekable();
+        while let Some((id, first)) = reads.next() {
+            let mut batch = vec![first];
+            while let Some((_, read)) = reads.next_if(|(next, _)| *next == id) {
+                batch.push(read);
+            }
+            chunks[&id].read_batch(&mut batch).map_err(|e| Error::Io {
+                path: self.path.clone(),
+                op: "read chunk",
+                source: e.error,
+            })?;
+        }
+        Ok(())
+    }
+}

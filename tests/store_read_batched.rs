@@ -1,0 +1,151 @@
+//! The batched read path (`ReadMode::Batched`, and `Auto` on records that
+//! are not in memory) against the naive model: every codec, fixed and
+//! variable sizes, bad input; and a cold-cache run on the real filesystem
+//! that evicts the store's pages, reads every byte back, and checks that
+//! the device was asked for no more than the records' own pages.
+//!
+//! CI runs this file twice: with the engine this machine picks (io_uring
+//! where it works) and with `LOADERX_READ_ENGINE=threads`, the fallback.
+
+mod common;
+
+use std::path::Path;
+
+use common::{gathered, record};
+use loaderx::io::ReadEngine;
+use loaderx::io::real::{evict_page_cache, resident_pages};
+use loaderx::{Codec, Error, Options, ReadMode, Zrecord};
+
+fn open(dir: &Path, read_mode: ReadMode) -> Zrecord {
+    Zrecord::open_with(dir, Options { read_only: true, read_mode, ..Options::default() }).unwrap()
+}
+
+/// A store of raw, zstd and zstd_dict records of varied sizes; the model.
+fn mixed_store(dir: &Path) -> Vec<Vec<u8>> {
+    let store = Zrecord::open(dir).unwrap();
+    let sizes = |k: u64| [0, 1, 700, 4096, 12_288, 70_000][(k % 6) as usize] + (k % 5) as usize;
+    let mut model = Vec::new();
+    let samples: Vec<u8> = (0..200).flat_map(|k| record(k, 1000)).collect();
+    store.train_dict(&samples, &[1000; 200], 16 << 10).unwrap();
+    for (block, codec) in [Codec::Raw, Codec::Zstd, Codec::ZstdDict, Codec::Raw].into_iter().enumerate() {
+        let records: Vec<Vec<u8>> = (0..150).map(|k| record(block as u64 * 1000 + k, sizes(k))).collect();
+        common::append_all(&store, &records, codec);
+        model.extend(records);
+    }
+    model
+}
+
+fn engine_is_the_one_asked_for(store: &Zrecord) {
+    let forced = std::env::var("LOADERX_READ_ENGINE").is_ok_and(|v| v == "threads");
+    if forced {
+        assert_eq!(store.read_engine(), ReadEngine::Threads);
+    } else {
+        assert_ne!(store.read_engine(), ReadEngine::Sequential, "the real filesystem reads in batches");
+    }
+}
+
+#[test]
+fn every_mode_reads_what_the_model_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = mixed_store(dir.path());
+    for mode in [ReadMode::Mapped, ReadMode::Batched, ReadMode::Auto] {
+        let store = open(dir.path(), mode);
+        engine_is_the_one_asked_for(&store);
+        common::assert_matches(&store, &model);
+        // Random batches, duplicates included, through gather_var.
+        let mut x = 7u64;
+        for _ in 0..20 {
+            let indices: Vec<u64> = (0..97)
+                .map(|_| {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    (x >> 33) % model.len() as u64
+                })
+                .collect();
+            let got = gathered(&store, &indices);
+            for (k, &i) in indices.iter().enumerate() {
+                assert!(got[k] == model[i as usize], "{mode:?}: record {i}");
+            }
+        }
+    }
+}
+
+#[test]
+fn fixed_size_gathers_agree_in_every_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Zrecord::open(dir.path()).unwrap();
+    let n = 3000u64;
+    let src: Vec<u8> = (0..n).flat_map(|k| record(k, 4096)).collect();
+    store.append(&src, n as usize, 4096, Codec::Zstd).unwrap();
+    store.append(&src, n as usize, 4096, Codec::Raw).unwrap();
+    drop(store);
+    let indices: Vec<u64> = (0..512).map(|k| (k * 7919) % (2 * n)).collect();
+    let mut want = vec![0u8; indices.len() * 4096];
+    open(dir.path(), ReadMode::Mapped).gather(&indices, &mut want, 4096).unwrap();
+    for (k, &i) in indices.iter().enumerate() {
+        assert_eq!(want[k * 4096..][..4096], record(i % n, 4096)[..], "record {i}");
+    }
+    for mode in [ReadMode::Batched, ReadMode::Auto] {
+        let mut got = vec![0xEEu8; indices.len() * 4096];
+        open(dir.path(), mode).gather(&indices, &mut got, 4096).unwrap();
+        assert!(got == want, "{mode:?}");
+    }
+}
+
+#[test]
+fn bad_input_gets_the_same_errors_on_the_batched_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Zrecord::open(dir.path()).unwrap();
+    store.append(&[5u8; 10 * 300], 10, 300, Codec::Raw).unwrap();
+    drop(store);
+    let batched = open(dir.path(), ReadMode::Batched);
+    let mut out = vec![0u8; 2 * 300];
+    assert!(matches!(batched.gather(&[1, 10], &mut out, 300), Err(Error::IndexOutOfRange { index: 10, .. })));
+    let mut short = vec![0u8; 2 * 200];
+    assert!(matches!(batched.gather(&[1, 2], &mut short, 200), Err(Error::LengthMismatch { .. })));
+    // A chunk file truncated under the store: the read ends early, a typed
+    // error (a mapped read would fault).
+    let chunk = dir.path().join("0.zr");
+    std::fs::OpenOptions::new().write(true).open(&chunk).unwrap().set_len(1000).unwrap();
+    let err = batched.gather(&[0, 9], &mut out, 300).unwrap_err();
+    assert!(matches!(err, Error::Io { .. }), "{err}");
+}
+
+/// A store on the work disk (the temporary directory may be in memory,
+/// where nothing can be evicted).
+fn disk_dir() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+#[test]
+fn a_cold_store_reads_back_every_byte_and_only_its_own_pages() {
+    let dir = disk_dir();
+    let (n, len) = (4000u64, 12_288usize);
+    let store = Zrecord::open(dir.path()).unwrap();
+    let src: Vec<u8> = (0..n).flat_map(|k| record(k, len)).collect();
+    store.append(&src, n as usize, len, Codec::Raw).unwrap();
+    drop(store);
+    let chunk = dir.path().join("0.zr");
+    evict_page_cache(&chunk).unwrap();
+    let (resident, pages) = resident_pages(&chunk).unwrap();
+    assert!(resident * 100 <= pages, "eviction left {resident} of {pages} pages");
+    // One record in ten, at random, in batches of 64: Auto finds them cold.
+    let store = open(dir.path(), ReadMode::Auto);
+    let picks: Vec<u64> = (0..n / 10).map(|k| (k * 2_654_435_761) % n).collect();
+    for batch in picks.chunks(64) {
+        let mut out = vec![0u8; batch.len() * len];
+        store.gather(batch, &mut out, len).unwrap();
+        for (k, &i) in batch.iter().enumerate() {
+            assert!(out[k * len..][..len] == src[i as usize * len..][..len], "record {i}");
+        }
+    }
+    // Each 12 KiB record spans 3 or 4 pages; read-ahead would bring in more.
+    let (resident, _) = resident_pages(&chunk).unwrap();
+    let wanted = picks.len() as u64 * 4;
+    assert!(resident <= wanted + pages / 100, "{resident} pages resident for {} records", picks.len());
+    // And the rest of the store is still right, read cold.
+    evict_page_cache(&chunk).unwrap();
+    let all: Vec<u64> = (0..n).collect();
+    let mut out = vec![0u8; src.len()];
+    open(dir.path(), ReadMode::Batched).gather(&all, &mut out, len).unwrap();
+    assert!(out == src);
+}
