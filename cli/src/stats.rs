@@ -1,5 +1,6 @@
-//! `stats`: a store's size, codec mix, compression ratio, dictionary and
-//! schema. Reads the table, not the records.
+//! `stats`: a store's size, codec mix, compression ratio, dictionary,
+//! schema, and the engine reads of records not in memory run on. Reads the
+//! table, not the records.
 
 use std::path::Path;
 
@@ -14,7 +15,8 @@ pub fn run(path: &Path, json: bool) -> CliResult<()> {
     let store = Zrecord::open_read_only(path)?;
     let stats = store.stats()?;
     let schema = read_schema(path);
-    let text = if json { to_json(path, &stats, &schema) } else { to_table(path, &stats, &schema) };
+    let engine = store.read_engine().name();
+    let text = if json { to_json(path, &stats, &schema, engine) } else { to_table(path, &stats, &schema, engine) };
     print(&text)?;
     Ok(())
 }
@@ -34,7 +36,7 @@ fn ratio(s: &Stats) -> Option<f64> {
     (s.live_bytes > 0).then(|| s.logical_bytes as f64 / s.live_bytes as f64)
 }
 
-fn to_table(path: &Path, s: &Stats, schema: &Result<Option<Schema>, DatasetError>) -> String {
+fn to_table(path: &Path, s: &Stats, schema: &Result<Option<Schema>, DatasetError>, engine: &str) -> String {
     let [raw, zstd, dict] = s.codec_records;
     let ratio = ratio(s).map_or("n/a (nothing stored)".to_string(), |r| format!("{r:.3}x (logical / live)"));
     let dictionary = s.dict_bytes.map_or("none".to_string(), |b| format!("present, {}", human(b)));
@@ -55,6 +57,7 @@ fn to_table(path: &Path, s: &Stats, schema: &Result<Option<Schema>, DatasetError
         ("ratio", ratio),
         ("dictionary", dictionary),
         ("schema", schema),
+        ("read engine", format!("{engine} (reads of records not in memory)")),
     ])
 }
 
@@ -73,7 +76,7 @@ pub fn schema_json(schema: &Schema) -> String {
         .finish()
 }
 
-fn to_json(path: &Path, s: &Stats, schema: &Result<Option<Schema>, DatasetError>) -> String {
+fn to_json(path: &Path, s: &Stats, schema: &Result<Option<Schema>, DatasetError>, engine: &str) -> String {
     let [raw, zstd, dict] = s.codec_records;
     let codecs = Json::object().field("raw", raw).field("zstd", zstd).field("zstd_dict", dict).finish();
     let (schema_text, schema_error) = match schema {
@@ -95,6 +98,7 @@ fn to_json(path: &Path, s: &Stats, schema: &Result<Option<Schema>, DatasetError>
         .field("dict_bytes", s.dict_bytes)
         .raw("schema", &schema_text)
         .field("schema_error", schema_error)
+        .field("read_engine", engine)
         .finish();
     text.push('\n');
     text

@@ -48,6 +48,7 @@ fn stats_json_matches_the_library() {
     let ratio = stats.logical_bytes as f64 / stats.live_bytes as f64;
     assert_eq!(json["compression_ratio"].as_f64(), Some(ratio));
     assert!(json["schema"].is_null() && json["schema_error"].is_null(), "{json}");
+    assert_eq!(json["read_engine"], loaderx::io::real::read_engine().name());
 }
 
 #[test]

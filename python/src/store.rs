@@ -153,6 +153,13 @@ impl Zrecord {
         self.with(py, |s| s.refresh())
     }
 
+    /// What reads of records that are not in memory run on: `"io_uring"`,
+    /// or `"threads"` (a pool of I/O threads, where io_uring is missing or
+    /// blocked, or `LOADERX_READ_ENGINE=threads`).
+    fn read_engine(&self, py: Python<'_>) -> PyResult<&'static str> {
+        self.with(py, |s| Ok(s.read_engine().name()))
+    }
+
     /// The logical (decoded) size of each record of `idxs`, as `uint32`.
     fn lengths<'py>(&self, py: Python<'py>, idxs: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyArray1<u32>>> {
         let idx = indices(py, idxs, self.len_now()?)?;

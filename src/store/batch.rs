@@ -8,7 +8,8 @@
 //! that are not its record's.
 //!
 //! Which path a gather takes is [`ReadMode`]'s choice: `Auto` samples the
-//! batch's residency ([`Zrecord::read_mode_for`]).
+//! batch's residency ([`Zrecord::read_mode_for`]), less often once the
+//! store has been found in memory many gathers in a row ([`Residency`]).
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -21,9 +22,23 @@ use super::{ReadMode, Zrecord};
 use crate::error::{Error, Result};
 use crate::format::Codec;
 use crate::io::BatchRead;
+use crate::sync::{AtomicU32, Ordering};
 
 /// Records an `Auto` gather samples for residency.
 const RESIDENCY_SAMPLES: usize = 8;
+/// Gathers in a row found in memory after which `Auto` samples one record,
+/// on every [`WARM_CHECK_EVERY`]th gather only: a `mincore` costs about as
+/// much as copying a few KiB, and warm batches must stay at the copy bound.
+const WARM_STREAK: u32 = 16;
+/// See [`WARM_STREAK`].
+const WARM_CHECK_EVERY: u32 = 4;
+
+/// What `Auto` remembers of recent gathers: how many in a row found their
+/// sampled records in memory.
+#[derive(Debug, Default)]
+pub(crate) struct Residency {
+    warm_streak: AtomicU32,
+}
 
 thread_local! {
     /// This thread's read buffer for compressed records (grown, never shrunk).
@@ -44,11 +59,21 @@ impl Zrecord {
             ReadMode::Auto => {}
             mode => return mode,
         }
-        let step = items.len().div_ceil(RESIDENCY_SAMPLES).max(1);
-        let cold = items.iter().step_by(step).any(|&(index, _)| {
+        let streak = self.residency.warm_streak.load(Ordering::Relaxed);
+        let samples = if streak < WARM_STREAK {
+            RESIDENCY_SAMPLES
+        } else if streak.is_multiple_of(WARM_CHECK_EVERY) {
+            1
+        } else {
+            0
+        };
+        let step = items.len().div_ceil(samples.max(1)).max(1);
+        let cold = items.iter().step_by(step).take(samples).any(|&(index, _)| {
             // An entry that does not validate is reported by the read itself.
             self.valid_entry(index, view).is_ok_and(|valid| !self.chunks.resident(&valid))
         });
+        let next = if cold { 0 } else { streak.wrapping_add(1).max(streak.min(WARM_STREAK)) };
+        self.residency.warm_streak.store(next, Ordering::Relaxed);
         if cold { ReadMode::Batched } else { ReadMode::Mapped }
     }
 

@@ -161,6 +161,7 @@ pub struct Zrecord {
     chunks: ChunkSet,
     dict: OnceLock<Dictionary>,
     fail_stop: FailStop,
+    residency: batch::Residency,
 }
 
 impl Zrecord {

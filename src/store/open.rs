@@ -44,6 +44,7 @@ pub(super) fn open(vfs: Arc<dyn Vfs>, path: &Path, options: Options) -> Result<Z
         options,
         meta,
         dict,
+        residency: Default::default(),
     };
     if !store.options.read_only {
         store.recover(intent, meta_len)?;

@@ -1,0 +1,398 @@
+//! The cold-cache benchmark: random-batch gather of records that are not in
+//! the page cache, for each read mode, beside the device's bound measured in
+//! the same run (fio, io_uring, direct, random reads at the record size).
+//!
+//! ```text
+//! cargo bench -p loaderx --bench cold -- [--dir DIR] [--store-mib 2048]
+//!     [--record-kib 4,12,128] [--codecs raw,zstd] [--modes mapped,batched,auto]
+//!     [--batches 40] [--batch 256] [--rounds 4] [--no-fio] [--no-loader] [--json OUT]
+//! ```
+//!
+//! Method. A store per (record size, codec) of `--store-mib` logical bytes
+//! is written once under `DIR` (default `target/cold`, on the work disk)
+//! and kept. Each measurement evicts the store's chunk files from the page
+//! cache (`posix_fadvise(DONTNEED)`, checked with `mincore`), then gathers
+//! `--batches` batches of `--batch` random indices, no record twice (a
+//! repeat would come from the cache). The modes alternate within each of
+//! `--rounds` rounds, each round starting with another mode and `mapped`
+//! last, with a second's pause before each measurement and six after a
+//! mapped one (its read-ahead outlives it); the median round is reported.
+//! Figures: MiB/s of the records' logical bytes; device bytes read (from
+//! `/sys/dev/block/MAJ:MIN/stat`) per byte the records occupy on disk; CPU
+//! time (user + system, this process) per batch. The bound: `fio` random
+//! reads of the record size on the largest chunk file, `--direct=1
+//! --ioengine=io_uring`, queue depths 1 to 128, 4 s each.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use loaderx::dataset::{DType, Dataset, Kind, Schema};
+use loaderx::io::real::{RealFs, evict_page_cache, resident_pages};
+use loaderx::loader::DataLoader;
+use loaderx::sampler::Mode;
+use loaderx::{Codec, Options, ReadMode, Zrecord};
+
+const MIB: f64 = (1u64 << 20) as f64;
+
+struct Args {
+    dir: PathBuf,
+    loader: bool,
+    store_mib: u64,
+    record_kib: Vec<usize>,
+    codecs: Vec<Codec>,
+    modes: Vec<ReadMode>,
+    batches: usize,
+    batch: usize,
+    rounds: usize,
+    fio: bool,
+    json: Option<PathBuf>,
+}
+
+fn parse() -> Args {
+    let mut a = Args {
+        dir: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target/cold")),
+        loader: true,
+        store_mib: 2048,
+        record_kib: vec![4, 12, 128],
+        codecs: vec![Codec::Raw, Codec::Zstd],
+        modes: vec![ReadMode::Mapped, ReadMode::Batched, ReadMode::Auto],
+        batches: 40,
+        batch: 256,
+        rounds: 4,
+        fio: true,
+        json: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = || it.next().unwrap_or_else(|| panic!("{arg} needs a value"));
+        match arg.as_str() {
+            "--dir" => a.dir = PathBuf::from(value()),
+            "--store-mib" => a.store_mib = value().parse().expect("a number"),
+            "--record-kib" => a.record_kib = value().split(',').map(|v| v.parse().expect("a number")).collect(),
+            "--codecs" => a.codecs = value().split(',').map(|v| Codec::from_name(v).expect("a codec")).collect(),
+            "--modes" => a.modes = value().split(',').map(mode).collect(),
+            "--batches" => a.batches = value().parse().expect("a number"),
+            "--batch" => a.batch = value().parse().expect("a number"),
+            "--rounds" => a.rounds = value().parse().expect("a number"),
+            "--no-fio" => a.fio = false,
+            "--no-loader" => a.loader = false,
+            "--json" => a.json = Some(PathBuf::from(value())),
+            "--bench" => {}
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    a
+}
+
+fn mode(name: &str) -> ReadMode {
+    match name {
+        "mapped" => ReadMode::Mapped,
+        "batched" => ReadMode::Batched,
+        "auto" => ReadMode::Auto,
+        other => panic!("unknown mode {other}"),
+    }
+}
+
+fn mode_name(mode: ReadMode) -> &'static str {
+    match mode {
+        ReadMode::Mapped => "mapped",
+        ReadMode::Batched => "batched",
+        ReadMode::Auto => "auto",
+    }
+}
+
+/// What one measurement runs.
+#[derive(Clone, Copy, PartialEq)]
+enum Workload {
+    /// `Zrecord::gather` of each batch, in this mode.
+    Gather(ReadMode),
+    /// A `DataLoader` over the store as a dataset (default options: `Auto`).
+    Loader,
+}
+
+impl Workload {
+    fn name(self) -> String {
+        match self {
+            Workload::Gather(mode) => format!("gather {}", mode_name(mode)),
+            Workload::Loader => "loader".to_string(),
+        }
+    }
+}
+
+/// Record `k` of `len` bytes: half noise, half runs (zstd keeps about 60%).
+fn record(k: u64, len: usize, out: &mut Vec<u8>) {
+    let mut x = k.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    out.extend((0..len).map(|i| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        if (i / 64) % 2 == 0 { x as u8 } else { (i / 512) as u8 }
+    }));
+}
+
+/// The store for (record size, codec), written once.
+fn ensure_store(args: &Args, len: usize, codec: Codec) -> (PathBuf, u64) {
+    let n = (args.store_mib << 20) / len as u64;
+    let path = args.dir.join(format!("{}k-{}-{}m", len >> 10, codec.name(), args.store_mib));
+    let schema = Schema::fixed(DType::native(Kind::Uint, 1), vec![len], codec).expect("a schema");
+    if let Ok(store) = Zrecord::open_read_only(&path)
+        && u64::from(store.len()) == n
+    {
+        schema.write(&RealFs, &path).expect("schema.json");
+        return (path, n);
+    }
+    let _ = std::fs::remove_dir_all(&path);
+    eprintln!("writing {} ({n} records)", path.display());
+    let store = Zrecord::open(&path).expect("create the store");
+    let per_call = ((64 << 20) / len).max(1) as u64;
+    let mut buf = Vec::new();
+    for first in (0..n).step_by(per_call as usize) {
+        buf.clear();
+        let count = per_call.min(n - first);
+        (first..first + count).for_each(|k| record(k, len, &mut buf));
+        store.append(&buf, count as usize, len, codec).expect("append");
+    }
+    schema.write(&RealFs, &path).expect("schema.json");
+    (path, n)
+}
+
+fn chunk_files(store: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(store)
+        .expect("the store")
+        .map(|e| e.expect("an entry").path())
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(".zr") && n != "meta.zr"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Evicts the chunk files; panics if more than 1% of their pages stay.
+fn evict(store: &Path) {
+    let (mut resident, mut pages) = (0, 0);
+    for file in chunk_files(store) {
+        evict_page_cache(&file).expect("evict");
+        let (r, p) = resident_pages(&file).expect("mincore");
+        (resident, pages) = (resident + r, pages + p);
+    }
+    assert!(resident * 100 <= pages.max(1), "eviction left {resident} of {pages} pages resident");
+}
+
+/// Sectors read so far by the device holding `path`.
+fn device_bytes(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(path).expect("stat").dev();
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let stat = std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/stat")).unwrap_or_default();
+    stat.split_whitespace().nth(2).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0) * 512
+}
+
+/// User plus system CPU seconds of this process.
+fn cpu_seconds() -> f64 {
+    // SAFETY: `getrusage` writes one `rusage` into the zeroed struct given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
+struct Measured {
+    mib_s: f64,
+    amplification: f64,
+    cpu_ms_per_batch: f64,
+}
+
+/// One cold measurement of `workload` on the store at `path` of `n` records.
+fn measure(args: &Args, path: &Path, n: u64, len: usize, workload: Workload, seed: u64) -> Measured {
+    match workload {
+        Workload::Gather(mode) => measure_gather(args, path, n, len, mode, seed),
+        Workload::Loader => measure_loader(args, path, len, seed),
+    }
+}
+
+/// The loader's batches (cyclic: no record twice), timed from the first
+/// request to the last batch. Device bytes are per byte of the batches
+/// taken, the prefetched ones not counted (so slightly high).
+fn measure_loader(args: &Args, path: &Path, len: usize, seed: u64) -> Measured {
+    evict(path);
+    let dataset = Dataset::open(path).expect("the dataset");
+    let ratio = {
+        let stats = Zrecord::open_read_only(path).and_then(|s| s.stats()).expect("stats");
+        stats.live_bytes as f64 / stats.logical_bytes.max(1) as f64
+    };
+    let (dev0, cpu0, t0) = (device_bytes(path), cpu_seconds(), Instant::now());
+    let mut loader = DataLoader::builder()
+        .stream("x", dataset)
+        .batch_size(args.batch)
+        .mode(Mode::Cyclic)
+        .seed(seed)
+        .build()
+        .expect("the loader");
+    for _ in 0..args.batches {
+        loader.next_batch().expect("a batch");
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    let (dev, cpu) = (device_bytes(path) - dev0, cpu_seconds() - cpu0);
+    drop(loader);
+    let logical = (args.batches * args.batch * len) as f64;
+    Measured {
+        mib_s: logical / MIB / seconds,
+        amplification: dev as f64 / (logical * ratio),
+        cpu_ms_per_batch: cpu * 1e3 / args.batches as f64,
+    }
+}
+
+fn measure_gather(args: &Args, path: &Path, n: u64, len: usize, mode: ReadMode, seed: u64) -> Measured {
+    let store =
+        Zrecord::open_with(path, Options { read_only: true, read_mode: mode, ..Options::default() }).expect("open");
+    evict(path);
+    let mut out = vec![0u8; args.batch * len];
+    let batches = distinct_batches(n, args.batches, args.batch, seed);
+    let stored: u64 = {
+        let mut lens = vec![0u32; args.batch];
+        batches.iter().map(|b| phys_bytes(&store, b, &mut lens)).sum()
+    };
+    evict(path); // the lengths above read no record, but be sure
+    let (dev0, cpu0, t0) = (device_bytes(path), cpu_seconds(), Instant::now());
+    for batch in &batches {
+        store.gather(batch, &mut out, len).expect("gather");
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    let (dev, cpu) = (device_bytes(path) - dev0, cpu_seconds() - cpu0);
+    let logical = (args.batches * args.batch * len) as f64;
+    Measured {
+        mib_s: logical / MIB / seconds,
+        amplification: dev as f64 / stored as f64,
+        cpu_ms_per_batch: cpu * 1e3 / args.batches as f64,
+    }
+}
+
+/// The order of the workloads in round `round`: the others rotated, each
+/// round starting with the next, and the mapped gather last (its
+/// read-ahead outlives it).
+fn round_order(workloads: &[Workload], round: usize) -> Vec<usize> {
+    let mapped = |w: &Workload| *w == Workload::Gather(ReadMode::Mapped);
+    let others: Vec<usize> = (0..workloads.len()).filter(|&m| !mapped(&workloads[m])).collect();
+    let mut order: Vec<usize> = (0..others.len()).map(|k| others[(round + k) % others.len()]).collect();
+    order.extend((0..workloads.len()).filter(|&m| mapped(&workloads[m])));
+    order
+}
+
+/// `batches` batches of `batch` random indices below `n`, no index twice
+/// (a repeat would be read from the cache), as long as `n` allows.
+fn distinct_batches(n: u64, batches: usize, batch: usize, seed: u64) -> Vec<Vec<u64>> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut all: Vec<u64> = (0..n).collect();
+    let want = (batches * batch).min(n as usize);
+    for k in 0..want {
+        let j = k + (next() % (n - k as u64)) as usize;
+        all.swap(k, j);
+    }
+    let mut picks: Vec<u64> = all[..want].to_vec();
+    while picks.len() < batches * batch {
+        picks.push(next() % n); // more reads asked for than records: repeats
+    }
+    picks.chunks(batch).map(<[u64]>::to_vec).collect()
+}
+
+/// Bytes the records of `batch` occupy on disk (from `stats` of the
+/// store's codec mix: raw records are their length; compressed ones are
+/// estimated by the store's average).
+fn phys_bytes(store: &Zrecord, batch: &[u64], lens: &mut [u32]) -> u64 {
+    store.lengths(batch, lens).expect("lengths");
+    let stats = store.stats().expect("stats");
+    let ratio = stats.live_bytes as f64 / stats.logical_bytes.max(1) as f64;
+    (lens.iter().map(|&l| f64::from(l)).sum::<f64>() * ratio) as u64
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// fio's random-read bandwidth (MiB/s) on `file` at `bs` bytes, queue depth `qd`.
+fn fio(file: &Path, bs: usize, qd: usize) -> Option<f64> {
+    let out = std::process::Command::new("fio")
+        .args(["--name=bound", "--rw=randread", "--direct=1", "--ioengine=io_uring", "--time_based"])
+        .arg("--runtime=4")
+        .arg(format!("--bs={bs}"))
+        .arg(format!("--iodepth={qd}"))
+        .arg(format!("--filename={}", file.display()))
+        .args(["--output-format=terse", "--terse-version=3"])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let kib_s: f64 = text.split(';').nth(6)?.parse().ok()?;
+    Some(kib_s / 1024.0)
+}
+
+fn main() {
+    let args = parse();
+    std::fs::create_dir_all(&args.dir).expect("the work directory");
+    let mut json = Vec::new();
+    println!("engine: {}", loaderx::io::real::read_engine().name());
+    for &kib in &args.record_kib {
+        let len = kib << 10;
+        for &codec in &args.codecs {
+            let (path, n) = ensure_store(&args, len, codec);
+            let mut workloads: Vec<Workload> = args.modes.iter().map(|&m| Workload::Gather(m)).collect();
+            if args.loader {
+                workloads.push(Workload::Loader);
+            }
+            let mut rounds: Vec<Vec<Measured>> = workloads.iter().map(|_| Vec::new()).collect();
+            for round in 0..args.rounds {
+                for m in round_order(&workloads, round) {
+                    // The device settles first: a mapped run leaves seconds
+                    // of read-ahead in flight behind it.
+                    let after_mapped = rounds
+                        .iter()
+                        .zip(&workloads)
+                        .any(|(r, &w)| w == Workload::Gather(ReadMode::Mapped) && r.len() > round);
+                    std::thread::sleep(std::time::Duration::from_secs(if after_mapped { 6 } else { 1 }));
+                    let seed = (round * 7 + m + 1) as u64;
+                    rounds[m].push(measure(&args, &path, n, len, workloads[m], seed));
+                    if std::env::var_os("COLD_VERBOSE").is_some() {
+                        let r = rounds[m].last().expect("just pushed");
+                        eprintln!("  round {round} {}: {:.1} MiB/s", workloads[m].name(), r.mib_s);
+                    }
+                }
+            }
+            for (m, &workload) in workloads.iter().enumerate() {
+                let runs = &rounds[m];
+                let mib_s = median(runs.iter().map(|r| r.mib_s).collect());
+                let amp = median(runs.iter().map(|r| r.amplification).collect());
+                let cpu = median(runs.iter().map(|r| r.cpu_ms_per_batch).collect());
+                println!(
+                    "{kib:>4} KiB {:<5} {:<15} {mib_s:>9.1} MiB/s  device bytes {amp:>6.2}x  CPU {cpu:>7.2} ms/batch",
+                    codec.name(),
+                    workload.name()
+                );
+                json.push(format!(
+                    r#"{{"record_kib":{kib},"codec":"{}","workload":"{}","mib_s":{mib_s:.1},"device_bytes_per_byte":{amp:.3},"cpu_ms_per_batch":{cpu:.3}}}"#,
+                    codec.name(),
+                    workload.name()
+                ));
+            }
+            if args.fio && codec == Codec::Raw {
+                let file = chunk_files(&path).into_iter().next().expect("a chunk file");
+                let bound: Vec<String> = [1, 2, 8, 32, 128]
+                    .iter()
+                    .filter_map(|&qd| fio(&file, len, qd).map(|b| format!("QD{qd} {b:.0}")))
+                    .collect();
+                println!("{kib:>4} KiB fio bound (MiB/s): {}", bound.join(", "));
+                json.push(format!(r#"{{"record_kib":{kib},"fio":"{}"}}"#, bound.join(", ")));
+            }
+        }
+    }
+    if let Some(out) = &args.json {
+        std::fs::write(out, format!("[{}]\n", json.join(",\n"))).expect("write the JSON");
+    }
+}

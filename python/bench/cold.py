@@ -1,0 +1,116 @@
+"""Cold-cache random-batch gather through the Python APIs, side by side in
+one run: loaderx_rs (this module), the reference package (loaderx 0.7.3) on
+the same store, and a memory-mapped .npy of the same records; each
+measurement evicts the files from the page cache first
+(posix_fadvise(DONTNEED)) and counts the device's bytes
+(/sys/dev/block/MAJ:MIN/stat).
+
+    python python/bench/cold.py --store DIR --record-bytes N [--batches 20]
+        [--batch 256] [--rounds 3] [--npy FILE]
+
+DIR is a raw store of records of N bytes, as `cargo bench -p loaderx
+--bench cold` leaves them under target/cold (e.g. target/cold/12k-raw-2048m).
+The .npy (default: next to the store) is written once from the store. The
+sides alternate within each round; the median round is printed.
+"""
+
+import argparse
+import os
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+import loaderx as ref
+import loaderx_rs as ours
+
+MIB = float(1 << 20)
+
+
+def evict(paths):
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def device_bytes(path):
+    dev = os.stat(path).st_dev
+    stat = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}/stat").read_text().split()
+    return int(stat[2]) * 512
+
+
+def chunk_files(store):
+    return sorted(p for p in Path(store).glob("*.zr") if p.name != "meta.zr")
+
+
+def ensure_npy(store, record_bytes, npy):
+    zr = ours.Zrecord(str(store), read_only=True)
+    n = len(zr)
+    if npy.exists() and npy.stat().st_size >= n * record_bytes:
+        return n
+    out = np.lib.format.open_memmap(npy, mode="w+", dtype=np.uint8, shape=(n, record_bytes))
+    step = max(1, (64 << 20) // record_bytes)
+    for first in range(0, n, step):
+        idx = np.arange(first, min(n, first + step), dtype=np.uint64)
+        zr.gather(idx, out[first:first + len(idx)].reshape(-1), record_bytes)
+    out.flush()
+    del out
+    return n
+
+
+def measure(name, gather, files, batches, record_bytes):
+    evict(files)
+    dev0, t0 = device_bytes(files[0]), time.perf_counter()
+    for idx in batches:
+        gather(idx)
+    seconds = time.perf_counter() - t0
+    returned = sum(len(b) for b in batches) * record_bytes
+    return returned / MIB / seconds, (device_bytes(files[0]) - dev0) / returned
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--store", required=True)
+    ap.add_argument("--record-bytes", type=int, required=True)
+    ap.add_argument("--batches", type=int, default=20)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--npy")
+    a = ap.parse_args()
+    store = Path(a.store)
+    npy = Path(a.npy) if a.npy else store.with_suffix(".npy")
+    n = ensure_npy(store, a.record_bytes, npy)
+    files = [str(p) for p in chunk_files(store)]
+    o_zr = ours.Zrecord(str(store), read_only=True)
+    r_zr = ref.Zrecord(str(store))
+    arr = np.load(npy, mmap_mode="r")
+    dst_o = np.empty(a.batch * a.record_bytes, dtype=np.uint8)
+    dst_r = np.empty(a.batch * a.record_bytes, dtype=np.uint8)
+    sides = [
+        ("loaderx_rs Zrecord.gather", lambda i: o_zr.gather(i, dst_o, a.record_bytes), files),
+        ("loaderx 0.7.3 Zrecord.gather", lambda i: r_zr.gather(i, dst_r, a.record_bytes), files),
+        ("np.load(mmap_mode='r')[idx]", lambda i: arr[i.astype(np.int64)], [str(npy)]),
+    ]
+    rng = np.random.default_rng(1)
+    results = {name: [] for name, _, _ in sides}
+    for _ in range(a.rounds):
+        for name, gather, side_files in sides:
+            # No record twice: a repeat would come from the cache.
+            picks = rng.permutation(n)[: a.batches * a.batch].astype(np.uint64)
+            batches = [picks[k : k + a.batch] for k in range(0, len(picks), a.batch)]
+            results[name].append(measure(name, gather, side_files, batches, a.record_bytes))
+    print(f"cold gather, {a.record_bytes} B records, batches of {a.batch}, {o_zr.read_engine()} engine")
+    print(f"| side | MiB/s | device bytes per byte returned |\n|---|---:|---:|")
+    for name, runs in results.items():
+        mib_s = statistics.median(r[0] for r in runs)
+        amp = statistics.median(r[1] for r in runs)
+        print(f"| {name} | {mib_s:.1f} | {amp:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
