@@ -5,7 +5,8 @@
 //! ```text
 //! cargo bench -p loaderx --bench cold -- [--dir DIR] [--store-mib 2048]
 //!     [--record-kib 4,12,128] [--codecs raw,zstd] [--modes mapped,batched,auto]
-//!     [--batches 40] [--batch 256] [--rounds 4] [--no-fio] [--no-loader] [--json OUT]
+//!     [--batches 40] [--batch 256] [--rounds 4] [--no-fio] [--no-loader]
+//!     [--get-threads 64] [--gets 4096] [--json OUT]
 //! ```
 //!
 //! Method. A store per (record size, codec) of `--store-mib` logical bytes
@@ -19,7 +20,10 @@
 //! mapped one (its read-ahead outlives it); the median round is reported.
 //! Figures: MiB/s of the records' logical bytes; device bytes read (from
 //! `/sys/dev/block/MAJ:MIN/stat`) per byte the records occupy on disk; CPU
-//! time (user + system, this process) per batch. The bound: `fio` random
+//! time (user + system, this process) per batch. Serving: `--gets` single
+//! records (`Zrecord::get`, distinct, random) from `--get-threads` threads
+//! at once, each call's latency, p50 and p99, cold (evicted first) and warm
+//! (the same records again). The bound: `fio` random
 //! reads of the record size on the largest chunk file, `--direct=1
 //! --ioengine=io_uring`, queue depths 1 to 128, 4 s each.
 
@@ -45,6 +49,8 @@ struct Args {
     batch: usize,
     rounds: usize,
     fio: bool,
+    get_threads: usize,
+    gets: usize,
     json: Option<PathBuf>,
 }
 
@@ -60,6 +66,8 @@ fn parse() -> Args {
         batch: 256,
         rounds: 4,
         fio: true,
+        get_threads: 64,
+        gets: 4096,
         json: None,
     };
     let mut it = std::env::args().skip(1);
@@ -76,6 +84,8 @@ fn parse() -> Args {
             "--rounds" => a.rounds = value().parse().expect("a number"),
             "--no-fio" => a.fio = false,
             "--no-loader" => a.loader = false,
+            "--get-threads" => a.get_threads = value().parse().expect("a number"),
+            "--gets" => a.gets = value().parse().expect("a number"),
             "--json" => a.json = Some(PathBuf::from(value())),
             "--bench" => {}
             other => panic!("unknown argument {other}"),
@@ -313,6 +323,43 @@ fn phys_bytes(store: &Zrecord, batch: &[u64], lens: &mut [u32]) -> u64 {
     (lens.iter().map(|&l| f64::from(l)).sum::<f64>() * ratio) as u64
 }
 
+/// p50 and p99 of `get` latencies (microseconds) with `threads` callers,
+/// cold and then warm, for each read mode.
+fn measure_gets(args: &Args, path: &Path, n: u64, mode: ReadMode) -> [(f64, f64); 2] {
+    let store =
+        Zrecord::open_with(path, Options { read_only: true, read_mode: mode, ..Options::default() }).expect("open");
+    let picks = distinct_batches(n, 1, args.gets, 99).remove(0);
+    let mut out = [(0.0, 0.0); 2];
+    for (k, cold) in [true, false].into_iter().enumerate() {
+        if cold {
+            evict(path);
+        }
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let mut latencies: Vec<f64> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..args.get_threads)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut mine = Vec::new();
+                        loop {
+                            let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(&index) = picks.get(k) else { break };
+                            let t0 = Instant::now();
+                            std::hint::black_box(store.get(index).expect("get"));
+                            mine.push(t0.elapsed().as_secs_f64() * 1e6);
+                        }
+                        mine
+                    })
+                })
+                .collect();
+            workers.into_iter().flat_map(|w| w.join().expect("a caller")).collect()
+        });
+        latencies.sort_by(f64::total_cmp);
+        let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
+        out[k] = (at(0.5), at(0.99));
+    }
+    out
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -379,6 +426,22 @@ fn main() {
                     r#"{{"record_kib":{kib},"codec":"{}","workload":"{}","mib_s":{mib_s:.1},"device_bytes_per_byte":{amp:.3},"cpu_ms_per_batch":{cpu:.3}}}"#,
                     codec.name(),
                     workload.name()
+                ));
+            }
+            for &mode in &args.modes {
+                std::thread::sleep(std::time::Duration::from_secs(3));
+                let [(c50, c99), (w50, w99)] = measure_gets(&args, &path, n, mode);
+                println!(
+                    "{kib:>4} KiB {:<5} get {:<11} {} callers: cold p50 {c50:>8.0} us p99 {c99:>8.0} us, warm p50 {w50:>6.1} us p99 {w99:>7.1} us",
+                    codec.name(),
+                    mode_name(mode),
+                    args.get_threads
+                );
+                json.push(format!(
+                    r#"{{"record_kib":{kib},"codec":"{}","workload":"get {}","callers":{},"cold_p50_us":{c50:.1},"cold_p99_us":{c99:.1},"warm_p50_us":{w50:.2},"warm_p99_us":{w99:.2}}}"#,
+                    codec.name(),
+                    mode_name(mode),
+                    args.get_threads
                 ));
             }
             if args.fio && codec == Codec::Raw {

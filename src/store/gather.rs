@@ -97,12 +97,13 @@ impl Zrecord {
         Ok(())
     }
 
-    /// One record, decoded into a new buffer.
+    /// One record, decoded into a new buffer (on the path [`ReadMode`]
+    /// picks, as a gather of one).
     pub fn get(&self, index: u64) -> Result<Vec<u8>> {
         let view = self.view();
         let logic = self.valid_entry(index, view)?.logic();
         let mut out = vec![0; logic as usize];
-        self.read_into(index, view, &mut out)?;
+        self.read_all(view, vec![(index, &mut out[..])], logic as usize)?;
         Ok(out)
     }
 }
