@@ -2,14 +2,17 @@
 //! gather: IID batches of record indices (the loader's default sampler),
 //! each decoded with one `gather_var` into one buffer. Loader: a
 //! `DataLoader` over the dataset (it needs schema.json), batches taken as
-//! fast as the consumer can. Figures only; `docs/benchmarks.md` has the
-//! controlled comparison.
+//! fast as the consumer can. `--cold`: the chunk files are evicted from the
+//! page cache before each workload is timed, and the batches are cyclic (no
+//! record twice, so none comes from the cache). Figures only;
+//! `docs/benchmarks.md` has the controlled comparison.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use loaderx::Zrecord;
 use loaderx::dataset::{Dataset, RaggedDataset};
+use loaderx::io::real::evict_page_cache;
 use loaderx::loader::{Column, DataLoader, Stream};
 use loaderx::sampler::{Mode, Sampler};
 
@@ -24,6 +27,26 @@ pub struct Options {
     pub seconds: Option<f64>,
     pub workers: Option<u32>,
     pub seed: u64,
+    pub cold: bool,
+}
+
+impl Options {
+    /// The sampler mode of both workloads.
+    fn mode(&self) -> Mode {
+        if self.cold { Mode::Cyclic } else { Mode::Iid }
+    }
+}
+
+/// Evicts the store's chunk files from the page cache.
+fn evict(path: &Path) -> CliResult<()> {
+    for entry in std::fs::read_dir(path)? {
+        let file = entry?.path();
+        let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.ends_with(".zr") && name.trim_end_matches(".zr").bytes().all(|b| b.is_ascii_digit()) {
+            evict_page_cache(&file)?;
+        }
+    }
+    Ok(())
 }
 
 /// `--seconds`: a positive, finite number of seconds.
@@ -31,6 +54,19 @@ pub fn parse_seconds(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 && v <= 1e9 => Ok(v),
         _ => Err(format!("`{s}` is not a positive number of seconds")),
+    }
+}
+
+fn sampler_name(opts: &Options) -> &'static str {
+    if opts.cold { "cyclic" } else { "IID" }
+}
+
+fn cache_line(opts: &Options, store: &Zrecord) -> String {
+    let engine = store.read_engine().name();
+    if opts.cold {
+        format!("cold: chunk files evicted before each workload (read engine {engine})")
+    } else {
+        format!("as found (read engine {engine})")
     }
 }
 
@@ -68,9 +104,13 @@ impl Run {
 }
 
 /// Runs `batch(step)` (returning records and bytes) once to warm up, then
-/// for steps `1..=batches`, stopping early after `seconds`.
-fn measure(opts: &Options, mut batch: impl FnMut(u64) -> CliResult<(u64, u64)>) -> CliResult<Run> {
+/// (after evicting the store at `path` if `--cold`) for steps
+/// `1..=batches`, stopping early after `seconds`.
+fn measure(opts: &Options, path: &Path, mut batch: impl FnMut(u64) -> CliResult<(u64, u64)>) -> CliResult<Run> {
     batch(0)?;
+    if opts.cold {
+        evict(path)?;
+    }
     let deadline = opts.seconds.map(Duration::from_secs_f64);
     let mut run = Run { batches: 0, records: 0, bytes: 0, elapsed: Duration::ZERO };
     let started = Instant::now();
@@ -102,7 +142,7 @@ pub fn run(path: &Path, opts: &Options, json: bool) -> CliResult<()> {
         Ok(Some(schema)) => {
             let stream: Stream =
                 if schema.is_ragged() { RaggedDataset::open(path)?.into() } else { Dataset::open(path)?.into() };
-            bench_loader(stream, workers, opts).map(Ok)?
+            bench_loader(path, stream, workers, opts).map(Ok)?
         }
     };
     let batch = opts.batch_size.min(len as usize);
@@ -116,6 +156,8 @@ pub fn run(path: &Path, opts: &Options, json: bool) -> CliResult<()> {
             .field("records", len)
             .field("batch_size", batch as u64)
             .field("seed", opts.seed)
+            .field("cold", opts.cold)
+            .field("read_engine", store.read_engine().name())
             .raw("gather", &gather.json().finish())
             .raw("loader", &loader_json)
             .field("loader_skipped", skipped)
@@ -130,7 +172,8 @@ pub fn run(path: &Path, opts: &Options, json: bool) -> CliResult<()> {
         table(&[
             ("store", path.display().to_string()),
             ("records", len.to_string()),
-            ("batch", format!("{batch} records, IID indices, seed {}", opts.seed)),
+            ("batch", format!("{batch} records, {} indices, seed {}", sampler_name(opts), opts.seed)),
+            ("cache", cache_line(opts, &store)),
             ("gather", gather.line()),
             ("loader", loader),
         ])
@@ -142,13 +185,13 @@ pub fn run(path: &Path, opts: &Options, json: bool) -> CliResult<()> {
 /// Random-batch gather: the sampler's IID batches, each decoded with one
 /// `gather_var` into a reused buffer.
 fn bench_gather(store: &Zrecord, opts: &Options) -> CliResult<Run> {
-    let sampler = Sampler::new(u64::from(store.len()), opts.batch_size, Mode::Iid, opts.seed)?;
+    let sampler = Sampler::new(u64::from(store.len()), opts.batch_size, opts.mode(), opts.seed)?;
     let n = sampler.batch_len();
     let mut indices = vec![0u64; n];
     let mut lens = vec![0u32; n];
     let mut offsets = vec![0u64; n];
     let mut dst: Vec<u8> = Vec::new();
-    measure(opts, |step| {
+    measure(opts, store.path(), |step| {
         sampler.fill(step, &mut indices)?;
         store.lengths(&indices, &mut lens)?;
         let mut at = 0u64;
@@ -163,15 +206,15 @@ fn bench_gather(store: &Zrecord, opts: &Options) -> CliResult<Run> {
 }
 
 /// The loader workload: one stream, IID batches, `workers` threads.
-fn bench_loader(stream: Stream, workers: usize, opts: &Options) -> CliResult<Run> {
+fn bench_loader(path: &Path, stream: Stream, workers: usize, opts: &Options) -> CliResult<Run> {
     let mut loader = DataLoader::builder()
         .stream("data", stream)
         .batch_size(opts.batch_size)
         .num_workers(workers)
-        .mode(Mode::Iid)
+        .mode(opts.mode())
         .seed(opts.seed)
         .build()?;
-    measure(opts, |_| {
+    measure(opts, path, |_| {
         let batch = loader.next_batch()?;
         let bytes = match batch.get("data") {
             Some(Column::Dense(t)) => t.nbytes(),

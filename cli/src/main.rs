@@ -192,6 +192,10 @@ enum Command {
         /// Seed of the random indices.
         #[arg(long, default_value_t = 42)]
         seed: u64,
+        /// Evict the store's chunk files from the page cache before each
+        /// workload, and draw no record twice (cyclic batches).
+        #[arg(long)]
+        cold: bool,
         /// Print one JSON object instead of a table.
         #[arg(long)]
         json: bool,
@@ -227,8 +231,8 @@ fn main() -> ExitCode {
         Command::Delete { store, indices, from_file, json } => {
             delete::run(&store, indices, from_file.as_deref(), json).map(|()| Done::Ok)
         }
-        Command::Bench { store, batch_size, batches, seconds, workers, seed, json } => {
-            let opts = bench::Options { batch_size: batch_size as usize, batches, seconds, workers, seed };
+        Command::Bench { store, batch_size, batches, seconds, workers, seed, cold, json } => {
+            let opts = bench::Options { batch_size: batch_size as usize, batches, seconds, workers, seed, cold };
             bench::run(&store, &opts, json).map(|()| Done::Ok)
         }
     };

@@ -52,7 +52,7 @@ pub struct Faults {
     pub short_io: f64,
     /// An open fails.
     pub open_fail: f64,
-    /// A read of a batch ([`VfsFile::read_batch`]) fails with EIO.
+    /// A batch of reads ([`VfsFile::read_batch`]) fails with EIO.
     pub eio_read: f64,
     /// Syncs succeed and persist nothing.
     pub lying: bool,
@@ -720,29 +720,26 @@ impl VfsFile for SimFile {
     }
 
     /// The reads complete in an order the run's generator picks, as a
-    /// ring's do; each may come back short (and continue) or fail with an
-    /// injected EIO, which fails the batch.
+    /// ring's do; each may come back short (and continue). An injected EIO
+    /// (at most one per batch, with the `eio_read` chance per batch) fails
+    /// one read, which fails the batch.
     fn read_batch(&self, reqs: &mut [BatchRead<'_>]) -> Result<(), BatchError> {
         let mut order: Vec<usize> = (0..reqs.len()).collect();
-        {
+        let failing = {
             let mut s = self.fs.lock();
             s.batched.0 += 1;
             for k in (1..order.len()).rev() {
                 order.swap(k, s.rng.below(k as u64 + 1) as usize);
             }
-        }
+            let fails = !reqs.is_empty() && !s.crashed && s.fault(|f| f.eio_read);
+            fails.then(|| s.rng.below(reqs.len() as u64) as usize)
+        };
         for index in order {
             let req = &mut reqs[index];
-            let failed = {
+            if failing == Some(index) {
                 let mut s = self.fs.lock();
-                let failed = !s.crashed && s.fault(|f| f.eio_read);
-                if failed {
-                    s.batched.1 += 1;
-                    s.trace.push(format!("  EIO on a batched read of {} @{}", self.name, req.offset));
-                }
-                failed
-            };
-            if failed {
+                s.batched.1 += 1;
+                s.trace.push(format!("  EIO on a batched read of {} @{}", self.name, req.offset));
                 return Err(BatchError { index, error: io::Error::other("injected EIO on a batched read") });
             }
             loaderx::io::read_exact_at(self, req.buf, req.offset).map_err(|error| BatchError { index, error })?;

@@ -267,6 +267,10 @@ impl VfsFile for RealFile {
         // docs/format.md). Changing bytes are read as untrusted input.
         let map = unsafe { MmapOptions::new().len(len).map(&self.file)? };
         advise_random(&self.file);
+        // No read-around on a fault either: a record the residency sample
+        // missed costs its own pages, not megabytes around it that would
+        // also make later samples find the store "in memory". A hint.
+        let _ = map.advise(memmap2::Advice::Random);
         Ok(Box::new(RealReadMap { map }))
     }
 }

@@ -12,9 +12,7 @@
 //! store has been found in memory many gathers in a row ([`Residency`]).
 
 use std::cell::Cell;
-use std::collections::HashMap;
 
-use super::chunks::Chunk;
 use super::codec;
 use super::entry::ValidEntry;
 use super::read::View;
@@ -33,6 +31,12 @@ const WARM_STREAK: u32 = 16;
 /// See [`WARM_STREAK`].
 const WARM_CHECK_EVERY: u32 = 4;
 
+/// A mapped gather slower than this (plus [`SLOW_FIXED_MICROS`]) took page
+/// faults: `Auto` forgets its warm streak and samples again in full.
+const SLOW_BYTES_PER_SECOND: f64 = 256.0 * (1u64 << 20) as f64;
+/// See [`SLOW_BYTES_PER_SECOND`].
+const SLOW_FIXED_MICROS: f64 = 50.0;
+
 /// What `Auto` remembers of recent gathers: how many in a row found their
 /// sampled records in memory.
 #[derive(Debug, Default)]
@@ -40,15 +44,22 @@ pub(crate) struct Residency {
     warm_streak: AtomicU32,
 }
 
+impl Residency {
+    /// Notes how long an `Auto` gather that took the mapped path needed for
+    /// `bytes`: far slower than memory means the store went cold between
+    /// samples (a warm streak samples rarely), and the next gather samples
+    /// in full. Costs two clock reads per gather.
+    pub(crate) fn note_mapped(&self, bytes: usize, elapsed: std::time::Duration) {
+        let allowed = SLOW_FIXED_MICROS * 1e-6 + bytes as f64 / SLOW_BYTES_PER_SECOND;
+        if elapsed.as_secs_f64() > allowed {
+            self.warm_streak.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
 thread_local! {
     /// This thread's read buffer for compressed records (grown, never shrunk).
     static READ_BUFFER: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
-}
-
-/// A record to read: its validated entry and its chunk.
-struct Planned<'c> {
-    valid: ValidEntry,
-    chunk: &'c Chunk,
 }
 
 impl Zrecord {
@@ -94,7 +105,8 @@ impl Zrecord {
             if valid.codec() != Codec::Raw {
                 compressed += valid.phys() as usize;
             }
-            plans.push(Planned { valid, chunk: self.chunks.locate(&valid)? });
+            self.chunks.locate(&valid)?; // inside its chunk file, which is open
+            plans.push(valid);
         }
         // Taken out for the reads: a read on the I/O thread pool may run
         // another gather's task on this thread while it waits.
@@ -109,49 +121,30 @@ impl Zrecord {
 
     /// Submits the reads of `plans` (raw ones into their slots, compressed
     /// ones into `buffer`), then decodes the compressed ones.
-    fn read_planned(&self, plans: &[Planned<'_>], items: &mut [(u64, &mut [u8])], buffer: &mut [u8]) -> Result<()> {
+    fn read_planned(&self, plans: &[ValidEntry], items: &mut [(u64, &mut [u8])], buffer: &mut [u8]) -> Result<()> {
         let mut reads: Vec<(u16, BatchRead<'_>)> = Vec::with_capacity(plans.len());
         let mut decodes: Vec<(&ValidEntry, &mut [u8], std::ops::Range<usize>)> = Vec::new();
         let mut rest = &mut *buffer;
         let mut at = 0;
         for (plan, (_, slot)) in plans.iter().zip(items.iter_mut()) {
-            let offset = u64::from(plan.valid.loc().offset);
-            if plan.valid.codec() == Codec::Raw {
-                reads.push((plan.valid.loc().chunk, BatchRead { offset, buf: slot }));
+            let offset = u64::from(plan.loc().offset);
+            if plan.codec() == Codec::Raw {
+                reads.push((plan.loc().chunk, BatchRead { offset, buf: slot }));
             } else {
-                let phys = plan.valid.phys() as usize;
+                let phys = plan.phys() as usize;
                 let (piece, tail) = std::mem::take(&mut rest).split_at_mut(phys);
                 rest = tail;
-                reads.push((plan.valid.loc().chunk, BatchRead { offset, buf: piece }));
-                decodes.push((&plan.valid, &mut **slot, at..at + phys));
+                reads.push((plan.loc().chunk, BatchRead { offset, buf: piece }));
+                decodes.push((plan, &mut **slot, at..at + phys));
                 at += phys;
             }
         }
-        let chunks: HashMap<u16, &Chunk> = plans.iter().map(|p| (p.valid.loc().chunk, p.chunk)).collect();
-        self.submit(reads, &chunks)?;
+        self.chunks.read_many(reads)?;
         for (valid, slot, range) in decodes {
             codec::decode(valid.codec(), &buffer[range], slot, self.dict.get()).map_err(|what| Error::Corrupt {
                 path: self.path.clone(),
                 index: Some(valid.index()),
                 what,
-            })?;
-        }
-        Ok(())
-    }
-
-    /// Runs the reads, one batch per chunk file, each in offset order.
-    fn submit(&self, mut reads: Vec<(u16, BatchRead<'_>)>, chunks: &HashMap<u16, &Chunk>) -> Result<()> {
-        reads.sort_unstable_by_key(|(chunk, read)| (*chunk, read.offset));
-        let mut reads = reads.into_iter().peekable();
-        while let Some((id, first)) = reads.next() {
-            let mut batch = vec![first];
-            while let Some((_, read)) = reads.next_if(|(next, _)| *next == id) {
-                batch.push(read);
-            }
-            chunks[&id].read_batch(&mut batch).map_err(|e| Error::Io {
-                path: self.path.clone(),
-                op: "read chunk",
-                source: e.error,
             })?;
         }
         Ok(())

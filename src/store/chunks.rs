@@ -172,6 +172,27 @@ impl ChunkSet {
         })
     }
 
+    /// Runs positional reads of chunk bytes (chunk id, read), all of whose
+    /// chunks are open (the entries were located), one batch per chunk file
+    /// in offset order.
+    pub(crate) fn read_many(&self, mut reads: Vec<(u16, BatchRead<'_>)>) -> Result<()> {
+        reads.sort_unstable_by_key(|(chunk, read)| (*chunk, read.offset));
+        let mut reads = reads.into_iter().peekable();
+        while let Some((id, first)) = reads.next() {
+            let mut batch = vec![first];
+            while let Some((_, read)) = reads.next_if(|(next, _)| *next == id) {
+                batch.push(read);
+            }
+            let chunk = self.opened(id).expect("located chunks are open");
+            chunk.read_batch(&mut batch).map_err(|e| Error::Io {
+                path: self.dir.clone(),
+                op: "read chunk",
+                source: e.error,
+            })?;
+        }
+        Ok(())
+    }
+
     /// Whether a validated entry's bytes are in memory (a chunk that cannot
     /// be opened counts as resident: the read reports its error).
     pub(crate) fn resident(&self, valid: &ValidEntry) -> bool {

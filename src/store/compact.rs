@@ -15,6 +15,7 @@ use super::entry::assert_committable;
 use super::intent::Intent;
 use crate::error::{Corruption, Error, Result};
 use crate::format::{CHUNKS_MAX, Entry, Frontier, Loc};
+use crate::io::BatchRead;
 
 /// Most bytes one round copies before it syncs.
 const ROUND_BYTES_MAX: u64 = 64 << 20;
@@ -168,10 +169,9 @@ impl Zrecord {
     fn live_groups(&self) -> Result<Vec<Group>> {
         let view = self.view();
         let mut live: Vec<(Loc, u32, u32)> = Vec::with_capacity(view.len as usize);
-        let mut scratch = Vec::new();
         for index in 0..view.len {
             let valid = self.valid_entry(u64::from(index), view)?;
-            self.chunks.stored(&valid, &mut scratch)?; // inside its chunk
+            self.chunks.locate(&valid)?; // inside its chunk file
             live.push((valid.loc(), valid.phys(), index));
         }
         live.sort_unstable();
@@ -265,15 +265,31 @@ impl Zrecord {
     }
 
     /// Copies each record of the round to its destination and makes the
-    /// copies durable (steps 1 and C1).
+    /// copies durable (steps 1 and C1). The sources are read with batched
+    /// reads (the chunk mappings read no more than a record's own pages
+    /// when it is not in memory), at most a round's bytes at once.
     fn copy_round(&self, groups: &[Group], round: &[Move]) -> Result<()> {
         let view = self.view();
-        let mut scratch = Vec::new();
+        let sources: Vec<_> = round
+            .iter()
+            .map(|m| self.valid_entry(u64::from(groups[m.group].indices[0]), view))
+            .collect::<Result<_>>()?;
+        let mut buf = vec![0u8; sources.iter().map(|v| v.phys() as usize).sum()];
+        let mut reads = Vec::with_capacity(sources.len());
+        let mut rest = &mut buf[..];
+        for source in &sources {
+            self.chunks.locate(source)?; // inside its chunk file, which is open
+            let (piece, tail) = std::mem::take(&mut rest).split_at_mut(source.phys() as usize);
+            reads.push((source.loc().chunk, BatchRead { offset: u64::from(source.loc().offset), buf: piece }));
+            rest = tail;
+        }
+        self.chunks.read_many(reads)?;
         let mut touched: Vec<&Chunk> = Vec::new();
         let mut created = false;
-        for m in round {
-            let source = self.valid_entry(u64::from(groups[m.group].indices[0]), view)?;
-            let bytes = self.chunks.stored(&source, &mut scratch)?;
+        let mut at = 0;
+        for (m, source) in round.iter().zip(&sources) {
+            let bytes = &buf[at..at + source.phys() as usize];
+            at += bytes.len();
             let (dst, new) = self.chunks.create(m.to.chunk).map_err(|e| self.io("open chunk", e))?;
             created |= new;
             dst.write(bytes, u64::from(m.to.offset)).map_err(|e| self.io("write chunk", e))?;

@@ -71,18 +71,24 @@ impl Zrecord {
 
     /// Reads each `(index, slot)` of `items` (`total` bytes in all), on the
     /// path [`ReadMode`] picks, in parallel unless the batch is small.
-    fn read_all(&self, view: View, mut items: Vec<(u64, &mut [u8])>, total: usize) -> Result<()> {
+    pub(crate) fn read_all(&self, view: View, mut items: Vec<(u64, &mut [u8])>, total: usize) -> Result<()> {
         let serial = total < PARALLEL_BYTES_MIN;
         let tasks = rayon::current_num_threads() * BATCHED_TASKS_PER_THREAD;
         if self.read_mode_for(&items, view) == ReadMode::Batched {
             let per_task = if serial { items.len() } else { items.len().div_ceil(tasks) }.max(1);
             return items.par_chunks_mut(per_task).try_for_each(|task| self.read_batched(view, task));
         }
-        if serial {
-            return items.iter_mut().try_for_each(|(index, slot)| self.read_into(*index, view, slot));
+        let started = std::time::Instant::now();
+        let read = if serial {
+            items.iter_mut().try_for_each(|(index, slot)| self.read_into(*index, view, slot))
+        } else {
+            let min_len = (items.len() / (rayon::current_num_threads() * 4)).max(1);
+            items.par_iter_mut().with_min_len(min_len).try_for_each(|(index, slot)| self.read_into(*index, view, slot))
+        };
+        if self.options.read_mode == ReadMode::Auto {
+            self.residency.note_mapped(total, started.elapsed());
         }
-        let min_len = (items.len() / (rayon::current_num_threads() * 4)).max(1);
-        items.par_iter_mut().with_min_len(min_len).try_for_each(|(index, slot)| self.read_into(*index, view, slot))
+        read
     }
 
     /// The logical length of each record of `indices`, into `out`.

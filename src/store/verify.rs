@@ -1,11 +1,17 @@
 //! `verify`: a full integrity check of a store (fsck), reading everything.
 
 use super::Zrecord;
+use super::entry::ValidEntry;
+use super::read::View;
 use crate::error::{Corruption, Error, Result};
 use crate::format::Loc;
 
 /// [`Zrecord::verify_with_progress`] reports once per this many records.
 const PROGRESS_RECORDS: u32 = 4096;
+/// Most records read at once.
+const GROUP_RECORDS: usize = 1024;
+/// Most decoded bytes read at once.
+const GROUP_BYTES: usize = 32 << 20;
 
 /// What [`Zrecord::verify`] found.
 ///
@@ -61,24 +67,20 @@ impl Zrecord {
         let len = view.len;
         let mut report = VerifyReport { records: len, ..VerifyReport::default() };
         let mut extents: Vec<(Loc, u32, u32)> = Vec::with_capacity(len as usize);
-        let mut buf = Vec::new();
+        // Records are read a group at a time, on the path the read mode
+        // picks (batched reads for a store not in memory).
+        let mut group: Vec<Result<ValidEntry>> = Vec::new();
+        let mut group_bytes = 0usize;
         for index in 0..len {
             if index % PROGRESS_RECORDS == 0 {
                 progress(index, len);
             }
-            let index64 = u64::from(index);
-            let valid = match self.valid_entry(index64, view) {
-                Ok(valid) => valid,
-                Err(e) => {
-                    report.note(e);
-                    continue;
-                }
-            };
-            buf.resize(valid.logic() as usize, 0);
-            match self.read_into(index64, view, &mut buf) {
-                Ok(()) => extents.push((valid.loc(), valid.phys(), index)),
-                Err(e @ Error::Io { .. }) => return Err(e),
-                Err(e) => report.note(e),
+            let valid = self.valid_entry(u64::from(index), view);
+            group_bytes += valid.as_ref().map_or(0, |v| v.logic() as usize);
+            group.push(valid);
+            if group.len() >= GROUP_RECORDS || group_bytes >= GROUP_BYTES || index + 1 == len {
+                self.verify_group(view, std::mem::take(&mut group), &mut report, &mut extents)?;
+                group_bytes = 0;
             }
         }
         progress(len, len);
@@ -99,42 +101,41 @@ impl Zrecord {
         }
         Ok(report)
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::path::PathBuf;
-
-    #[test]
-    fn keeps_the_first_problems_and_counts_all() {
-        let mut report = VerifyReport::default();
-        assert!(report.is_ok());
-        let total = VerifyReport::PROBLEMS_KEPT as u64 + 5;
-        for index in 0..total {
-            report.note(Error::Corrupt {
-                path: PathBuf::from("s"),
-                index: Some(index),
-                what: Corruption::UnwrittenEntry,
-            });
+    /// Reads and decodes the records of `group` (entries validated or not,
+    /// in index order): all at once, and one by one only if that fails, to
+    /// tell which did. Problems are noted in index order.
+    fn verify_group(
+        &self,
+        view: View,
+        group: Vec<Result<ValidEntry>>,
+        report: &mut VerifyReport,
+        extents: &mut Vec<(Loc, u32, u32)>,
+    ) -> Result<()> {
+        let valid: Vec<ValidEntry> = group.iter().filter_map(|v| v.as_ref().ok().copied()).collect();
+        let total: usize = valid.iter().map(|v| v.logic() as usize).sum();
+        let mut buf = vec![0u8; total];
+        let mut items: Vec<(u64, &mut [u8])> = Vec::with_capacity(valid.len());
+        let mut rest = &mut buf[..];
+        for v in &valid {
+            let (slot, tail) = std::mem::take(&mut rest).split_at_mut(v.logic() as usize);
+            items.push((v.index(), slot));
+            rest = tail;
         }
-        assert!(!report.is_ok());
-        assert_eq!(report.problems_total, total);
-        assert_eq!(report.problems.len(), VerifyReport::PROBLEMS_KEPT);
-        assert!(matches!(report.problems[0], Error::Corrupt { index: Some(0), .. }));
-        let last = VerifyReport::PROBLEMS_KEPT as u64 - 1;
-        assert!(matches!(report.problems.last(), Some(Error::Corrupt { index: Some(i), .. }) if *i == last));
-    }
-
-    #[test]
-    fn progress_counts_up_to_the_records() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Zrecord::open(dir.path()).unwrap();
-        let n = 2 * PROGRESS_RECORDS + 5;
-        store.append(&vec![3u8; n as usize], n as usize, 1, crate::Codec::Raw).unwrap();
-        let mut calls = Vec::new();
-        let report = store.verify_with_progress(|checked, records| calls.push((checked, records))).unwrap();
-        assert!(report.is_ok());
-        assert_eq!(calls, [(0, n), (PROGRESS_RECORDS, n), (2 * PROGRESS_RECORDS, n), (n, n)]);
+        let whole_read = self.read_all(view, items, total).is_ok();
+        for entry in group {
+            let read = entry.and_then(|v| {
+                if !whole_read {
+                    self.read_into(v.index(), view, &mut buf[..v.logic() as usize])?;
+                }
+                Ok(v)
+            });
+            match read {
+                Ok(v) => extents.push((v.loc(), v.phys(), v.index() as u32)),
+                Err(e @ Error::Io { .. }) => return Err(e),
+                Err(e) => report.note(e),
+            }
+        }
+        Ok(())
     }
 }
