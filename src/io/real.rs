@@ -271,7 +271,7 @@ impl VfsFile for RealFile {
         // missed costs its own pages, not megabytes around it that would
         // also make later samples find the store "in memory". A hint.
         let _ = map.advise(memmap2::Advice::Random);
-        Ok(Box::new(RealReadMap { map }))
+        Ok(Box::new(RealReadMap { map, file: self.file.try_clone()? }))
     }
 }
 
@@ -353,6 +353,60 @@ impl SharedMap for RealSharedMap {
 #[derive(Debug)]
 struct RealReadMap {
     map: Mmap,
+    /// The file, for residency probes that take no lock of the address
+    /// space (`cachestat`; a `mincore` does, and waits behind every `mmap`
+    /// and `munmap` of the process: milliseconds under an allocator's
+    /// churn).
+    file: File,
+}
+
+/// Whether every page of `offset..end` of `file` is in the page cache,
+/// from `cachestat(2)` (Linux 6.5): it reads no byte, starts no I/O and
+/// takes no lock of the address space. `None` where the kernel lacks it
+/// (then remembered, and `mincore` answers).
+#[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn probe_cached(file: &File, offset: u64, end: u64) -> Option<bool> {
+    use std::os::fd::AsRawFd;
+    use std::sync::atomic::AtomicBool;
+    /// `cachestat`'s number, the same on both architectures.
+    const SYS_CACHESTAT: libc::c_long = 451;
+    static MISSING: AtomicBool = AtomicBool::new(false);
+    #[repr(C)]
+    struct Range {
+        off: u64,
+        len: u64,
+    }
+    #[repr(C)]
+    #[derive(Default)]
+    struct Stat {
+        nr_cache: u64,
+        nr_dirty: u64,
+        nr_writeback: u64,
+        nr_evicted: u64,
+        nr_recently_evicted: u64,
+    }
+    if MISSING.load(Ordering::Relaxed) {
+        return None;
+    }
+    let page = page_size() as u64;
+    let start = offset / page * page;
+    let range = Range { off: start, len: end - start };
+    let mut stat = Stat::default();
+    // SAFETY: `cachestat(fd, range, stat, 0)` reads one `Range` and writes
+    // one `Stat`, both `#[repr(C)]` as the kernel defines them and live for
+    // the call; the descriptor is `file`'s, open for the call.
+    let rc =
+        unsafe { libc::syscall(SYS_CACHESTAT, file.as_raw_fd(), &raw const range, &raw mut stat, 0 as libc::c_uint) };
+    if rc != 0 {
+        MISSING.store(true, Ordering::Relaxed);
+        return None;
+    }
+    Some(stat.nr_cache >= (end - start).div_ceil(page))
+}
+
+#[cfg(all(target_os = "linux", not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
+fn probe_cached(_file: &File, _offset: u64, _end: u64) -> Option<bool> {
+    None
 }
 
 /// Tells the kernel that the file is read at random (`POSIX_FADV_RANDOM`):
@@ -375,6 +429,10 @@ impl ReadMap for RealReadMap {
         let Some(end) = usize::try_from(offset).ok().and_then(|o| o.checked_add(len)) else { return false };
         if len == 0 || end > self.map.len() {
             return len == 0;
+        }
+        #[cfg(target_os = "linux")]
+        if let Some(resident) = probe_cached(&self.file, offset, end as u64) {
+            return resident;
         }
         // SAFETY: in bounds of the mapping (checked just above).
         let ptr = unsafe { self.map.as_ptr().add(offset as usize) };
