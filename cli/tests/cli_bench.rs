@@ -89,3 +89,20 @@ fn bench_errors() {
         assert_usage(&loaderx(&["bench", p, bad[0], bad[1]]));
     }
 }
+
+#[test]
+fn bench_cold_evicts_and_draws_no_record_twice() {
+    let _x = exclusive();
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let values: Vec<f32> = (0..400 * 256).map(|v| v as f32).collect();
+    write_dataset(dir.path(), &values, &[256], &WriteOptions::default()).unwrap();
+    let p = path_str(dir.path());
+    let json = ok_json(&loaderx(&["bench", p, "--batches", "3", "--batch-size", "64", "--cold", "--json"]));
+    assert_eq!(json["cold"], true);
+    assert_eq!(json["read_engine"], loaderx::io::real::read_engine().name());
+    assert_eq!(json["gather"]["records"], 3 * 64);
+    assert_eq!(json["loader"]["records"], 3 * 64);
+    let text = ok(&loaderx(&["bench", p, "--batches", "2", "--batch-size", "8", "--cold"]));
+    assert!(text.contains("batch          8 records, cyclic indices, seed 42\n"), "{text}");
+    assert!(text.contains("cache          cold: chunk files evicted before each workload"), "{text}");
+}
