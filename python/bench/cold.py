@@ -1,6 +1,7 @@
 """Cold-cache random-batch gather through the Python APIs, side by side in
 one run: loaderx_rs (this module), the reference package (loaderx 0.7.3) on
-the same store, and a memory-mapped .npy of the same records; each
+the same store, a memory-mapped .npy of the same records, and the crate
+itself without Python (`loaderx bench --cold`, the CLI); each
 measurement evicts the files from the page cache first
 (posix_fadvise(DONTNEED)) and counts the device's bytes
 (/sys/dev/block/MAJ:MIN/stat).
@@ -15,7 +16,9 @@ sides alternate within each round; the median round is printed.
 """
 
 import argparse
+import json
 import os
+import subprocess
 import statistics
 import time
 from pathlib import Path
@@ -81,6 +84,7 @@ def main():
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--npy")
+    ap.add_argument("--cli", default="target/release/loaderx", help="the loaderx binary (cargo build --release -p loaderx-cli)")
     a = ap.parse_args()
     store = Path(a.store)
     npy = Path(a.npy) if a.npy else store.with_suffix(".npy")
@@ -98,7 +102,17 @@ def main():
     ]
     rng = np.random.default_rng(1)
     results = {name: [] for name, _, _ in sides}
-    for _ in range(a.rounds):
+    cli = Path(a.cli)
+    if cli.exists():
+        results["the crate, no Python (loaderx bench --cold)"] = []
+    for round_ in range(a.rounds):
+        if cli.exists():
+            out = subprocess.run(
+                [str(cli), "bench", str(store), "--cold", "--json", "--batches", str(a.batches),
+                 "--batch-size", str(a.batch), "--seed", str(round_ + 1)],
+                check=True, capture_output=True, text=True).stdout
+            gather = json.loads(out)["gather"]
+            results["the crate, no Python (loaderx bench --cold)"].append((gather["mib_per_s"], float("nan")))
         for name, gather, side_files in sides:
             # No record twice: a repeat would come from the cache.
             picks = rng.permutation(n)[: a.batches * a.batch].astype(np.uint64)
@@ -109,7 +123,7 @@ def main():
     for name, runs in results.items():
         mib_s = statistics.median(r[0] for r in runs)
         amp = statistics.median(r[1] for r in runs)
-        print(f"| {name} | {mib_s:.1f} | {amp:.2f}x |")
+        print(f"| {name} | {mib_s:.1f} | " + ("-" if amp != amp else f"{amp:.2f}x") + " |")
 
 
 if __name__ == "__main__":

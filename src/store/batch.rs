@@ -25,8 +25,9 @@ use crate::sync::{AtomicU32, Ordering};
 /// Records an `Auto` gather samples for residency.
 const RESIDENCY_SAMPLES: usize = 8;
 /// Gathers in a row found in memory after which `Auto` samples one record,
-/// on every [`WARM_CHECK_EVERY`]th gather only: a `mincore` costs about as
-/// much as copying a few KiB, and warm batches must stay at the copy bound.
+/// on every [`WARM_CHECK_EVERY`]th gather only: a residency probe costs
+/// about as much as copying a few KiB, and warm batches must stay at the
+/// copy bound.
 const WARM_STREAK: u32 = 16;
 /// See [`WARM_STREAK`].
 const WARM_CHECK_EVERY: u32 = 4;
@@ -83,7 +84,7 @@ impl Zrecord {
             // An entry that does not validate is reported by the read itself.
             self.valid_entry(index, view).is_ok_and(|valid| !self.chunks.resident(&valid))
         });
-        let next = if cold { 0 } else { streak.wrapping_add(1).max(streak.min(WARM_STREAK)) };
+        let next = if cold { 0 } else { streak.checked_add(1).unwrap_or(WARM_STREAK) };
         self.residency.warm_streak.store(next, Ordering::Relaxed);
         if cold { ReadMode::Batched } else { ReadMode::Mapped }
     }
