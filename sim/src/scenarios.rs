@@ -141,10 +141,7 @@ fn stale_intent_after_failed_truncation() -> Scenario {
         seeds: &[155],
         near_rollover: false,
         persist: Persist::Nothing,
-        points: vec![Point::new(
-            Action::Eio { drop_dirty: false },
-            fsync_after_the_intent_is_truncated(),
-        )],
+        points: vec![Point::new(Action::Eio { drop_dirty: false }, fsync_after_the_intent_is_truncated())],
         ops,
     }
 }
@@ -260,10 +257,7 @@ fn truncation_then_eio_keeps_the_end_zero() -> Scenario {
         seeds: &[18547, 23327, 29301],
         near_rollover: false,
         persist: Persist::Nothing,
-        points: vec![Point::new(
-            Action::Eio { drop_dirty: true },
-            fsync_after_the_intent_is_truncated(),
-        )],
+        points: vec![Point::new(Action::Eio { drop_dirty: true }, fsync_after_the_intent_is_truncated())],
         ops,
     }
 }
