@@ -17,7 +17,7 @@ use pyo3::types::{IntoPyDict, PyTuple};
 use crate::array::{descr, filled, from_tensor, i64_array, index, indices, numpy, read_bytes, u64s};
 use crate::errors::{dataset_error, value_error};
 use crate::fork;
-use crate::store::{codec_name, codec_of};
+use crate::store::{codec_name, codec_of, read_mode_of};
 
 /// The reference's default bytes per append call of a write.
 pub const WRITE_CHUNK_BYTES: usize = ds::WRITE_CHUNK_BYTES_DEFAULT;
@@ -92,11 +92,13 @@ impl Dataset {
 
 #[pymethods]
 impl Dataset {
-    /// Opens the dataset at `path` (a store written by `write_dataset`).
+    /// Opens the dataset at `path` (a store written by `write_dataset`);
+    /// `read_mode` as for `Zrecord`.
     #[new]
-    fn new(py: Python<'_>, path: PathBuf) -> PyResult<Dataset> {
-        let at = path.clone();
-        let dataset = py.detach(|| ds::Dataset::open(&at)).map_err(|e| dataset_error(py, &e))?;
+    #[pyo3(signature = (path, read_mode = "auto"))]
+    fn new(py: Python<'_>, path: PathBuf, read_mode: &str) -> PyResult<Dataset> {
+        let (at, mode) = (path.clone(), read_mode_of(read_mode)?);
+        let dataset = py.detach(|| ds::Dataset::open_with(&at, mode)).map_err(|e| dataset_error(py, &e))?;
         let dtype = descr(py, &dataset.dtype().to_string())?.unbind();
         let shape = dataset.shape().to_vec();
         let codec = codec_name(dataset.schema().codec);
@@ -196,11 +198,13 @@ impl RaggedDataset {
 
 #[pymethods]
 impl RaggedDataset {
-    /// Opens the ragged dataset at `path` (written by `write_ragged`).
+    /// Opens the ragged dataset at `path` (written by `write_ragged`);
+    /// `read_mode` as for `Zrecord`.
     #[new]
-    fn new(py: Python<'_>, path: PathBuf) -> PyResult<RaggedDataset> {
-        let at = path.clone();
-        let dataset = py.detach(|| ds::RaggedDataset::open(&at)).map_err(|e| dataset_error(py, &e))?;
+    #[pyo3(signature = (path, read_mode = "auto"))]
+    fn new(py: Python<'_>, path: PathBuf, read_mode: &str) -> PyResult<RaggedDataset> {
+        let (at, mode) = (path.clone(), read_mode_of(read_mode)?);
+        let dataset = py.detach(|| ds::RaggedDataset::open_with(&at, mode)).map_err(|e| dataset_error(py, &e))?;
         let dtype = descr(py, &dataset.dtype().to_string())?.unbind();
         let item_shape = dataset.item_shape().to_vec();
         let codec = codec_name(dataset.schema().codec);

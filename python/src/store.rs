@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use loaderx::dataset::parse_codec;
-use loaderx::{Codec, Options};
+use loaderx::{Codec, Options, ReadMode};
 use numpy::PyArray1;
 use numpy::prelude::*;
 use pyo3::prelude::*;
@@ -43,6 +43,16 @@ pub fn codec_name(codec: Codec) -> &'static str {
 
 pub fn codec_of(py: Python<'_>, name: &str) -> PyResult<Codec> {
     parse_codec(name).map_err(|e| dataset_error(py, &e))
+}
+
+/// The read mode named `name` ("auto", "mapped", "batched"); `ValueError`
+/// for another name.
+pub fn read_mode_of(name: &str) -> PyResult<ReadMode> {
+    ReadMode::from_name(name).ok_or_else(|| {
+        pyo3::exceptions::PyValueError::new_err(format!(
+            "read_mode must be \"auto\", \"mapped\" or \"batched\", not {name:?}"
+        ))
+    })
 }
 
 impl Zrecord {
@@ -96,21 +106,24 @@ impl Zrecord {
     /// Opens (creating if missing or empty) the store at `path`; `codec` is
     /// the default compression of `append` ("zstd", "raw" or "zstd_dict").
     /// `read_only=True` opens without the writer's lock and refuses writes.
+    /// `read_mode`: how reads reach records ("auto": by residency;
+    /// "mapped": through the mapping; "batched": batched reads, for data
+    /// not in memory; see `read_engine()`).
     #[new]
-    #[pyo3(signature = (path, codec = "zstd", read_only = false))]
-    fn new(py: Python<'_>, path: PathBuf, codec: &str, read_only: bool) -> PyResult<Zrecord> {
+    #[pyo3(signature = (path, codec = "zstd", read_only = false, read_mode = "auto"))]
+    fn new(py: Python<'_>, path: PathBuf, codec: &str, read_only: bool, read_mode: &str) -> PyResult<Zrecord> {
         let codec = codec_of(py, codec)?;
-        let options = Options { read_only, ..Options::default() };
+        let options = Options { read_only, read_mode: read_mode_of(read_mode)?, ..Options::default() };
         let at = path.clone();
         let store = py.detach(|| loaderx::Zrecord::open_with(&at, options)).map_err(|e| store_error(py, &e))?;
         Ok(Zrecord { inner: RwLock::new(Some(store)), path, codec })
     }
 
-    /// `Zrecord(path, codec, read_only)`, by name.
+    /// `Zrecord(path, codec, read_only, read_mode)`, by name.
     #[staticmethod]
-    #[pyo3(signature = (path, codec = "zstd", read_only = false))]
-    fn open(py: Python<'_>, path: PathBuf, codec: &str, read_only: bool) -> PyResult<Zrecord> {
-        Zrecord::new(py, path, codec, read_only)
+    #[pyo3(signature = (path, codec = "zstd", read_only = false, read_mode = "auto"))]
+    fn open(py: Python<'_>, path: PathBuf, codec: &str, read_only: bool, read_mode: &str) -> PyResult<Zrecord> {
+        Zrecord::new(py, path, codec, read_only, read_mode)
     }
 
     /// The store's directory.

@@ -221,3 +221,20 @@ def test_write_ragged_forms(tmp_path, rng):
 
     with pytest.raises(KeyError, match="from the generator"):
         write_ragged(tmp_path / "f", failing())
+
+
+def test_every_read_mode_reads_the_same(tmp_path, data, rng):
+    write_dataset(tmp_path / "ds", data)
+    rows = [list(rng.integers(0, 8, size=k)) for k in rng.integers(0, 9, size=60)]
+    write_ragged(tmp_path / "rg", [np.array(r, dtype=np.int32) for r in rows])
+    idx = rng.integers(0, 500, size=200)
+    for mode in ("auto", "mapped", "batched"):
+        np.testing.assert_array_equal(Dataset(tmp_path / "ds", read_mode=mode)[idx], data[idx])
+        values, splits = RaggedDataset(tmp_path / "rg", read_mode=mode)[[3, 0, 59]]
+        want = [rows[3], rows[0], rows[59]]
+        np.testing.assert_array_equal(values, np.concatenate([np.array(r, dtype=np.int32) for r in want]))
+        assert list(np.diff(splits)) == [len(r) for r in want]
+        store = loaderx_rs.Zrecord(tmp_path / "ds", read_only=True, read_mode=mode)
+        assert store.read_engine() in ("io_uring", "threads")
+    with pytest.raises(ValueError, match="read_mode"):
+        Dataset(tmp_path / "ds", read_mode="fast")

@@ -9,7 +9,7 @@ use super::error::DatasetError;
 use super::schema::Schema;
 use super::tensor::{Pool, Tensor, check_dtype};
 use crate::io::Vfs;
-use crate::{Options, Zrecord};
+use crate::{Options, ReadMode, Zrecord};
 
 /// A fixed-shape dataset: every record is one sample of the schema's dtype
 /// and shape. Opened read-only (no lock; many processes may read while one
@@ -43,14 +43,23 @@ impl Dataset {
         Dataset::open_in(Arc::new(crate::io::real::RealFs), path.as_ref())
     }
 
+    /// Opens with reads in `read_mode` (the default is [`ReadMode::Auto`]).
+    pub fn open_with(path: impl AsRef<Path>, read_mode: ReadMode) -> Result<Dataset, DatasetError> {
+        Dataset::open_at(Arc::new(crate::io::real::RealFs), path.as_ref(), read_mode)
+    }
+
     /// Opens on any filesystem implementation.
     pub fn open_in(vfs: Arc<dyn Vfs>, path: &Path) -> Result<Dataset, DatasetError> {
+        Dataset::open_at(vfs, path, ReadMode::default())
+    }
+
+    fn open_at(vfs: Arc<dyn Vfs>, path: &Path, read_mode: ReadMode) -> Result<Dataset, DatasetError> {
         let schema = Schema::read(&*vfs, path)?;
         if schema.is_ragged() {
             return Err(DatasetError::WrongKind { path: path.to_path_buf(), ragged: true });
         }
         let record_bytes = schema.unit_bytes()?;
-        let store = Zrecord::open_in(vfs, path, Options { read_only: true, ..Options::default() })?;
+        let store = Zrecord::open_in(vfs, path, Options { read_only: true, read_mode, ..Options::default() })?;
         Ok(Dataset { schema, record_bytes, store })
     }
 

@@ -102,6 +102,22 @@ pub enum ReadMode {
     Batched,
 }
 
+impl ReadMode {
+    /// `auto`, `mapped`, `batched`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadMode::Auto => "auto",
+            ReadMode::Mapped => "mapped",
+            ReadMode::Batched => "batched",
+        }
+    }
+
+    /// The mode named `name`.
+    pub fn from_name(name: &str) -> Option<ReadMode> {
+        [ReadMode::Auto, ReadMode::Mapped, ReadMode::Batched].into_iter().find(|m| m.name() == name)
+    }
+}
+
 /// The default [`Options::append_segment_bytes`]: 2 MiB.
 pub const APPEND_SEGMENT_BYTES_DEFAULT: usize = 2 << 20;
 
