@@ -24,7 +24,7 @@
 //! records (`Zrecord::get`, distinct, random) from `--get-threads` threads
 //! at once, each call's latency, p50 and p99, cold (evicted first) and warm
 //! (the same records again). The bound: `fio` random
-//! reads of the record size on the largest chunk file, `--direct=1
+//! reads of the record size over all the store's chunk files, `--direct=1
 //! --ioengine=io_uring`, queue depths 1 to 128, 4 s each.
 
 use std::path::{Path, PathBuf};
@@ -365,14 +365,18 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// fio's random-read bandwidth (MiB/s) on `file` at `bs` bytes, queue depth `qd`.
-fn fio(file: &Path, bs: usize, qd: usize) -> Option<f64> {
+/// fio's random-read bandwidth (MiB/s) over `files` (the store's chunk
+/// files, so that the reads span what the gathers' span) at `bs` bytes,
+/// queue depth `qd`.
+fn fio(files: &[PathBuf], bs: usize, qd: usize) -> Option<f64> {
+    // fio separates file names with ':'.
+    let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
     let out = std::process::Command::new("fio")
         .args(["--name=bound", "--rw=randread", "--direct=1", "--ioengine=io_uring", "--time_based"])
         .arg("--runtime=4")
         .arg(format!("--bs={bs}"))
         .arg(format!("--iodepth={qd}"))
-        .arg(format!("--filename={}", file.display()))
+        .arg(format!("--filename={}", names.join(":")))
         .args(["--output-format=terse", "--terse-version=3"])
         .output()
         .ok()?;
@@ -445,10 +449,10 @@ fn main() {
                 ));
             }
             if args.fio && codec == Codec::Raw {
-                let file = chunk_files(&path).into_iter().next().expect("a chunk file");
+                let files = chunk_files(&path);
                 let bound: Vec<String> = [1, 2, 8, 32, 128]
                     .iter()
-                    .filter_map(|&qd| fio(&file, len, qd).map(|b| format!("QD{qd} {b:.0}")))
+                    .filter_map(|&qd| fio(&files, len, qd).map(|b| format!("QD{qd} {b:.0}")))
                     .collect();
                 println!("{kib:>4} KiB fio bound (MiB/s): {}", bound.join(", "));
                 json.push(format!(r#"{{"record_kib":{kib},"fio":"{}"}}"#, bound.join(", ")));

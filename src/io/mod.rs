@@ -114,6 +114,23 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     fn read_engine(&self) -> ReadEngine {
         ReadEngine::Sequential
     }
+    /// [`VfsFile::read_batch`] over several files at once: read `k` from
+    /// `files[k]`, all in flight together where the implementation can (a
+    /// store's chunk files are 4 GiB each, so one gather's records span
+    /// many). The default runs each run of consecutive reads of one file as
+    /// one batch; `BatchError::index` is a position in `reads`.
+    fn read_batch_files(&self, files: &[&dyn VfsFile], reads: &mut [BatchRead<'_>]) -> Result<(), BatchError> {
+        let mut start = 0;
+        while start < reads.len() {
+            let same = |k: &usize| std::ptr::addr_eq(files[*k], files[start]);
+            let end = (start..reads.len()).find(|k| !same(k)).unwrap_or(reads.len());
+            files[start]
+                .read_batch(&mut reads[start..end])
+                .map_err(|e| BatchError { index: start + e.index, error: e.error })?;
+            start = end;
+        }
+        Ok(())
+    }
 }
 
 /// An open file.
@@ -151,6 +168,12 @@ pub trait VfsFile: Send + Sync + fmt::Debug {
             read_exact_at(self, req.buf, req.offset).map_err(|error| BatchError { index, error })?;
         }
         Ok(())
+    }
+    /// The operating system's descriptor of the file, where there is one
+    /// (the real filesystem: so that reads of several files can go in one
+    /// submission, [`Vfs::read_batch_files`]).
+    fn raw_fd(&self) -> Option<i32> {
+        None
     }
     /// Takes an advisory lock without waiting: `Ok(false)` if someone holds a
     /// conflicting one. Released when the file is closed.

@@ -174,6 +174,26 @@ impl Vfs for RealFs {
     fn read_engine(&self) -> ReadEngine {
         read_engine()
     }
+
+    fn read_batch_files(&self, files: &[&dyn VfsFile], reads: &mut [BatchRead<'_>]) -> Result<(), BatchError> {
+        let fds: Option<Vec<i32>> = files.iter().map(|f| f.raw_fd()).collect();
+        #[cfg(target_os = "linux")]
+        if read_engine() == ReadEngine::IoUring
+            && let Some(fds) = &fds
+            && super::uring::read_batch(&|k| fds[k], reads)?
+        {
+            return Ok(());
+        }
+        let _ = fds;
+        use rayon::prelude::*;
+        io_pool().install(|| {
+            reads.par_iter_mut().zip(files.par_iter()).enumerate().with_max_len(1).try_for_each(
+                |(index, (req, file))| {
+                    super::read_exact_at(*file, req.buf, req.offset).map_err(|error| BatchError { index, error })
+                },
+            )
+        })
+    }
 }
 
 #[derive(Debug)]
@@ -188,11 +208,16 @@ impl VfsFile for RealFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.file.read_at(buf, offset)
     }
+    fn raw_fd(&self) -> Option<i32> {
+        use std::os::fd::AsRawFd;
+        Some(self.file.as_raw_fd())
+    }
     fn read_batch(&self, reqs: &mut [BatchRead<'_>]) -> Result<(), BatchError> {
         #[cfg(target_os = "linux")]
         if read_engine() == ReadEngine::IoUring {
             use std::os::fd::AsRawFd;
-            if super::uring::read_batch(self.file.as_raw_fd(), reqs)? {
+            let fd = self.file.as_raw_fd();
+            if super::uring::read_batch(&|_| fd, reqs)? {
                 return Ok(());
             }
         }

@@ -40,13 +40,14 @@ pub(crate) fn available() -> bool {
     ring.completion().next().is_some_and(|cqe| cqe.user_data() == 7 && cqe.result() >= 0)
 }
 
-/// Reads every request whole from `fd` on this thread's ring; `Ok(false)`
-/// if this thread has no ring (the caller falls back).
-pub(crate) fn read_batch(fd: RawFd, reqs: &mut [BatchRead<'_>]) -> Result<bool, BatchError> {
+/// Reads every request whole, request `i` from descriptor `fd_of(i)`, on
+/// this thread's ring; `Ok(false)` if this thread has no ring (the caller
+/// falls back).
+pub(crate) fn read_batch(fd_of: &dyn Fn(usize) -> RawFd, reqs: &mut [BatchRead<'_>]) -> Result<bool, BatchError> {
     RING.with_borrow_mut(|slot| {
         let ring = slot.get_or_insert_with(|| IoUring::new(RING_ENTRIES).ok());
         match ring {
-            Some(ring) => run(ring, fd, reqs).map(|()| true),
+            Some(ring) => run(ring, fd_of, reqs).map(|()| true),
             None => Ok(false),
         }
     })
@@ -74,7 +75,7 @@ impl Drop for Drain<'_> {
     }
 }
 
-fn run(ring: &mut IoUring, fd: RawFd, reqs: &mut [BatchRead<'_>]) -> Result<(), BatchError> {
+fn run(ring: &mut IoUring, fd_of: &dyn Fn(usize) -> RawFd, reqs: &mut [BatchRead<'_>]) -> Result<(), BatchError> {
     // Bytes of each request read so far; `pending` lists what to (re)submit.
     let mut done = vec![0usize; reqs.len()];
     // Empty reads are done already (a read of 0 bytes would look like EOF).
@@ -87,7 +88,7 @@ fn run(ring: &mut IoUring, fd: RawFd, reqs: &mut [BatchRead<'_>]) -> Result<(), 
             let req = &mut reqs[i];
             let rest = &mut req.buf[done[i]..];
             let len = u32::try_from(rest.len()).expect("a record fits a u32");
-            let read = opcode::Read::new(types::Fd(fd), rest.as_mut_ptr(), len)
+            let read = opcode::Read::new(types::Fd(fd_of(i)), rest.as_mut_ptr(), len)
                 .offset(req.offset + done[i] as u64)
                 .build()
                 .user_data(i as u64);

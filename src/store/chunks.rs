@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 use super::entry::ValidEntry;
 use crate::error::{Corruption, Error, Result};
 use crate::format::{CHUNK_BYTES_MAX, CHUNKS_MAX, Frontier, chunk_file_name};
-use crate::io::{BatchError, BatchRead, OpenMode, ReadMap, Vfs, VfsFile};
+use crate::io::{BatchRead, OpenMode, ReadMap, Vfs, VfsFile};
 use crate::sync::{AtomicU64, Ordering};
 
 /// One open chunk file.
@@ -56,11 +56,6 @@ impl Chunk {
         }
         self.grew_to(end);
         Ok(())
-    }
-
-    /// Reads a batch of byte ranges of the file ([`VfsFile::read_batch`]).
-    pub(crate) fn read_batch(&self, reqs: &mut [BatchRead<'_>]) -> Result<(), BatchError> {
-        self.file.read_batch(reqs)
     }
 
     /// `fdatasync`.
@@ -173,24 +168,18 @@ impl ChunkSet {
     }
 
     /// Runs positional reads of chunk bytes (chunk id, read), all of whose
-    /// chunks are open (the entries were located), one batch per chunk file
-    /// in offset order.
+    /// chunks are open (the entries were located), in (chunk, offset) order
+    /// and all in flight together ([`Vfs::read_batch_files`]).
     pub(crate) fn read_many(&self, mut reads: Vec<(u16, BatchRead<'_>)>) -> Result<()> {
         reads.sort_unstable_by_key(|(chunk, read)| (*chunk, read.offset));
-        let mut reads = reads.into_iter().peekable();
-        while let Some((id, first)) = reads.next() {
-            let mut batch = vec![first];
-            while let Some((_, read)) = reads.next_if(|(next, _)| *next == id) {
-                batch.push(read);
-            }
-            let chunk = self.opened(id).expect("located chunks are open");
-            chunk.read_batch(&mut batch).map_err(|e| Error::Io {
-                path: self.dir.clone(),
-                op: "read chunk",
-                source: e.error,
-            })?;
-        }
-        Ok(())
+        let files: Vec<&dyn VfsFile> =
+            reads.iter().map(|(id, _)| &*self.opened(*id).expect("located chunks are open").file).collect();
+        let mut reads: Vec<BatchRead<'_>> = reads.into_iter().map(|(_, read)| read).collect();
+        self.vfs.read_batch_files(&files, &mut reads).map_err(|e| Error::Io {
+            path: self.dir.clone(),
+            op: "read chunk",
+            source: e.error,
+        })
     }
 
     /// Whether a validated entry's bytes are in memory (a chunk that cannot
