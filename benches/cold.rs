@@ -18,6 +18,7 @@
 //! `--rounds` rounds, each round starting with another mode and `mapped`
 //! last, with a second's pause before each measurement and six after a
 //! mapped one (its read-ahead outlives it); the median round is reported.
+//! `COLD_VERBOSE=1` prints each round's figure as it is measured.
 //! Figures: MiB/s of the records' logical bytes; device bytes read (from
 //! `/sys/dev/block/MAJ:MIN/stat`) per byte the records occupy on disk; CPU
 //! time (user + system, this process) per batch. Serving: `--gets` single
