@@ -115,3 +115,19 @@ fn convert_refuses_bad_input() {
     assert_usage(&loaderx(&["convert", path_str(&npy), path_str(&ds), "--codec", "lz4"]));
     assert!(!ds.join("meta.zr").exists(), "nothing written on refusal");
 }
+
+/// Finding 3 of issue 18: `--codec zstd_dict` on too few records fails
+/// before anything is created, and the next convert into the path works.
+#[test]
+fn an_untrainable_dictionary_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let npy = dir.path().join("f32_4.npy");
+    let ds = dir.path().join("out.zr");
+    write_npy_f32(&npy, &[5, 4], &values(5)[..20]);
+    let out = loaderx(&["convert", path_str(&npy), path_str(&ds), "--codec", "zstd_dict"]);
+    assert_fails(&out, "cannot train a zstd_dict dictionary on 5 records (80 bytes)");
+    assert!(stderr(&out).contains("out.zr"), "{}", stderr(&out));
+    assert!(!ds.exists());
+    let json = ok_json(&loaderx(&["convert", path_str(&npy), path_str(&ds), "--json"]));
+    assert_eq!((json["records"].as_u64(), json["schema"]["codec"].as_str()), (Some(5), Some("zstd")));
+}

@@ -12,9 +12,10 @@ use loaderx::dataset::{self as ds, DType, Tensor, WriteOptions};
 use numpy::prelude::*;
 use numpy::{PyArrayDescr, PyUntypedArray};
 use pyo3::prelude::*;
-use pyo3::types::{IntoPyDict, PyTuple};
+use pyo3::types::PyTuple;
 
 use crate::array::{descr, filled, from_tensor, i64_array, index, indices, numpy, read_bytes, u64s};
+use crate::cast;
 use crate::errors::{dataset_error, value_error};
 use crate::fork;
 use crate::store::{codec_name, codec_of, read_mode_of};
@@ -401,11 +402,17 @@ pub fn write_dataset(
 /// Persists an iterable of variable-length arrays, each `(rows,
 /// *item_shape)`, as a ragged dataset at `path`; returns the number of
 /// records written. `dtype` and `item_shape` default to the first array's.
+/// An array of another dtype is converted under NumPy's `casting` rule
+/// (default `"same_kind"`, whose values must also fit `dtype`); a
+/// conversion that would change values is refused unless
+/// `casting="unsafe"`. A failure ends the write: the records of the
+/// append call it interrupts are not written, so a new dataset whose first
+/// call fails is not created.
 #[pyfunction]
 #[pyo3(
     signature = (path, arrays, dtype = None, item_shape = None, codec = "zstd",
-                 chunk_bytes = WRITE_CHUNK_BYTES, dict_size = None),
-    text_signature = "(path, arrays, dtype=None, item_shape=None, codec='zstd', chunk_bytes=67108864, dict_size=None)"
+                 chunk_bytes = WRITE_CHUNK_BYTES, dict_size = None, casting = "same_kind"),
+    text_signature = "(path, arrays, dtype=None, item_shape=None, codec='zstd', chunk_bytes=67108864, dict_size=None, casting='same_kind')"
 )]
 #[allow(clippy::too_many_arguments)]
 pub fn write_ragged(
@@ -417,8 +424,10 @@ pub fn write_ragged(
     codec: &str,
     chunk_bytes: usize,
     dict_size: Option<usize>,
+    casting: &str,
 ) -> PyResult<u64> {
     let opts = write_options(py, codec, chunk_bytes, dict_size)?;
+    cast::rule(py, casting)?;
     let np = numpy(py)?;
     let mut iter = arrays.try_iter()?;
     let first = match iter.next() {
@@ -437,8 +446,8 @@ pub fn write_ragged(
     let text: String = descr.getattr("str")?.extract()?;
     let element = DType::parse(&text).map_err(|e| dataset_error(py, &e))?;
     let failure: RefCell<Option<PyErr>> = RefCell::new(None);
-    let prepared = |a: Bound<'_, PyAny>| -> PyResult<Vec<u8>> {
-        let a = np.call_method("ascontiguousarray", (a,), Some(&[("dtype", &descr)].into_py_dict(py)?))?;
+    let prepared = |(position, a): (usize, Bound<'_, PyAny>)| -> PyResult<Vec<u8>> {
+        let a = cast::converted(&a, descr.as_any(), casting, position as u64)?;
         let a = a.cast_into::<PyUntypedArray>()?;
         if a.ndim() < 1 || a.shape()[1..] != item_shape[..] {
             return Err(value_error(format!(
@@ -448,21 +457,25 @@ pub fn write_ragged(
         }
         Ok(read_bytes(a.as_any(), "array")?.as_slice()?.to_vec())
     };
-    let records = std::iter::once(Ok(first.into_any())).chain(iter).map_while(|item| match item.and_then(&prepared) {
-        Ok(bytes) => Some(bytes),
-        Err(e) => {
-            *failure.borrow_mut() = Some(e);
-            None
+    // A Python error ends the write (the records of the call it interrupts
+    // are not written) and is raised as itself.
+    let records = std::iter::once(Ok(first.into_any())).chain(iter).enumerate().map_while(|(position, item)| {
+        if failure.borrow().is_some() {
+            return None;
         }
+        Some(item.and_then(|a| prepared((position, a))).map_err(|e| {
+            *failure.borrow_mut() = Some(e);
+            ds::DatasetError::InvalidArgument("an array could not be written".into())
+        }))
     });
     // The records iterator calls Python, so the write runs on this thread
     // with the GIL held; in a fork child, whose parallel encoding must run
     // in a pool of its own (fork.rs), the records are collected first.
     let written = if fork::forked() {
-        let all: Vec<Vec<u8>> = records.collect();
-        fork::run(|| ds::write_ragged_bytes(&path, element, &item_shape, all, &opts))?
+        let all: Vec<Result<Vec<u8>, ds::DatasetError>> = records.collect();
+        fork::run(|| ds::write_ragged_results(&path, element, &item_shape, all, &opts))?
     } else {
-        ds::write_ragged_bytes(&path, element, &item_shape, records, &opts)
+        ds::write_ragged_results(&path, element, &item_shape, records, &opts)
     };
     if let Some(e) = failure.into_inner() {
         return Err(e);

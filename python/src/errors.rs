@@ -219,6 +219,7 @@ pub fn dataset_error(py: Python<'_>, e: &DatasetError) -> PyErr {
         DatasetError::PartialRow { index, .. } => make(py, "CorruptError", message, None, Some(*index)),
         DatasetError::TooLong { position, .. } => make(py, "DatasetError", message, None, Some(*position as u64)),
         DatasetError::RecordTooLarge { .. } => make(py, "RecordTooLargeError", message, None, None),
+        DatasetError::DictionaryTraining { path, .. } => make(py, "DictionaryError", message, path_string(path), None),
         _ => make(py, "DatasetError", message, None, None),
     }
 }

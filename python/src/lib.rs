@@ -10,12 +10,14 @@
 //! | `DataLoader` | [`loader`] |
 //! | `Zsampler` | [`sampler`] |
 //! | NumPy arrays in and out | [`array`] |
+//! | `write_ragged`'s dtype conversion (`casting`) | [`cast`] |
 //! | fork safety of the parallel paths | [`fork`] |
 //!
 //! Built by maturin (`pip install ./python`) as an abi3 extension module:
 //! one build serves every CPython from 3.9 on.
 
 mod array;
+mod cast;
 mod dataset;
 mod errors;
 mod fork;

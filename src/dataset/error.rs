@@ -113,6 +113,19 @@ pub enum DatasetError {
         /// The `max_len` asked for.
         max_len: usize,
     },
+    /// A `zstd_dict` dictionary could not be trained on the write's first
+    /// records (too few, or too small). Nothing of a new dataset was
+    /// created.
+    DictionaryTraining {
+        /// The dataset directory.
+        path: PathBuf,
+        /// The non-empty records of the sample.
+        records: usize,
+        /// Their bytes.
+        bytes: usize,
+        /// zstd's reason.
+        reason: String,
+    },
     /// Another argument that does not fit.
     InvalidArgument(String),
 }
@@ -165,6 +178,12 @@ impl fmt::Display for DatasetError {
             DatasetError::TooLong { position, rows, max_len } => {
                 write!(f, "record {position} of the batch has {rows} rows, over max_len={max_len}")
             }
+            DatasetError::DictionaryTraining { path, records, bytes, reason } => write!(
+                f,
+                "{}: cannot train a zstd_dict dictionary on {records} records ({bytes} bytes): {reason}; \
+                 nothing was written (write more records, or use codec \"zstd\")",
+                path.display()
+            ),
             DatasetError::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
         }
     }

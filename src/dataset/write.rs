@@ -8,7 +8,8 @@
 //! An existing dataset keeps its own codec (the one its schema names), as
 //! in the reference.
 
-use std::path::Path;
+use std::cell::OnceCell;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::dtype::{DType, Element};
@@ -59,15 +60,23 @@ impl WriteOptions {
     }
 }
 
-/// The store open for appending, with the effective schema.
+/// The dataset a write goes to, with the effective schema. A new dataset
+/// is created only when its first records are ready (and, for `zstd_dict`,
+/// its dictionary trained on them), so a write that fails before that
+/// leaves nothing on disk; one that fails later leaves the records of its
+/// completed calls, a dataset the next write continues.
 struct Target {
+    vfs: Arc<dyn Vfs>,
+    path: PathBuf,
     schema: Schema,
-    store: Zrecord,
     unit_bytes: usize,
+    store_opts: Options,
+    store: OnceCell<Zrecord>,
 }
 
-/// Opens (creating if needed) the dataset at `path` for appending records
-/// of `wanted`'s dtype and shape; writes its schema if it has none.
+/// Resolves the dataset at `path` for appending records of `wanted`'s
+/// dtype and shape: an existing one (whose schema must match, and which
+/// keeps its codec) is opened now, a new one is left to [`Target::store`].
 fn open_target(vfs: Arc<dyn Vfs>, path: &Path, wanted: Schema, opts: &WriteOptions) -> Result<Target, DatasetError> {
     let unit_bytes = wanted.unit_bytes()?;
     let existing = match Schema::read(&*vfs, path) {
@@ -84,29 +93,61 @@ fn open_target(vfs: Arc<dyn Vfs>, path: &Path, wanted: Schema, opts: &WriteOptio
             given: wanted.describe(),
         });
     }
-    let store = Zrecord::open_in(vfs.clone(), path, Options { read_only: false, ..opts.store.clone() })?;
+    let store_opts = Options { read_only: false, ..opts.store.clone() };
+    let store = OnceCell::new();
     let schema = match existing {
-        Some(existing) => existing,
-        None => {
-            wanted.write(&*vfs, path)?;
-            wanted
+        Some(existing) => {
+            let _ = store.set(Zrecord::open_in(vfs.clone(), path, store_opts.clone())?);
+            existing
         }
+        None => wanted,
     };
-    Ok(Target { schema, store, unit_bytes })
+    Ok(Target { vfs, path: path.to_path_buf(), schema, unit_bytes, store_opts, store })
 }
 
 impl Target {
     fn needs_dict(&self) -> bool {
-        self.schema.codec == Codec::ZstdDict && !self.store.has_dict()
+        self.schema.codec == Codec::ZstdDict && self.store.get().is_none_or(|s| !s.has_dict())
     }
 
-    /// Trains the dictionary on `samples` (concatenated, of `sizes`);
+    /// The store, created with its schema if new. `sample` (concatenated
+    /// records of their sizes) trains the dictionary if one is needed; it
+    /// is trained before anything is created, so a sample too small to
+    /// train on fails the write with nothing left behind. `None` (no
+    /// records to write) leaves the training to the next write.
+    fn store(&self, sample: Option<(&[u8], &[usize])>, opts: &WriteOptions) -> Result<&Zrecord, DatasetError> {
+        let dict = match sample {
+            Some((sample, sizes)) if self.needs_dict() => Some(self.train(sample, sizes, opts)?),
+            _ => None,
+        };
+        let store = match self.store.get() {
+            Some(store) => store,
+            None => {
+                let store = Zrecord::open_in(self.vfs.clone(), &self.path, self.store_opts.clone())?;
+                self.schema.write(&*self.vfs, &self.path)?;
+                self.store.get_or_init(|| store)
+            }
+        };
+        if let Some(dict) = dict {
+            store.install_dict(dict)?;
+        }
+        Ok(store)
+    }
+
+    /// Trains a dictionary on `samples` (concatenated, of `sizes`);
     /// zero-length samples are left out (they teach nothing).
-    fn train(&self, samples: &[u8], sizes: &[usize], opts: &WriteOptions) -> Result<(), DatasetError> {
+    fn train(&self, samples: &[u8], sizes: &[usize], opts: &WriteOptions) -> Result<Vec<u8>, DatasetError> {
         let sizes: Vec<usize> = sizes.iter().copied().filter(|&s| s > 0).collect();
         let target = opts.dict_size.unwrap_or_else(|| default_dict_size(samples.len()));
-        self.store.train_dict(samples, &sizes, target)?;
-        Ok(())
+        Zrecord::train_dict_bytes(samples, &sizes, target).map_err(|e| match e {
+            crate::Error::DictionaryTraining { reason } => DatasetError::DictionaryTraining {
+                path: self.path.clone(),
+                records: sizes.len(),
+                bytes: samples.len(),
+                reason,
+            },
+            e => e.into(),
+        })
     }
 
     /// Records per append call.
@@ -238,7 +279,7 @@ where
         }
         written += write_fixed(&target, n as u64, &SliceSource { data: &block, record_bytes }, opts)?;
     }
-    target.store.sync()?;
+    target.store(None, opts)?.sync()?;
     Ok(written)
 }
 
@@ -277,25 +318,27 @@ fn write_fixed(
 ) -> Result<u64, DatasetError> {
     let record_bytes = target.unit_bytes;
     let codec = target.schema.codec;
-    if count > 0 && target.needs_dict() {
+    let store = if count > 0 && target.needs_dict() {
         let indices = dict_sample_indices(count, record_bytes);
         let mut sample = Vec::with_capacity(indices.len() * record_bytes);
         let mut scratch = Vec::new();
         for &i in &indices {
             sample.extend_from_slice(records.records(i, 1, &mut scratch)?);
         }
-        target.train(&sample, &vec![record_bytes; indices.len()], opts)?;
-    }
+        target.store(Some((&sample, &vec![record_bytes; indices.len()])), opts)?
+    } else {
+        target.store(None, opts)?
+    };
     let step = target.step(opts) as u64;
     let mut scratch = Vec::new();
     let mut start = 0u64;
     while start < count {
         let n = step.min(count - start) as usize;
         let bytes = records.records(start, n, &mut scratch)?;
-        target.store.append(bytes, n, record_bytes, codec)?;
+        store.append(bytes, n, record_bytes, codec)?;
         start += n as u64;
     }
-    target.store.sync()?;
+    store.sync()?;
     Ok(count)
 }
 
@@ -349,6 +392,24 @@ where
     R: AsRef<[u8]>,
     I: IntoIterator<Item = R>,
 {
+    write_ragged_results(path, dtype, item_shape, records.into_iter().map(Ok), opts)
+}
+
+/// [`write_ragged_bytes`] from records that may fail to be produced (a
+/// conversion that is refused, a source that fails): the first error ends
+/// the write, and the records not yet submitted in a call are dropped, so
+/// a new dataset whose first call fails is not created.
+pub fn write_ragged_results<R, I>(
+    path: impl AsRef<Path>,
+    dtype: DType,
+    item_shape: &[usize],
+    records: I,
+    opts: &WriteOptions,
+) -> Result<u64, DatasetError>
+where
+    R: AsRef<[u8]>,
+    I: IntoIterator<Item = Result<R, DatasetError>>,
+{
     let schema = Schema::ragged(dtype, item_shape.to_vec(), opts.codec)?;
     let target = open_target(Arc::new(RealFs), path.as_ref(), schema, opts)?;
     let row_bytes = target.unit_bytes;
@@ -359,24 +420,27 @@ where
         if lens.is_empty() {
             return Ok(());
         }
-        if target.needs_dict() {
+        let store = if target.needs_dict() {
             let k = lens.len().min(DICT_SAMPLES_MAX);
             let sizes: Vec<usize> = lens[..k].iter().map(|&l| l as usize).collect();
-            target.train(&block[..sizes.iter().sum()], &sizes, opts)?;
-        }
+            target.store(Some((&block[..sizes.iter().sum()], &sizes)), opts)?
+        } else {
+            target.store(None, opts)?
+        };
         let mut offsets = Vec::with_capacity(lens.len());
         let mut at = 0u64;
         for &l in lens.iter() {
             offsets.push(at);
             at += u64::from(l);
         }
-        target.store.append_var(block, &offsets, lens, target.schema.codec)?;
+        store.append_var(block, &offsets, lens, target.schema.codec)?;
         *written += lens.len() as u64;
         block.clear();
         lens.clear();
         Ok(())
     };
     for record in records {
+        let record = record?;
         let bytes = record.as_ref();
         let position = written + lens.len() as u64;
         if bytes.len() > RECORD_BYTES_MAX as usize {
@@ -396,7 +460,7 @@ where
         }
     }
     flush(&mut block, &mut lens, &mut written)?;
-    target.store.sync()?;
+    target.store(None, opts)?.sync()?;
     Ok(written)
 }
 
