@@ -5,8 +5,13 @@ them)."""
 
 import inspect
 
-import loaderx as reference
+import pytest
+
 import loaderx_rs as ours
+
+from conftest import REFERENCE_MISSING
+
+reference = pytest.importorskip("loaderx", reason=REFERENCE_MISSING)
 
 # Parameters whose default differs in spelling only: the reference's
 # identity transform is a lambda, ours is None (the identity).
