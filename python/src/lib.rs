@@ -12,6 +12,7 @@
 //! | NumPy arrays in and out | [`array`] |
 //! | `write_ragged`'s dtype conversion (`casting`) | [`cast`] |
 //! | fork safety of the parallel paths | [`fork`] |
+//! | pickling (spawn, forkserver) and subclassing | [`pickle`] |
 //!
 //! Built by maturin (`pip install ./python`) as an abi3 extension module:
 //! one build serves every CPython from 3.9 on.
@@ -22,6 +23,7 @@ mod dataset;
 mod errors;
 mod fork;
 mod loader;
+mod pickle;
 mod sampler;
 mod store;
 
@@ -35,8 +37,10 @@ fn loaderx_rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::Dataset>()?;
     m.add_class::<dataset::RaggedDataset>()?;
     m.add_class::<loader::DataLoader>()?;
+    m.add("Batch", loader::batch_class(m.py())?)?;
     m.add_class::<sampler::Zsampler>()?;
     m.add_class::<array::TensorOwner>()?;
+    m.add_function(wrap_pyfunction!(pickle::_restore, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::pad, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::write_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::write_ragged, m)?)?;
@@ -45,9 +49,21 @@ fn loaderx_rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let shutdown = wrap_pyfunction!(loader::shutdown_loaders, m)?;
     m.add_function(shutdown.clone())?;
     m.py().import("atexit")?.call_method1("register", (shutdown,))?;
+    sampler_module(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("REFERENCE_VERSION", "0.7.3")?;
     m.add("MAX_RECORD_LEN", loaderx::format::RECORD_BYTES_MAX)?;
     m.add("WRITE_CHUNK_BYTES", dataset::WRITE_CHUNK_BYTES)?;
+    Ok(())
+}
+
+/// `loaderx_rs._sampler`, whose `Sampler` is `Zsampler`, for code written
+/// against the reference's `loaderx._sampler.Sampler` (and its `Mode`).
+fn sampler_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    let sub = PyModule::new(py, "_sampler")?;
+    sub.add("Sampler", py.get_type::<sampler::Zsampler>())?;
+    m.add_submodule(&sub)?;
+    py.import("sys")?.getattr("modules")?.set_item("loaderx_rs._sampler", sub)?;
     Ok(())
 }
