@@ -54,7 +54,23 @@ fn loaderx_rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("REFERENCE_VERSION", "0.7.3")?;
     m.add("MAX_RECORD_LEN", loaderx::format::RECORD_BYTES_MAX)?;
     m.add("WRITE_CHUNK_BYTES", dataset::WRITE_CHUNK_BYTES)?;
-    Ok(())
+    export_all(m)
+}
+
+/// `__all__`: the public names, and the private ones the package's
+/// `__init__.py` must re-export (`from .loaderx_rs import *`, made by
+/// maturin beside the type stubs): `_restore`, which pickles name, and
+/// `_sampler`.
+fn export_all(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let mut names: Vec<String> = Vec::new();
+    for key in m.dict().keys() {
+        let name: String = key.extract()?;
+        if !name.starts_with('_') {
+            names.push(name);
+        }
+    }
+    names.extend(["_restore", "_sampler", "__version__"].map(String::from));
+    m.add("__all__", names)
 }
 
 /// `loaderx_rs._sampler`, whose `Sampler` is `Zsampler`, for code written
