@@ -363,7 +363,8 @@ impl Zrecord {
 
     /// Storage usage: the reference's `records`, `live_bytes`,
     /// `chunk_bytes`, `reclaimable`, plus `logical_bytes`, `chunks`,
-    /// `codec_records` (raw, zstd, zstd_dict) and `dict_bytes`.
+    /// `codec_records` (`{"raw": n, "zstd": n, "zstd_dict": n}`, as the
+    /// CLI's JSON) and `dict_bytes`.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = self.with(py, |s| s.stats())?;
         let d = PyDict::new(py);
@@ -373,7 +374,11 @@ impl Zrecord {
         d.set_item("reclaimable", s.reclaimable)?;
         d.set_item("logical_bytes", s.logical_bytes)?;
         d.set_item("chunks", s.chunks)?;
-        d.set_item("codec_records", s.codec_records.to_vec())?;
+        let codec_records = PyDict::new(py);
+        for (codec, n) in [Codec::Raw, Codec::Zstd, Codec::ZstdDict].into_iter().zip(s.codec_records) {
+            codec_records.set_item(codec_name(codec), n)?;
+        }
+        d.set_item("codec_records", codec_records)?;
         d.set_item("dict_bytes", s.dict_bytes)?;
         Ok(d)
     }

@@ -85,6 +85,9 @@ pub enum DatasetError {
     ShapeMismatch(String),
     /// A record (one sample) over the store's 1 MiB limit.
     RecordTooLarge {
+        /// The file the record comes from (a `.npy` file) or the dataset
+        /// it was written to, where known.
+        path: Option<PathBuf>,
         /// Its size in bytes.
         bytes: u64,
     },
@@ -168,7 +171,10 @@ impl fmt::Display for DatasetError {
                 write!(f, "{} holds {holds} records, cannot append {given}", path.display())
             }
             DatasetError::ShapeMismatch(what) => write!(f, "shape mismatch: {what}"),
-            DatasetError::RecordTooLarge { bytes } => {
+            DatasetError::RecordTooLarge { path, bytes } => {
+                if let Some(path) = path {
+                    write!(f, "{}: ", path.display())?;
+                }
                 write!(f, "a sample of {bytes} bytes exceeds the {} byte record limit", crate::format::RECORD_BYTES_MAX)
             }
             DatasetError::Npy { path, reason } => write!(f, "{}: {reason}", path.display()),
@@ -185,6 +191,19 @@ impl fmt::Display for DatasetError {
                 path.display()
             ),
             DatasetError::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
+        }
+    }
+}
+
+impl DatasetError {
+    /// The error with `path` named where it names no file yet (a record
+    /// over the limit).
+    pub(crate) fn at(self, path: &std::path::Path) -> DatasetError {
+        match self {
+            DatasetError::RecordTooLarge { path: None, bytes } => {
+                DatasetError::RecordTooLarge { path: Some(path.to_path_buf()), bytes }
+            }
+            e => e,
         }
     }
 }

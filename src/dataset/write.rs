@@ -17,8 +17,8 @@ use super::error::DatasetError;
 use super::npy::NpyFile;
 use super::schema::Schema;
 use crate::format::{Codec, RECORD_BYTES_MAX};
-use crate::io::Vfs;
 use crate::io::real::RealFs;
+use crate::io::{FileKind, Vfs};
 use crate::{Options, Zrecord, default_dict_size};
 
 /// Bytes submitted per append call by default (the reference's `chunk_bytes`).
@@ -78,7 +78,11 @@ struct Target {
 /// dtype and shape: an existing one (whose schema must match, and which
 /// keeps its codec) is opened now, a new one is left to [`Target::store`].
 fn open_target(vfs: Arc<dyn Vfs>, path: &Path, wanted: Schema, opts: &WriteOptions) -> Result<Target, DatasetError> {
-    let unit_bytes = wanted.unit_bytes()?;
+    let unit_bytes = wanted.unit_bytes().map_err(|e| e.at(path))?;
+    let kind = vfs.kind(path).map_err(|source| DatasetError::Io { path: path.to_path_buf(), op: "stat", source })?;
+    if kind.is_some_and(|k| k != FileKind::Dir) {
+        return Err(crate::Error::NotADirectory { path: path.to_path_buf() }.into());
+    }
     let existing = match Schema::read(&*vfs, path) {
         Ok(schema) => Some(schema),
         Err(DatasetError::NoSchema { .. }) => None,
@@ -200,8 +204,8 @@ pub fn write_dataset_bytes(
     data: &[u8],
     opts: &WriteOptions,
 ) -> Result<u64, DatasetError> {
-    let schema = Schema::fixed(dtype, shape.to_vec(), opts.codec)?;
-    let record_bytes = schema.unit_bytes()?;
+    let schema = Schema::fixed(dtype, shape.to_vec(), opts.codec).map_err(|e| e.at(path.as_ref()))?;
+    let record_bytes = schema.unit_bytes().map_err(|e| e.at(path.as_ref()))?;
     if record_bytes == 0 {
         return Err(DatasetError::ShapeMismatch(format!(
             "records of {dtype}{shape:?} are 0 bytes: their count cannot be told from a slice"
@@ -230,7 +234,7 @@ pub fn write_dataset_npy(
 ) -> Result<u64, DatasetError> {
     let vfs: Arc<dyn Vfs> = Arc::new(RealFs);
     let file = NpyFile::open(&*vfs, npy.as_ref())?;
-    let schema = Schema::fixed(file.dtype, file.record_shape.clone(), opts.codec)?;
+    let schema = Schema::fixed(file.dtype, file.record_shape.clone(), opts.codec).map_err(|e| e.at(npy.as_ref()))?;
     let target = open_target(vfs, path.as_ref(), schema, opts)?;
     write_fixed(&target, file.count, &file, opts)
 }
@@ -251,8 +255,8 @@ where
     R: AsRef<[T]>,
     I: IntoIterator<Item = R>,
 {
-    let schema = Schema::fixed(T::DTYPE, shape.to_vec(), opts.codec)?;
-    let record_bytes = schema.unit_bytes()?;
+    let schema = Schema::fixed(T::DTYPE, shape.to_vec(), opts.codec).map_err(|e| e.at(path.as_ref()))?;
+    let record_bytes = schema.unit_bytes().map_err(|e| e.at(path.as_ref()))?;
     let target = open_target(Arc::new(RealFs), path.as_ref(), schema, opts)?;
     let step = target.step(opts);
     let mut block: Vec<u8> = Vec::with_capacity(step * record_bytes);
@@ -410,7 +414,7 @@ where
     R: AsRef<[u8]>,
     I: IntoIterator<Item = Result<R, DatasetError>>,
 {
-    let schema = Schema::ragged(dtype, item_shape.to_vec(), opts.codec)?;
+    let schema = Schema::ragged(dtype, item_shape.to_vec(), opts.codec).map_err(|e| e.at(path.as_ref()))?;
     let target = open_target(Arc::new(RealFs), path.as_ref(), schema, opts)?;
     let row_bytes = target.unit_bytes;
     let mut block: Vec<u8> = Vec::new();
@@ -444,7 +448,10 @@ where
         let bytes = record.as_ref();
         let position = written + lens.len() as u64;
         if bytes.len() > RECORD_BYTES_MAX as usize {
-            return Err(DatasetError::RecordTooLarge { bytes: bytes.len() as u64 });
+            return Err(DatasetError::RecordTooLarge {
+                path: Some(path.as_ref().to_path_buf()),
+                bytes: bytes.len() as u64,
+            });
         }
         if !bytes.len().is_multiple_of(row_bytes) {
             return Err(DatasetError::ShapeMismatch(format!(
