@@ -386,3 +386,21 @@ fn an_untrainable_dictionary_leaves_nothing_behind() {
     ds.gather_into(&[399], &mut got).unwrap();
     assert_eq!(got, many[399 * 16..]);
 }
+
+/// A plain store that has its dictionary (and no schema) takes a
+/// `zstd_dict` write of a few records: no dictionary is trained for it.
+#[test]
+fn a_plain_store_with_a_dictionary_takes_a_small_zstd_dict_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = loaderx::Zrecord::open(dir.path()).unwrap();
+    let sample = floats(400, 16, 9);
+    let bytes: &[u8] = bytemuck::cast_slice(&sample);
+    store.train_dict(bytes, &vec![64; 400], 4096).unwrap();
+    drop(store);
+    let few = floats(5, 16, 4);
+    assert_eq!(write_dataset(dir.path(), &few, &[16], &WriteOptions::codec(Codec::ZstdDict)).unwrap(), 5);
+    let ds = Dataset::open(dir.path()).unwrap();
+    let mut got = vec![0f32; 16];
+    ds.gather_into(&[4], &mut got).unwrap();
+    assert_eq!(got, few[4 * 16..]);
+}

@@ -354,18 +354,7 @@ impl DataLoader {
         let kept = PyDict::new(py);
         for (name, stream) in streams_of(streams)? {
             kept.set_item(&name, &stream)?;
-            let (stream, dtype): (Stream, Py<PyArrayDescr>) = if let Ok(d) = stream.cast::<Dataset>() {
-                let d = d.get();
-                (d.shared()?.into(), d.dtype_descr(py)?)
-            } else if let Ok(d) = stream.cast::<RaggedDataset>() {
-                let d = d.get();
-                (d.shared()?.into(), d.dtype_descr(py)?)
-            } else {
-                return Err(PyTypeError::new_err(format!(
-                    "stream {name:?} is a {}, not a loaderx_rs Dataset or RaggedDataset",
-                    stream.get_type().name()?
-                )));
-            };
+            let (stream, dtype) = stream_of(py, &name, &stream)?;
             builder = builder.stream(name.clone(), stream);
             columns.push(StreamColumn { name, dtype });
         }
@@ -388,23 +377,7 @@ impl DataLoader {
         };
         let source = match transform {
             None => Source::Direct(loader),
-            Some(transform) => {
-                let pipe = Arc::new(Pipe {
-                    state: Mutex::new(PipeState { ready: VecDeque::new(), stop: false, ended: false }),
-                    changed: Condvar::new(),
-                    capacity: prefetch_size,
-                });
-                let (thread_pipe, thread_columns) = (pipe.clone(), columns.clone());
-                let thread = std::thread::Builder::new()
-                    .name("loaderx-transform".into())
-                    .spawn(move || produce(loader, thread_pipe, transform, thread_columns))
-                    .map_err(|e| PyRuntimeError::new_err(format!("could not start the transform thread: {e}")))?;
-                let producer = Arc::new(Producer { pipe, thread: Mutex::new(Some(thread)) });
-                let mut all = PRODUCERS.lock().unwrap_or_else(|e| e.into_inner());
-                all.retain(|p| p.strong_count() > 0);
-                all.push(Arc::downgrade(&producer));
-                Source::Piped(producer)
-            }
+            Some(transform) => piped(loader, transform, columns.clone(), prefetch_size)?,
         };
         *self = DataLoader {
             config: Some(config),
@@ -509,6 +482,43 @@ impl DataLoader {
         self.close(py);
         false
     }
+}
+
+/// A stream's crate handle and NumPy dtype; `TypeError` naming it if it
+/// is not a `Dataset` or `RaggedDataset` (or a subclass).
+fn stream_of(py: Python<'_>, name: &str, stream: &Bound<'_, PyAny>) -> PyResult<(Stream, Py<PyArrayDescr>)> {
+    if let Ok(d) = stream.cast::<Dataset>() {
+        let d = d.get();
+        return Ok((d.shared()?.into(), d.dtype_descr(py)?));
+    }
+    if let Ok(d) = stream.cast::<RaggedDataset>() {
+        let d = d.get();
+        return Ok((d.shared()?.into(), d.dtype_descr(py)?));
+    }
+    Err(PyTypeError::new_err(format!(
+        "stream {name:?} is a {}, not a loaderx_rs Dataset or RaggedDataset",
+        stream.get_type().name()?
+    )))
+}
+
+/// Starts the transform thread over `loader`, queueing up to `capacity`
+/// transformed batches.
+fn piped(loader: Loader, transform: Py<PyAny>, columns: Arc<Vec<StreamColumn>>, capacity: usize) -> PyResult<Source> {
+    let pipe = Arc::new(Pipe {
+        state: Mutex::new(PipeState { ready: VecDeque::new(), stop: false, ended: false }),
+        changed: Condvar::new(),
+        capacity,
+    });
+    let thread_pipe = pipe.clone();
+    let thread = std::thread::Builder::new()
+        .name("loaderx-transform".into())
+        .spawn(move || produce(loader, thread_pipe, transform, columns))
+        .map_err(|e| PyRuntimeError::new_err(format!("could not start the transform thread: {e}")))?;
+    let producer = Arc::new(Producer { pipe, thread: Mutex::new(Some(thread)) });
+    let mut all = PRODUCERS.lock().unwrap_or_else(|e| e.into_inner());
+    all.retain(|p| p.strong_count() > 0);
+    all.push(Arc::downgrade(&producer));
+    Ok(Source::Piped(producer))
 }
 
 fn not_open() -> PyErr {

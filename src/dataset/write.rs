@@ -8,7 +8,7 @@
 //! An existing dataset keeps its own codec (the one its schema names), as
 //! in the reference.
 
-use std::cell::OnceCell;
+use std::cell::{Cell, OnceCell};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -16,7 +16,7 @@ use super::dtype::{DType, Element};
 use super::error::DatasetError;
 use super::npy::NpyFile;
 use super::schema::Schema;
-use crate::format::{Codec, RECORD_BYTES_MAX};
+use crate::format::{Codec, META_FILE, RECORD_BYTES_MAX};
 use crate::io::real::RealFs;
 use crate::io::{FileKind, Vfs};
 use crate::{Options, Zrecord, default_dict_size};
@@ -72,11 +72,13 @@ struct Target {
     unit_bytes: usize,
     store_opts: Options,
     store: OnceCell<Zrecord>,
+    /// `schema.json` is on disk (an existing dataset, or written since).
+    schema_written: Cell<bool>,
 }
 
 /// Resolves the dataset at `path` for appending records of `wanted`'s
 /// dtype and shape: an existing one (whose schema must match, and which
-/// keeps its codec) is opened now, a new one is left to [`Target::store`].
+/// keeps its codec) is opened now, a new one is left to [`Target::open`].
 fn open_target(vfs: Arc<dyn Vfs>, path: &Path, wanted: Schema, opts: &WriteOptions) -> Result<Target, DatasetError> {
     let unit_bytes = wanted.unit_bytes().map_err(|e| e.at(path))?;
     let kind = vfs.kind(path).map_err(|source| DatasetError::Io { path: path.to_path_buf(), op: "stat", source })?;
@@ -99,14 +101,15 @@ fn open_target(vfs: Arc<dyn Vfs>, path: &Path, wanted: Schema, opts: &WriteOptio
     }
     let store_opts = Options { read_only: false, ..opts.store.clone() };
     let store = OnceCell::new();
-    let schema = match existing {
-        Some(existing) => {
-            let _ = store.set(Zrecord::open_in(vfs.clone(), path, store_opts.clone())?);
-            existing
-        }
-        None => wanted,
-    };
-    Ok(Target { vfs, path: path.to_path_buf(), schema, unit_bytes, store_opts, store })
+    // A store without a schema (a plain one) is opened now too: it may
+    // have its dictionary already.
+    let has_store = vfs.kind(&path.join(META_FILE)).ok().flatten().is_some();
+    if existing.is_some() || has_store {
+        let _ = store.set(Zrecord::open_in(vfs.clone(), path, store_opts.clone())?);
+    }
+    let schema_written = Cell::new(existing.is_some());
+    let schema = existing.unwrap_or(wanted);
+    Ok(Target { vfs, path: path.to_path_buf(), schema, unit_bytes, store_opts, store, schema_written })
 }
 
 impl Target {
@@ -119,7 +122,7 @@ impl Target {
     /// is trained before anything is created, so a sample too small to
     /// train on fails the write with nothing left behind. `None` (no
     /// records to write) leaves the training to the next write.
-    fn store(&self, sample: Option<(&[u8], &[usize])>, opts: &WriteOptions) -> Result<&Zrecord, DatasetError> {
+    fn open(&self, sample: Option<(&[u8], &[usize])>, opts: &WriteOptions) -> Result<&Zrecord, DatasetError> {
         let dict = match sample {
             Some((sample, sizes)) if self.needs_dict() => Some(self.train(sample, sizes, opts)?),
             _ => None,
@@ -128,10 +131,13 @@ impl Target {
             Some(store) => store,
             None => {
                 let store = Zrecord::open_in(self.vfs.clone(), &self.path, self.store_opts.clone())?;
-                self.schema.write(&*self.vfs, &self.path)?;
                 self.store.get_or_init(|| store)
             }
         };
+        if !self.schema_written.get() {
+            self.schema.write(&*self.vfs, &self.path)?;
+            self.schema_written.set(true);
+        }
         if let Some(dict) = dict {
             store.install_dict(dict)?;
         }
@@ -283,7 +289,7 @@ where
         }
         written += write_fixed(&target, n as u64, &SliceSource { data: &block, record_bytes }, opts)?;
     }
-    target.store(None, opts)?.sync()?;
+    target.open(None, opts)?.sync()?;
     Ok(written)
 }
 
@@ -329,9 +335,9 @@ fn write_fixed(
         for &i in &indices {
             sample.extend_from_slice(records.records(i, 1, &mut scratch)?);
         }
-        target.store(Some((&sample, &vec![record_bytes; indices.len()])), opts)?
+        target.open(Some((&sample, &vec![record_bytes; indices.len()])), opts)?
     } else {
-        target.store(None, opts)?
+        target.open(None, opts)?
     };
     let step = target.step(opts) as u64;
     let mut scratch = Vec::new();
@@ -427,9 +433,9 @@ where
         let store = if target.needs_dict() {
             let k = lens.len().min(DICT_SAMPLES_MAX);
             let sizes: Vec<usize> = lens[..k].iter().map(|&l| l as usize).collect();
-            target.store(Some((&block[..sizes.iter().sum()], &sizes)), opts)?
+            target.open(Some((&block[..sizes.iter().sum()], &sizes)), opts)?
         } else {
-            target.store(None, opts)?
+            target.open(None, opts)?
         };
         let mut offsets = Vec::with_capacity(lens.len());
         let mut at = 0u64;
@@ -467,7 +473,7 @@ where
         }
     }
     flush(&mut block, &mut lens, &mut written)?;
-    target.store(None, opts)?.sync()?;
+    target.open(None, opts)?.sync()?;
     Ok(written)
 }
 
