@@ -5,7 +5,7 @@ module's."""
 
 import os
 from pathlib import Path
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import Any, Callable, ClassVar, Iterable, Iterator, Literal, Mapping, Optional, Sequence, Union, final
 
 import numpy as np
@@ -16,6 +16,16 @@ __all__: list[str]
 REFERENCE_VERSION: str
 MAX_RECORD_LEN: int
 WRITE_CHUNK_BYTES: int
+
+# The reference's submodules, holding this module's objects under the
+# reference's names: dataset (Dataset, RaggedDataset, pad), dataloader
+# (DataLoader), _zrecord (Zrecord, ZrecordError, write_dataset,
+# write_ragged, MAX_RECORD_LEN, WRITE_CHUNK_BYTES, SCHEMA, FORMAT) and
+# _sampler (Sampler, which is Zsampler).
+dataset: ModuleType
+dataloader: ModuleType
+_zrecord: ModuleType
+_sampler: ModuleType
 
 _Path = Union[str, os.PathLike[str]]
 _Codec = Literal["zstd", "raw", "zstd_dict"]

@@ -49,18 +49,18 @@ fn loaderx_rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let shutdown = wrap_pyfunction!(loader::shutdown_loaders, m)?;
     m.add_function(shutdown.clone())?;
     m.py().import("atexit")?.call_method1("register", (shutdown,))?;
-    sampler_module(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("REFERENCE_VERSION", "0.7.3")?;
     m.add("MAX_RECORD_LEN", loaderx::format::RECORD_BYTES_MAX)?;
     m.add("WRITE_CHUNK_BYTES", dataset::WRITE_CHUNK_BYTES)?;
+    reference_modules(m)?;
     export_all(m)
 }
 
 /// `__all__`: the public names, and the private ones the package's
 /// `__init__.py` must re-export (`from .loaderx_rs import *`, made by
 /// maturin beside the type stubs): `_restore`, which pickles name, and
-/// `_sampler`.
+/// the reference's private submodules `_sampler` and `_zrecord`.
 fn export_all(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let mut names: Vec<String> = Vec::new();
     for key in m.dict().keys() {
@@ -69,17 +69,33 @@ fn export_all(m: &Bound<'_, PyModule>) -> PyResult<()> {
             names.push(name);
         }
     }
-    names.extend(["_restore", "_sampler", "__version__"].map(String::from));
+    names.extend(["_restore", "_sampler", "_zrecord", "__version__"].map(String::from));
     m.add("__all__", names)
 }
 
-/// `loaderx_rs._sampler`, whose `Sampler` is `Zsampler`, for code written
-/// against the reference's `loaderx._sampler.Sampler` (and its `Mode`).
-fn sampler_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let py = m.py();
-    let sub = PyModule::new(py, "_sampler")?;
-    sub.add("Sampler", py.get_type::<sampler::Zsampler>())?;
-    m.add_submodule(&sub)?;
-    py.import("sys")?.getattr("modules")?.set_item("loaderx_rs._sampler", sub)?;
+/// The reference's submodules, for code that imports from them
+/// (`from loaderx.dataset import pad`): each holds this module's objects
+/// under the reference's names, and is registered in `sys.modules`.
+fn reference_modules(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let zrecord = ["Zrecord", "ZrecordError", "write_dataset", "write_ragged", "MAX_RECORD_LEN", "WRITE_CHUNK_BYTES"];
+    let zr = alias_module(m, "_zrecord", &zrecord)?;
+    zr.add("SCHEMA", loaderx::dataset::SCHEMA_FILE)?;
+    zr.add("FORMAT", loaderx::dataset::SCHEMA_FORMAT)?;
+    alias_module(m, "dataset", &["Dataset", "RaggedDataset", "pad", "Zrecord"])?;
+    let zsampler = m.py().get_type::<sampler::Zsampler>();
+    alias_module(m, "dataloader", &["DataLoader"])?.add("Sampler", &zsampler)?;
+    alias_module(m, "_sampler", &[])?.add("Sampler", &zsampler)?;
     Ok(())
+}
+
+/// A submodule `loaderx_rs.NAME` holding `m`'s `names`.
+fn alias_module<'py>(m: &Bound<'py, PyModule>, name: &str, names: &[&str]) -> PyResult<Bound<'py, PyModule>> {
+    let py = m.py();
+    let sub = PyModule::new(py, name)?;
+    m.add_submodule(&sub)?;
+    py.import("sys")?.getattr("modules")?.set_item(format!("loaderx_rs.{name}"), &sub)?;
+    for item in names {
+        sub.add(*item, m.getattr(*item)?)?;
+    }
+    Ok(sub)
 }

@@ -143,3 +143,12 @@ def test_the_references_store_and_sampler_names(datasets):
     assert Sampler is loaderx_rs.Zsampler
     s = Sampler(10, 4, Sampler.Mode.SEQUENTIAL)
     assert [s.next().tolist() for _ in range(3)][2] == [8, 9, 0, 1]
+
+
+def test_the_references_module_paths_import():
+    from loaderx_rs._zrecord import FORMAT, SCHEMA, Zrecord as Z, write_dataset as wd
+    from loaderx_rs.dataloader import DataLoader as DL
+    from loaderx_rs.dataset import Dataset as D, RaggedDataset as R, pad
+
+    assert (Z, wd, DL, D, R, pad) == (Zrecord, write_dataset, DataLoader, Dataset, RaggedDataset, loaderx_rs.pad)
+    assert (SCHEMA, FORMAT) == ("schema.json", "loaderx-zrecord")
