@@ -170,7 +170,10 @@ fn messages_name_the_file_and_the_problem() {
     assert_fails(&loaderx(&["convert", path_str(&object), path_str(&out)]), "object.npy: dtype \"|O\": object");
     let datetime = dir.path().join("when.npy");
     write_npy_raw(&datetime, "<M8[ns]", "(2,)", &[0; 16]);
-    assert_fails(&loaderx(&["convert", path_str(&datetime), path_str(&out)]), "when.npy");
+    assert_fails(
+        &loaderx(&["convert", path_str(&datetime), path_str(&out)]),
+        "when.npy: dtype \"<M8[ns]\": datetime64 arrays",
+    );
     let big = dir.path().join("big.npy");
     write_npy_raw(&big, "<f4", "(1, 300000)", &vec![0; 1_200_000]);
     assert_fails(&loaderx(&["convert", path_str(&big), path_str(&out)]), "big.npy: a sample of 1200000 bytes exceeds");
