@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo bench -p loaderx --bench cold -- [--dir DIR] [--store-mib 2048]
-//!     [--record-kib 4,12,128] [--codecs raw,zstd] [--modes mapped,batched,auto]
+//!     [--record-kib 4,12,128] [--codecs raw,zstd] [--modes mapped,batched,auto,direct]
 //!     [--batches 40] [--batch 256] [--rounds 4] [--no-fio] [--no-loader]
 //!     [--get-threads 64] [--gets 4096] [--json OUT]
 //! ```
@@ -62,7 +62,7 @@ fn parse() -> Args {
         store_mib: 2048,
         record_kib: vec![4, 12, 128],
         codecs: vec![Codec::Raw, Codec::Zstd],
-        modes: vec![ReadMode::Mapped, ReadMode::Batched, ReadMode::Auto],
+        modes: vec![ReadMode::Mapped, ReadMode::Batched, ReadMode::Auto, ReadMode::Direct],
         batches: 40,
         batch: 256,
         rounds: 4,
@@ -96,20 +96,11 @@ fn parse() -> Args {
 }
 
 fn mode(name: &str) -> ReadMode {
-    match name {
-        "mapped" => ReadMode::Mapped,
-        "batched" => ReadMode::Batched,
-        "auto" => ReadMode::Auto,
-        other => panic!("unknown mode {other}"),
-    }
+    ReadMode::from_name(name).unwrap_or_else(|| panic!("unknown mode {name}"))
 }
 
 fn mode_name(mode: ReadMode) -> &'static str {
-    match mode {
-        ReadMode::Mapped => "mapped",
-        ReadMode::Batched => "batched",
-        ReadMode::Auto => "auto",
-    }
+    mode.name()
 }
 
 /// What one measurement runs.

@@ -50,7 +50,7 @@ pub fn codec_of(py: Python<'_>, name: &str) -> PyResult<Codec> {
 pub fn read_mode_of(name: &str) -> PyResult<ReadMode> {
     ReadMode::from_name(name).ok_or_else(|| {
         pyo3::exceptions::PyValueError::new_err(format!(
-            "read_mode must be \"auto\", \"mapped\" or \"batched\", not {name:?}"
+            "read_mode must be \"auto\", \"mapped\", \"batched\" or \"direct\", not {name:?}"
         ))
     })
 }
@@ -108,7 +108,8 @@ impl Zrecord {
     /// `read_only=True` opens without the writer's lock and refuses writes.
     /// `read_mode`: how reads reach records ("auto": by residency;
     /// "mapped": through the mapping; "batched": batched reads, for data
-    /// not in memory; see `read_engine()`).
+    /// not in memory, see `read_engine()`; "direct": batched reads past the
+    /// page cache, O_DIRECT, for stores far larger than memory).
     #[new]
     #[pyo3(signature = (path, codec = "zstd", read_only = false, read_mode = "auto"))]
     fn new(py: Python<'_>, path: PathBuf, codec: &str, read_only: bool, read_mode: &str) -> PyResult<Zrecord> {

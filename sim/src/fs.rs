@@ -191,6 +191,8 @@ struct State {
     fault_past_eof: Option<String>,
     /// Batched reads made, and EIOs injected into them.
     batched: (u64, u64),
+    /// Reads of files opened `O_DIRECT` (all aligned, or refused).
+    direct_reads: u64,
     trace: Vec<String>,
     /// Semantic fault points ([`SimFs::arm`]).
     armed: Vec<Armed>,
@@ -355,6 +357,7 @@ impl SimFs {
             crashed: false,
             fault_past_eof: None,
             batched: (0, 0),
+            direct_reads: 0,
             trace: Vec::new(),
             armed: Vec::new(),
             inject_eio: None,
@@ -375,6 +378,11 @@ impl SimFs {
     /// of them an injected EIO failed.
     pub fn batched_reads(&self) -> (u64, u64) {
         self.lock().batched
+    }
+
+    /// Reads of files opened `OpenMode::ReadDirect` so far.
+    pub fn direct_reads(&self) -> u64 {
+        self.lock().direct_reads
     }
 
     /// Crash when the I/O operation count reaches `at` (absolute).
@@ -642,7 +650,9 @@ impl Vfs for SimFs {
             None => return Err(io::Error::new(io::ErrorKind::NotFound, format!("{} not found", path.display()))),
         };
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        Ok(Box::new(SimFile { fs: self.clone(), id, name, writable: mode != OpenMode::Read, lock: None.into() }))
+        let writable = !matches!(mode, OpenMode::Read | OpenMode::ReadDirect);
+        let direct = mode == OpenMode::ReadDirect;
+        Ok(Box::new(SimFile { fs: self.clone(), id, name, writable, direct, lock: None.into() }))
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
@@ -673,8 +683,15 @@ struct SimFile {
     id: usize,
     name: String,
     writable: bool,
+    /// Opened `OpenMode::ReadDirect`: reads must be aligned to
+    /// [`SIM_DIRECT_ALIGN`] in offset, length and buffer address, as
+    /// `O_DIRECT`'s are (`EINVAL` otherwise).
+    direct: bool,
     lock: Mutex<Option<LockKind>>,
 }
+
+/// The simulated `O_DIRECT` alignment (a 512-byte logical sector).
+pub const SIM_DIRECT_ALIGN: usize = 512;
 
 impl std::fmt::Debug for SimFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -711,12 +728,26 @@ impl VfsFile for SimFile {
         if s.crashed {
             return Err(crash_error());
         }
-        let want = if buf.len() > 1 && s.fault(|f| f.short_io) {
-            1 + s.rng.below(buf.len() as u64 - 1)
+        let unit = if self.direct { SIM_DIRECT_ALIGN } else { 1 };
+        s.direct_reads += u64::from(self.direct);
+        let aligned = [offset as usize, buf.len(), buf.as_ptr() as usize].iter().all(|v| v.is_multiple_of(unit));
+        if !aligned {
+            let what = format!("misaligned O_DIRECT read of {} @{offset} +{}", self.name, buf.len());
+            s.trace.push(format!("  {what}"));
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, what));
+        }
+        // A short read stops at a unit boundary, as a direct read does.
+        let units = buf.len() / unit;
+        let want = if units > 1 && s.fault(|f| f.short_io) {
+            (1 + s.rng.below(units as u64 - 1)) as usize * unit
         } else {
-            buf.len() as u64
+            buf.len()
         };
-        Ok(s.inode(self.id).volatile.read(offset, &mut buf[..want as usize]))
+        Ok(s.inode(self.id).volatile.read(offset, &mut buf[..want]))
+    }
+
+    fn direct_alignment(&self) -> usize {
+        SIM_DIRECT_ALIGN
     }
 
     /// The reads complete in an order the run's generator picks, as a

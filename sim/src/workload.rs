@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use loaderx::io::{OpenMode, Vfs};
-use loaderx::{Codec, Error, Options, Zrecord};
+use loaderx::{Codec, Error, Options, ReadMode, Zrecord};
 
 use crate::fs::{Faults, Persist, SimFs};
 use crate::rng::Rng;
@@ -64,6 +64,8 @@ pub struct Tally {
     /// Batched reads (gathers of records not in memory), and those failed
     /// by an injected EIO.
     pub batched_reads: (u64, u64),
+    /// Reads of chunk files opened `O_DIRECT` (`ReadMode::Direct`).
+    pub direct_reads: u64,
 }
 
 impl Tally {
@@ -76,6 +78,7 @@ impl Tally {
         self.faults_hit += other.faults_hit;
         self.batched_reads.0 += other.batched_reads.0;
         self.batched_reads.1 += other.batched_reads.1;
+        self.direct_reads += other.direct_reads;
     }
 }
 
@@ -232,9 +235,12 @@ impl Harness {
 
     /// The store's options: segments of a few records, so that an append
     /// spans several (each written, then its writeback started, before the
-    /// next) and a crash can fall between them.
-    fn options() -> Options {
-        Options { append_segment_bytes: SIM_SEGMENT_BYTES, ..Options::default() }
+    /// next) and a crash can fall between them. One open in four reads
+    /// `O_DIRECT` (aligned reads, which the simulated file checks), the
+    /// others choose by residency.
+    fn options(&mut self) -> Options {
+        let read_mode = if self.rng.chance(0.25) { ReadMode::Direct } else { ReadMode::Auto };
+        Options { append_segment_bytes: SIM_SEGMENT_BYTES, read_mode, ..Options::default() }
     }
 
     fn violation(&self, what: impl Into<String>) -> Violation {
@@ -286,7 +292,7 @@ impl Harness {
                     self.fs.arm_crash(Some(at));
                 }
             }
-            let opened = Zrecord::open_in(self.vfs.clone(), &Self::path(), Self::options());
+            let opened = Zrecord::open_in(self.vfs.clone(), &Self::path(), self.options());
             if !self.global_crash {
                 self.fs.arm_crash(None);
             }
@@ -656,6 +662,7 @@ impl Harness {
         self.expect_exactly(&model)?;
         self.tally.io_ops = self.fs.ops();
         self.tally.batched_reads = self.fs.batched_reads();
+        self.tally.direct_reads = self.fs.direct_reads();
         Ok(())
     }
 }

@@ -41,6 +41,11 @@ pub enum OpenMode {
     Write,
     /// Read and write, creating an empty file if it is missing (never truncating).
     Create,
+    /// Read only, bypassing the page cache (Linux `O_DIRECT`): every read's
+    /// offset, length and buffer address must be multiples of
+    /// [`VfsFile::direct_alignment`]. A filesystem that cannot (tmpfs, for
+    /// one) refuses the open.
+    ReadDirect,
 }
 
 /// Kinds of advisory lock.
@@ -174,6 +179,13 @@ pub trait VfsFile: Send + Sync + fmt::Debug {
     /// submission, [`Vfs::read_batch_files`]).
     fn raw_fd(&self) -> Option<i32> {
         None
+    }
+    /// For a file opened [`OpenMode::ReadDirect`]: the alignment, a power
+    /// of two, of every read's offset, length and buffer address. The
+    /// default is 4096, which every Linux filesystem that supports
+    /// `O_DIRECT` accepts.
+    fn direct_alignment(&self) -> usize {
+        4096
     }
     /// Takes an advisory lock without waiting: `Ok(false)` if someone holds a
     /// conflicting one. Released when the file is closed.

@@ -159,6 +159,12 @@ impl Vfs for RealFs {
             OpenMode::Create => {
                 options.write(true).create(true).truncate(false);
             }
+            OpenMode::ReadDirect => {
+                #[cfg(target_os = "linux")]
+                std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_DIRECT);
+                #[cfg(not(target_os = "linux"))]
+                return Err(io::Error::new(io::ErrorKind::Unsupported, "O_DIRECT reads are Linux only"));
+            }
         }
         Ok(Box::new(RealFile { file: options.open(path)? }))
     }
@@ -211,6 +217,10 @@ impl VfsFile for RealFile {
     fn raw_fd(&self) -> Option<i32> {
         use std::os::fd::AsRawFd;
         Some(self.file.as_raw_fd())
+    }
+    #[cfg(target_os = "linux")]
+    fn direct_alignment(&self) -> usize {
+        direct_alignment(&self.file).unwrap_or(4096)
     }
     fn read_batch(&self, reqs: &mut [BatchRead<'_>]) -> Result<(), BatchError> {
         #[cfg(target_os = "linux")]
@@ -432,6 +442,25 @@ fn probe_cached(file: &File, offset: u64, end: u64) -> Option<bool> {
 #[cfg(all(target_os = "linux", not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
 fn probe_cached(_file: &File, _offset: u64, _end: u64) -> Option<bool> {
     None
+}
+
+/// The file's `O_DIRECT` alignment (`statx` with `STATX_DIOALIGN`, Linux
+/// 6.1 and later): the larger of the offset and the memory alignment, at
+/// least 512. `None` where the kernel does not say.
+#[cfg(target_os = "linux")]
+fn direct_alignment(file: &File) -> Option<usize> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `statx` is plain old data, for which all zeroes is a value.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: the descriptor is open for the call; the empty path with
+    // AT_EMPTY_PATH names it; `stx` is a valid, writable statx buffer.
+    let rc =
+        unsafe { libc::statx(file.as_raw_fd(), c"".as_ptr(), libc::AT_EMPTY_PATH, libc::STATX_DIOALIGN, &mut stx) };
+    if rc != 0 || stx.stx_mask & libc::STATX_DIOALIGN == 0 || stx.stx_dio_offset_align == 0 {
+        return None;
+    }
+    let align = stx.stx_dio_offset_align.max(stx.stx_dio_mem_align).max(512) as usize;
+    align.is_power_of_two().then_some(align)
 }
 
 /// Tells the kernel that the file is read at random (`POSIX_FADV_RANDOM`):

@@ -23,6 +23,9 @@ pub(crate) struct Chunk {
     file: Box<dyn VfsFile>,
     map: Box<dyn ReadMap>,
     len: AtomicU64,
+    /// The file opened again `O_DIRECT`, on the first direct read
+    /// ([`ReadMode::Direct`](super::ReadMode::Direct)).
+    direct: OnceLock<Box<dyn VfsFile>>,
 }
 
 impl Chunk {
@@ -71,6 +74,15 @@ impl Chunk {
             let _ = self.file.start_writeback(offset, end - offset);
         }
     }
+}
+
+/// How a read reaches a chunk file's bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Via {
+    /// Through the page cache.
+    Cache,
+    /// Past it (`O_DIRECT`), at the chunk's direct alignment.
+    Direct,
 }
 
 /// The set of chunk files of one store.
@@ -136,7 +148,7 @@ impl ChunkSet {
         let len = file.len()?.min(CHUNK_BYTES_MAX);
         let map = file.map_read(CHUNK_BYTES_MAX as usize)?;
         // Another thread may have opened it meanwhile: either copy is fine.
-        let _ = slot.set(Chunk { file, map, len: AtomicU64::new(len) });
+        let _ = slot.set(Chunk { file, map, len: AtomicU64::new(len), direct: OnceLock::new() });
         Ok(slot.get().expect("just set"))
     }
 
@@ -168,18 +180,51 @@ impl ChunkSet {
     }
 
     /// Runs positional reads of chunk bytes (chunk id, read), all of whose
-    /// chunks are open (the entries were located), in (chunk, offset) order
-    /// and all in flight together ([`Vfs::read_batch_files`]).
-    pub(crate) fn read_many(&self, mut reads: Vec<(u16, BatchRead<'_>)>) -> Result<()> {
-        reads.sort_unstable_by_key(|(chunk, read)| (*chunk, read.offset));
-        let files: Vec<&dyn VfsFile> =
-            reads.iter().map(|(id, _)| &*self.opened(*id).expect("located chunks are open").file).collect();
-        let mut reads: Vec<BatchRead<'_>> = reads.into_iter().map(|(_, read)| read).collect();
-        self.vfs.read_batch_files(&files, &mut reads).map_err(|e| Error::Io {
+    /// chunks are open (the entries were located), through the page cache.
+    pub(crate) fn read_many(&self, reads: Vec<(u16, BatchRead<'_>)>) -> Result<()> {
+        self.read_via(reads.into_iter().map(|(chunk, read)| (chunk, Via::Cache, read)).collect())
+    }
+
+    /// Runs positional reads of chunk bytes (chunk id, how, read), all of
+    /// whose chunks are open (the entries were located), in (chunk, via,
+    /// offset) order and all in flight together ([`Vfs::read_batch_files`]).
+    /// A [`Via::Direct`] read must be aligned to its chunk's
+    /// [`ChunkSet::direct_alignment`].
+    pub(crate) fn read_via(&self, mut reads: Vec<(u16, Via, BatchRead<'_>)>) -> Result<()> {
+        reads.sort_unstable_by_key(|(chunk, via, read)| (*chunk, *via == Via::Direct, read.offset));
+        let io = |op, source| Error::Io { path: self.dir.clone(), op, source };
+        let mut files: Vec<&dyn VfsFile> = Vec::with_capacity(reads.len());
+        for &(id, via, _) in &reads {
+            let chunk = self.opened(id).expect("located chunks are open");
+            files.push(match via {
+                Via::Cache => &*chunk.file,
+                Via::Direct => self.direct(id, chunk).map_err(|e| io("open chunk O_DIRECT", e))?,
+            });
+        }
+        let mut reads: Vec<BatchRead<'_>> = reads.into_iter().map(|(_, _, read)| read).collect();
+        self.vfs.read_batch_files(&files, &mut reads).map_err(|e| io("read chunk", e.error))
+    }
+
+    /// Chunk `id`'s `O_DIRECT` handle, opened on first use.
+    fn direct<'a>(&self, id: u16, chunk: &'a Chunk) -> io::Result<&'a dyn VfsFile> {
+        if let Some(file) = chunk.direct.get() {
+            return Ok(&**file);
+        }
+        let file = self.vfs.open(&self.dir.join(chunk_file_name(id)), OpenMode::ReadDirect)?;
+        // Another thread may have opened it meanwhile: either handle is fine.
+        let _ = chunk.direct.set(file);
+        Ok(&**chunk.direct.get().expect("just set"))
+    }
+
+    /// The alignment of a [`Via::Direct`] read of chunk `id` (open).
+    pub(crate) fn direct_alignment(&self, id: u16) -> Result<usize> {
+        let chunk = self.opened(id).expect("located chunks are open");
+        let file = self.direct(id, chunk).map_err(|source| Error::Io {
             path: self.dir.clone(),
-            op: "read chunk",
-            source: e.error,
-        })
+            op: "open chunk O_DIRECT",
+            source,
+        })?;
+        Ok(file.direct_alignment())
     }
 
     /// Whether a validated entry's bytes are in memory (a chunk that cannot

@@ -100,21 +100,32 @@ pub enum ReadMode {
     /// Positional reads of exactly the records' bytes, many in flight
     /// ([`Zrecord::read_engine`]): for data that is not in memory.
     Batched,
+    /// As `Batched`, but past the page cache (`O_DIRECT`): each record's
+    /// bytes rounded out to the device's sector (512 bytes on most disks),
+    /// read into an aligned buffer and copied or decoded into its slot.
+    /// For stores far larger than memory, read once an epoch: the reads
+    /// evict nothing from the page cache and cost the device less than
+    /// whole 4 KiB pages for small compressed records. The trade-off:
+    /// nothing is ever served from memory, even a record just read, and
+    /// raw records take one more copy. The filesystem must support
+    /// `O_DIRECT` (tmpfs does not): [`Zrecord::open_with`] says so.
+    Direct,
 }
 
 impl ReadMode {
-    /// `auto`, `mapped`, `batched`.
+    /// `auto`, `mapped`, `batched`, `direct`.
     pub fn name(self) -> &'static str {
         match self {
             ReadMode::Auto => "auto",
             ReadMode::Mapped => "mapped",
             ReadMode::Batched => "batched",
+            ReadMode::Direct => "direct",
         }
     }
 
     /// The mode named `name`.
     pub fn from_name(name: &str) -> Option<ReadMode> {
-        [ReadMode::Auto, ReadMode::Mapped, ReadMode::Batched].into_iter().find(|m| m.name() == name)
+        [ReadMode::Auto, ReadMode::Mapped, ReadMode::Batched, ReadMode::Direct].into_iter().find(|m| m.name() == name)
     }
 }
 

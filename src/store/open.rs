@@ -32,6 +32,12 @@ pub(super) fn open(vfs: Arc<dyn Vfs>, path: &Path, options: Options) -> Result<Z
         return Err(Error::RecoveryNeeded { path: path.to_path_buf() });
     }
     let dict = open_dict(&*vfs, path)?;
+    if options.read_mode == super::ReadMode::Direct {
+        // Refused here, not at the first gather, where the filesystem
+        // cannot read past its cache (tmpfs).
+        vfs.open(&path.join(META_FILE), OpenMode::ReadDirect)
+            .map_err(io_err("open meta.zr O_DIRECT (ReadMode::Direct needs a filesystem with O_DIRECT)"))?;
+    }
     if !options.read_only {
         for leftover in [META_TMP_FILE, DICT_TMP_FILE] {
             remove_if_present(&*vfs, &path.join(leftover)).map_err(io_err("remove leftover file"))?;
