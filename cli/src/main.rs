@@ -196,6 +196,10 @@ enum Command {
         /// workload, and draw no record twice (cyclic batches).
         #[arg(long)]
         cold: bool,
+        /// How reads reach records: auto (by residency), mapped, batched
+        /// (many reads in flight), direct (batched, past the page cache).
+        #[arg(long, value_enum, default_value_t = bench::ReadModeArg::Auto)]
+        read_mode: bench::ReadModeArg,
         /// Print one JSON object instead of a table.
         #[arg(long)]
         json: bool,
@@ -231,8 +235,9 @@ fn main() -> ExitCode {
         Command::Delete { store, indices, from_file, json } => {
             delete::run(&store, indices, from_file.as_deref(), json).map(|()| Done::Ok)
         }
-        Command::Bench { store, batch_size, batches, seconds, workers, seed, cold, json } => {
-            let opts = bench::Options { batch_size: batch_size as usize, batches, seconds, workers, seed, cold };
+        Command::Bench { store, batch_size, batches, seconds, workers, seed, cold, read_mode, json } => {
+            let opts =
+                bench::Options { batch_size: batch_size as usize, batches, seconds, workers, seed, cold, read_mode };
             bench::run(&store, &opts, json).map(|()| Done::Ok)
         }
     };
