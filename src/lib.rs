@@ -23,5 +23,6 @@ mod sync;
 pub use error::{Corruption, Error, Result};
 pub use format::Codec;
 pub use store::{
-    APPEND_SEGMENT_BYTES_DEFAULT, CompactReport, Options, ReadMode, Stats, VerifyReport, Zrecord, default_dict_size,
+    APPEND_SEGMENT_BYTES_DEFAULT, CompactOptions, CompactPlan, CompactReport, Options, ReadMode, Stats, VerifyReport,
+    Zrecord, default_dict_size,
 };

@@ -91,6 +91,19 @@ enum Command {
     Compact {
         /// The store directory.
         store: PathBuf,
+        /// Move at most this many bytes in this run (K, M, G, T suffixes:
+        /// powers of 1024); run again to go on. The fill only.
+        #[arg(long, value_name = "BYTES", value_parser = compact::parse_bytes, conflicts_with = "repack")]
+        max_bytes: Option<u64>,
+        /// Print the plan (bytes to move, space freed, files removed) and
+        /// change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Repack every record in physical order, as the reference does:
+        /// reclaims every byte, but rewrites everything behind the first
+        /// hole (the default fill moves records from the end into the holes).
+        #[arg(long)]
+        repack: bool,
         /// Print one JSON object instead of a summary.
         #[arg(long)]
         json: bool,
@@ -220,7 +233,11 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Stats { store, json } => stats::run(&store, json).map(|()| Done::Ok),
         Command::Verify { store, json } => verify::run(&store, json),
-        Command::Compact { store, json } => compact::run(&store, json).map(|()| Done::Ok),
+        Command::Compact { store, max_bytes, dry_run, repack, json } => {
+            let options = loaderx::CompactOptions { max_bytes, repack };
+            if dry_run { compact::plan(&store, options, json) } else { compact::run(&store, options, json) }
+                .map(|()| Done::Ok)
+        }
         Command::Convert { input, output, codec, dict_size, json } => {
             if dict_size.is_some() && codec != CodecArg::ZstdDict {
                 use clap::CommandFactory;

@@ -284,6 +284,18 @@ impl ChunkSet {
         chunk.file.sync_all()
     }
 
+    /// How many chunk files lie past chunk `last` (what
+    /// [`ChunkSet::remove_past`] would remove).
+    pub(crate) fn count_past(&self, last: u16) -> io::Result<u32> {
+        let names = self.vfs.list_dir(&self.dir)?;
+        let past = |name: &String| {
+            name.strip_suffix(".zr")
+                .and_then(|s| s.parse::<u16>().ok())
+                .is_some_and(|id| id > last && *name == chunk_file_name(id))
+        };
+        Ok(names.iter().filter(|n| past(n)).count() as u32)
+    }
+
     /// Removes the chunk files past chunk `last` (not yet durable: see
     /// [`ChunkSet::sync_dir`]); returns how many.
     pub(crate) fn remove_past(&mut self, last: u16) -> io::Result<u32> {
