@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use loaderx::io::{OpenMode, Vfs};
-use loaderx::{Codec, Error, Options, ReadMode, Zrecord};
+use loaderx::{Codec, CompactOptions, Error, Options, ReadMode, Zrecord};
 
 use crate::fs::{Faults, Persist, SimFs};
 use crate::rng::Rng;
@@ -98,8 +98,10 @@ pub enum Op {
     TrainDict,
     /// `delete` of these indices.
     Delete(Vec<u64>),
-    /// `compact`.
+    /// `compact`: the fill.
     Compact,
+    /// `compact_with`: the repack, or the fill with a byte budget.
+    CompactWith(CompactOptions),
     /// `gather` of these indices, checked.
     Gather(Vec<u64>),
     /// Close and open again.
@@ -110,7 +112,7 @@ pub enum Op {
 
 impl Op {
     fn mutates(&self) -> bool {
-        matches!(self, Op::Append { .. } | Op::TrainDict | Op::Delete(_) | Op::Compact)
+        matches!(self, Op::Append { .. } | Op::TrainDict | Op::Delete(_) | Op::Compact | Op::CompactWith(_))
     }
     fn describe(&self) -> String {
         match self {
@@ -385,7 +387,9 @@ impl Harness {
                 }
                 Op::Delete(picks)
             }
-            12..=14 => Op::Compact,
+            12 => Op::Compact,
+            13 => Op::CompactWith(CompactOptions { repack: true, ..CompactOptions::default() }),
+            14 => Op::CompactWith(CompactOptions { max_bytes: Some(self.rng.below(20_000)), repack: false }),
             15..=16 if len > 0 => Op::Gather((0..1 + self.rng.below(16)).map(|_| self.rng.below(len)).collect()),
             17 => Op::Reopen,
             18 => Op::Crash,
@@ -510,6 +514,9 @@ impl Harness {
             Op::Compact => {
                 store.compact()?;
             }
+            Op::CompactWith(options) => {
+                store.compact_with(*options, |_, _| {})?;
+            }
             Op::Gather(indices) => {
                 let mut lens = vec![0u32; indices.len()];
                 store.lengths(indices, &mut lens)?;
@@ -570,35 +577,38 @@ impl Harness {
             )));
         }
         self.tally.states_checked += 1;
-        if matches!(op, Op::Compact) {
-            self.finish_compaction()?;
+        match op {
+            Op::Compact => self.finish_compaction(false)?,
+            Op::CompactWith(options) => self.finish_compaction(options.repack)?,
+            _ => {}
         }
         Ok(())
     }
 
-    /// Compacting again completes (also when it crashes again) and leaves no
-    /// reclaimable space beyond the chunk-end slack.
-    fn finish_compaction(&mut self) -> Check<()> {
+    /// Compacting again completes (also when it crashes again): a repack
+    /// leaves no reclaimable space beyond the chunk-end slack; a fill
+    /// leaves a store it would not change again.
+    fn finish_compaction(&mut self, repack: bool) -> Check<()> {
+        let options = CompactOptions { repack, ..CompactOptions::default() };
+        let mut last = String::new();
         for _ in 0..50 {
             let arm = self.rng.chance(self.settings.crash);
             let at = arm.then(|| self.fs.ops() + 1 + self.rng.below(40));
             if !self.global_crash {
                 self.fs.arm_crash(at);
             }
-            let result = self.store.as_mut().expect("open").compact();
+            let result = self.store.as_mut().expect("open").compact_with(options, |_, _| {});
             if !self.global_crash {
                 self.fs.arm_crash(None);
             }
             match result {
                 Ok(_) => {
-                    let stats = self.store().stats().map_err(|e| self.violation(format!("stats: {e}")))?;
-                    if stats.reclaimable > u64::from(stats.chunks - 1) * (1 << 20) {
-                        return Err(self.violation(format!("compaction left {stats:?}")));
-                    }
+                    self.check_compacted(repack)?;
                     let model = self.model.clone();
                     return self.expect_exactly(&model);
                 }
-                Err(_) => {
+                Err(e) => {
+                    last = e.to_string();
                     let crashed = self.fs.crashed();
                     if crashed {
                         self.tally.crashes += 1;
@@ -611,7 +621,21 @@ impl Harness {
                 }
             }
         }
-        Err(self.violation("compaction did not complete in 50 attempts"))
+        Err(self.violation(format!("compaction did not complete in 50 attempts; the last: {last}")))
+    }
+
+    /// What a completed compaction leaves (see [`Harness::finish_compaction`]).
+    fn check_compacted(&self, repack: bool) -> Check<()> {
+        let stats = self.store().stats().map_err(|e| self.violation(format!("stats: {e}")))?;
+        if repack && stats.reclaimable > u64::from(stats.chunks - 1) * (1 << 20) {
+            return Err(self.violation(format!("the repack left {stats:?}")));
+        }
+        let plan =
+            self.store().compact_plan(CompactOptions::default()).map_err(|e| self.violation(format!("plan: {e}")))?;
+        if !repack && plan.move_bytes > 0 {
+            return Err(self.violation(format!("the fill stopped short of its fixed point: {plan:?}")));
+        }
+        Ok(())
     }
 
     fn expect_exactly(&mut self, want: &[Vec<u8>]) -> Check<()> {

@@ -134,7 +134,7 @@ impl Zrecord {
             (super::repack::placements(&groups), 0)
         } else {
             let plan = fill::plan(&groups, options.max_bytes.unwrap_or(u64::MAX));
-            (plan.moves, plan.remaining_bytes)
+            (plan.moves().copied().collect(), plan.remaining_bytes)
         };
         let move_records = moves.iter().map(|m| groups[m.group].indices.len() as u64).sum();
         let move_bytes = moves.iter().map(|m| u64::from(m.phys)).sum();
@@ -148,30 +148,30 @@ impl Zrecord {
     }
 
     /// The fill (`fill.rs`): records from the end of the live data into
-    /// the holes, at most `budget` bytes, in rounds; then the new frontier.
+    /// the holes, at most `budget` bytes, pass by pass in rounds; then the
+    /// new frontier.
     fn fill(&mut self, budget: u64, mut progress: impl FnMut(u64, u64)) -> Result<CompactReport> {
         let bytes_before = self.stats()?.chunk_bytes;
         let mut groups = self.live_groups()?;
         let plan = fill::plan(&groups, budget);
-        let total: u64 = plan.moves.iter().map(|m| u64::from(m.phys)).sum();
+        let total: u64 = plan.moves().map(|m| u64::from(m.phys)).sum();
         let mut report = CompactReport { bytes_before, remaining_bytes: plan.remaining_bytes, ..Default::default() };
         progress(0, total);
-        let mut start = 0;
-        while start < plan.moves.len() {
-            let mut end = start + 1;
-            let mut bytes = u64::from(plan.moves[start].phys);
-            while end < plan.moves.len() && bytes + u64::from(plan.moves[end].phys) <= ROUND_BYTES_MAX {
-                bytes += u64::from(plan.moves[end].phys);
-                end += 1;
+        for pass in &plan.passes {
+            // Empty records in the holes this pass fills go first: an entry
+            // never lies inside another record's bytes.
+            let covered = extent_set(pass.iter().map(|m| (m.to.address(), u64::from(m.phys))));
+            self.settle_empty_records(&mut groups, |at| covered.holds(at))?;
+            for round in rounds(pass) {
+                self.flush_round(&groups, round, None, &mut report)?;
+                progress(report.moved_bytes, total);
             }
-            self.flush_round(&groups, &plan.moves[start..end], None, &mut report)?;
-            progress(report.moved_bytes, total);
-            start = end;
+            for m in pass {
+                groups[m.group].loc = m.to;
+            }
         }
-        for m in &plan.moves {
-            groups[m.group].loc = m.to;
-        }
-        self.settle_empty_records(&mut groups, &mut report)?;
+        let end = frontier_of(&groups);
+        self.settle_empty_records(&mut groups, |at| at > end.address())?;
         let (frontier, mut ends) = packed(&groups);
         self.finish(frontier, &mut ends, &mut report)?;
         report.bytes_after = self.stats()?.chunk_bytes;
@@ -180,30 +180,21 @@ impl Zrecord {
         Ok(report)
     }
 
-    /// Repoints to chunk 0 offset 0 (one round, no bytes copied) the empty
-    /// records that the moves left strictly inside a record's extent (a
-    /// hole an empty record sat in was filled) or past the frontier the
-    /// live extents now end at: no two entries overlap, and none points
-    /// past the new frontier.
-    fn settle_empty_records(&mut self, groups: &mut [Group], report: &mut CompactReport) -> Result<()> {
-        let end = frontier_of(groups);
-        let mut extents: Vec<(u64, u64)> =
-            groups.iter().filter(|g| g.phys > 0).map(|g| (g.loc.address(), u64::from(g.phys))).collect();
-        extents.sort_unstable();
-        let covered = |at: u64| {
-            let k = extents.partition_point(|&(start, _)| start < at);
-            k > 0 && extents[k - 1].0 + extents[k - 1].1 > at
-        };
+    /// Repoints the empty records at an address `doomed` says to chunk 0
+    /// offset 0 (one round, no bytes copied; the table changes, so it is
+    /// not counted as moved), where no record's bytes can hold them and no
+    /// frontier lies below.
+    fn settle_empty_records(&mut self, groups: &mut [Group], doomed: impl Fn(u64) -> bool) -> Result<()> {
         let origin = Loc { chunk: 0, offset: 0 };
         let moves: Vec<Move> = (0..groups.len())
-            .filter(|&g| groups[g].phys == 0 && groups[g].loc != origin)
-            .filter(|&g| groups[g].loc.address() > end.address() || covered(groups[g].loc.address()))
+            .filter(|&g| groups[g].phys == 0 && groups[g].loc != origin && doomed(groups[g].loc.address()))
             .map(|group| Move { to: origin, phys: 0, group })
             .collect();
         if moves.is_empty() {
             return Ok(());
         }
-        self.flush_round(groups, &moves, None, report)?;
+        let mut uncounted = CompactReport::default();
+        self.flush_round(groups, &moves, None, &mut uncounted)?;
         for m in &moves {
             groups[m.group].loc = m.to;
         }
@@ -346,6 +337,44 @@ impl Zrecord {
             self.chunks.trim(id, ends[usize::from(id)]).map_err(|e| self.io("truncate chunk", e))?;
         }
         Ok(())
+    }
+}
+
+/// `moves` cut into rounds of at most [`ROUND_BYTES_MAX`] bytes (at least
+/// one move each).
+fn rounds(moves: &[Move]) -> impl Iterator<Item = &[Move]> {
+    let mut rest = moves;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut bytes = u64::from(rest[0].phys);
+        let mut end = 1;
+        while end < rest.len() && bytes + u64::from(rest[end].phys) <= ROUND_BYTES_MAX {
+            bytes += u64::from(rest[end].phys);
+            end += 1;
+        }
+        let (round, tail) = rest.split_at(end);
+        rest = tail;
+        Some(round)
+    })
+}
+
+/// Disjoint extents (start, length), sorted, for "which one holds this
+/// address strictly inside".
+struct ExtentSet(Vec<(u64, u64)>);
+
+fn extent_set(extents: impl Iterator<Item = (u64, u64)>) -> ExtentSet {
+    let mut v: Vec<(u64, u64)> = extents.filter(|&(_, len)| len > 0).collect();
+    v.sort_unstable();
+    ExtentSet(v)
+}
+
+impl ExtentSet {
+    /// Whether an extent holds `at` past its first byte.
+    fn holds(&self, at: u64) -> bool {
+        let k = self.0.partition_point(|&(start, _)| start < at);
+        k > 0 && self.0[k - 1].0 + self.0[k - 1].1 > at
     }
 }
 
