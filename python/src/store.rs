@@ -290,9 +290,17 @@ impl Zrecord {
         self.with_mut(py, |s| s.delete(&idx))
     }
 
-    /// Reclaims the space deleted records left, in place; returns what it did.
-    fn compact<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let report = self.with_mut(py, |s| s.compact())?;
+    /// Reclaims the space deleted records left, in place; returns what it
+    /// did. The default fill moves records from the end of the live data
+    /// into the holes (about a byte written per byte freed); `max_bytes`
+    /// caps what one call moves (`remaining_bytes` says what is left);
+    /// `repack=True` packs every record in physical order, as the
+    /// reference does (every byte back, everything behind the first hole
+    /// rewritten).
+    #[pyo3(signature = (max_bytes = None, repack = false))]
+    fn compact<'py>(&self, py: Python<'py>, max_bytes: Option<u64>, repack: bool) -> PyResult<Bound<'py, PyDict>> {
+        let options = loaderx::CompactOptions { max_bytes, repack };
+        let report = self.with_mut(py, |s| s.compact_with(options, |_, _| {}))?;
         let d = PyDict::new(py);
         d.set_item("moved_records", report.moved_records)?;
         d.set_item("moved_bytes", report.moved_bytes)?;
@@ -300,6 +308,22 @@ impl Zrecord {
         d.set_item("bytes_before", report.bytes_before)?;
         d.set_item("bytes_after", report.bytes_after)?;
         d.set_item("removed_chunks", report.removed_chunks)?;
+        d.set_item("remaining_bytes", report.remaining_bytes)?;
+        Ok(d)
+    }
+
+    /// What `compact(max_bytes, repack)` would do, changing nothing.
+    #[pyo3(signature = (max_bytes = None, repack = false))]
+    fn compact_plan<'py>(&self, py: Python<'py>, max_bytes: Option<u64>, repack: bool) -> PyResult<Bound<'py, PyDict>> {
+        let options = loaderx::CompactOptions { max_bytes, repack };
+        let plan = self.with(py, |s| s.compact_plan(options))?;
+        let d = PyDict::new(py);
+        d.set_item("move_records", plan.move_records)?;
+        d.set_item("move_bytes", plan.move_bytes)?;
+        d.set_item("bytes_before", plan.bytes_before)?;
+        d.set_item("bytes_after", plan.bytes_after)?;
+        d.set_item("removed_chunks", plan.removed_chunks)?;
+        d.set_item("remaining_bytes", plan.remaining_bytes)?;
         Ok(d)
     }
 

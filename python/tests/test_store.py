@@ -84,6 +84,33 @@ def test_delete_is_swap_with_last_and_compact(tmp_path, rng):
     assert store.verify()["ok"]
 
 
+def test_compact_budget_plan_and_repack(tmp_path, rng):
+    n, size = 400, 1000
+    model = [bytes(r) for r in records(rng, n, size)]
+    store = Zrecord(tmp_path / "b", codec="raw")
+    store.append(np.frombuffer(b"".join(model), dtype=np.uint8), n, size)
+    doomed = list(range(0, n, 5))
+    store.delete(doomed)
+    for i in sorted(set(doomed), reverse=True):
+        model[i] = model[-1]
+        model.pop()
+    plan = store.compact_plan()
+    assert plan["bytes_before"] - plan["bytes_after"] == store.stats()["reclaimable"]
+    assert 0 < plan["move_bytes"] <= store.stats()["reclaimable"]
+    assert store.compact_plan(max_bytes=5000)["remaining_bytes"] == plan["move_bytes"] - 5000
+    first = store.compact(max_bytes=5000)
+    assert first["moved_bytes"] == 5000 and first["remaining_bytes"] > 0
+    while store.compact(max_bytes=5000)["remaining_bytes"] > 0:
+        pass
+    assert store.stats()["reclaimable"] == 0
+    assert store.compact(repack=True)["moved_bytes"] == 0
+    dst = np.empty((len(model), size), dtype=np.uint8)
+    store.gather(np.arange(len(model)), dst, size)
+    assert [bytes(r) for r in dst] == model
+    with pytest.raises(ValueError):
+        store.compact(max_bytes=1, repack=True)
+
+
 def test_dictionary(tmp_path, rng):
     data = np.tile(np.arange(256, dtype=np.uint8), (400, 1)) // rng.integers(1, 4, size=(400, 1), dtype=np.uint8)
     store = Zrecord(tmp_path / "z", codec="zstd_dict")
