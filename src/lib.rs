@@ -13,6 +13,7 @@
 
 pub mod dataset;
 pub mod error;
+mod first_fit;
 pub mod format;
 pub mod io;
 pub mod loader;

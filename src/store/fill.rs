@@ -20,6 +20,7 @@
 //! at is smaller than that record**.
 
 use super::compact::{Group, Move};
+use crate::first_fit::FirstFit;
 use crate::format::{CHUNK_BYTES_MAX, Loc};
 
 /// A free extent: `len` bytes at address `start` (`chunk * 4 GiB + offset`),
@@ -96,40 +97,23 @@ fn holes(extents: &[Extent]) -> Vec<Hole> {
     holes
 }
 
-/// First fit over holes in address order: a tree of the largest hole
-/// under each node, so that "the lowest hole of at least `len` bytes" is
-/// found in O(log holes) however fragmented the store.
-struct FirstFit {
+/// First fit over holes in address order ([`crate::first_fit`]), so that
+/// "the lowest hole of at least `len` bytes" is found in O(log holes)
+/// however fragmented the store.
+struct Holes {
     holes: Vec<Hole>,
-    /// `tree[1]` is the root; leaf `k` is `tree[leaves + k]`.
-    tree: Vec<u64>,
-    leaves: usize,
+    fit: FirstFit,
 }
 
-impl FirstFit {
-    fn new(holes: Vec<Hole>) -> FirstFit {
-        let leaves = holes.len().next_power_of_two().max(1);
-        let mut tree = vec![0u64; 2 * leaves];
-        for (k, hole) in holes.iter().enumerate() {
-            tree[leaves + k] = hole.len;
-        }
-        for node in (1..leaves).rev() {
-            tree[node] = tree[2 * node].max(tree[2 * node + 1]);
-        }
-        FirstFit { holes, tree, leaves }
+impl Holes {
+    fn new(holes: Vec<Hole>) -> Holes {
+        let fit = FirstFit::new(holes.iter().map(|h| h.len));
+        Holes { holes, fit }
     }
 
     /// The lowest hole of at least `len` bytes that starts below `below`.
     fn find(&self, len: u64, below: u64) -> Option<usize> {
-        if self.tree[1] < len {
-            return None;
-        }
-        let mut node = 1;
-        while node < self.leaves {
-            node = if self.tree[2 * node] >= len { 2 * node } else { 2 * node + 1 };
-        }
-        let k = node - self.leaves;
-        (self.holes[k].start < below).then_some(k)
+        self.fit.find(len).filter(|&k| k < self.holes.len() && self.holes[k].start < below)
     }
 
     /// Takes `len` bytes from the start of hole `k`; returns where they are.
@@ -138,12 +122,7 @@ impl FirstFit {
         debug_assert!(hole.len >= len);
         let at = hole.start;
         (hole.start, hole.len) = (hole.start + len, hole.len - len);
-        let mut node = self.leaves + k;
-        self.tree[node] = hole.len;
-        while node > 1 {
-            node /= 2;
-            self.tree[node] = self.tree[2 * node].max(self.tree[2 * node + 1]);
-        }
+        self.fit.set(k, hole.len);
         at
     }
 }
@@ -178,7 +157,7 @@ pub(super) fn plan(groups: &[Group], budget: u64) -> FillPlan {
 /// One pass over `extents` (in address order) from the highest: its moves
 /// within `budget`, and the bytes it would have moved past the budget.
 fn one_pass(extents: &[Extent], budget: u64) -> (Vec<Move>, u64) {
-    let mut fit = FirstFit::new(holes(extents));
+    let mut fit = Holes::new(holes(extents));
     let mut moves = Vec::new();
     let mut moved = 0u64;
     for (k, extent) in extents.iter().enumerate().rev() {
@@ -197,7 +176,7 @@ fn one_pass(extents: &[Extent], budget: u64) -> (Vec<Move>, u64) {
 }
 
 /// Bytes the pass would still move over `extents`, from the highest down.
-fn remaining(fit: &mut FirstFit, extents: &[Extent]) -> u64 {
+fn remaining(fit: &mut Holes, extents: &[Extent]) -> u64 {
     let mut bytes = 0;
     for extent in extents.iter().rev() {
         let len = u64::from(extent.phys);
