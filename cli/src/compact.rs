@@ -2,20 +2,18 @@
 //! terminal and a summary of what it reclaimed. Interrupting it is safe: the
 //! store's compaction is crash-ordered and resumable
 //! (`docs/crash-safety.md`), so the next run (or any open for writing)
-//! picks up from what is on disk.
+//! picks up from what is on disk. Refused while the store is open for
+//! reading elsewhere, unless `--wait`.
 
 use std::path::Path;
 use std::time::Instant;
 
-use loaderx::Zrecord;
-
 use crate::CliResult;
 use crate::out::{Json, human, print, progress_bar, table};
 
-pub fn run(path: &Path, json: bool) -> CliResult<()> {
-    crate::out::require_store(path)?;
+pub fn run(path: &Path, wait: bool, json: bool) -> CliResult<()> {
     let started = Instant::now();
-    let mut store = Zrecord::open(path)?;
+    let mut store = crate::out::open_to_mutate(path, wait)?;
     let bar = progress_bar(0, "compact", true);
     let report = store.compact_with_progress(|settled, live| {
         if let Some(bar) = &bar {

@@ -149,8 +149,16 @@ impl Vfs for RealFs {
     }
 
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn VfsFile>> {
+        // Looked at first, so that a FIFO or a device is never opened at all
+        // (opening one may wait, or do something).
+        match fs::metadata(path) {
+            Ok(meta) => regular_only(&meta)?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound && mode == OpenMode::Create => {}
+            Err(e) => return Err(e),
+        }
         let mut options = OpenOptions::new();
         options.read(true);
+        let mut flags = 0;
         match mode {
             OpenMode::Read => {}
             OpenMode::Write => {
@@ -161,12 +169,24 @@ impl Vfs for RealFs {
             }
             OpenMode::ReadDirect => {
                 #[cfg(target_os = "linux")]
-                std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_DIRECT);
+                {
+                    flags |= libc::O_DIRECT;
+                }
                 #[cfg(not(target_os = "linux"))]
                 return Err(io::Error::new(io::ErrorKind::Unsupported, "O_DIRECT reads are Linux only"));
             }
         }
-        Ok(Box::new(RealFile { file: options.open(path)? }))
+        // Non-blocking, so that a FIFO put in place since the look above
+        // does not wait for a writer either; refused just below.
+        #[cfg(target_os = "linux")]
+        {
+            flags |= libc::O_NONBLOCK;
+        }
+        std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, flags);
+        let file = options.open(path)?;
+        regular_only(&file.metadata()?)?;
+        blocking(&file)?;
+        Ok(Box::new(RealFile { file }))
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
@@ -271,6 +291,12 @@ impl VfsFile for RealFile {
             Ok(()) => Ok(true),
             Err(fs::TryLockError::WouldBlock) => Ok(false),
             Err(fs::TryLockError::Error(e)) => Err(e),
+        }
+    }
+    fn lock(&self, kind: LockKind) -> io::Result<()> {
+        match kind {
+            LockKind::Shared => self.file.lock_shared(),
+            LockKind::Exclusive => self.file.lock(),
         }
     }
     fn map_shared(&self, len: usize, writable: bool) -> io::Result<Box<dyn SharedMap>> {
@@ -476,6 +502,49 @@ fn advise_random(file: &File) {
         let _ = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
     }
     let _ = file;
+}
+
+/// `Ok` for a regular file; for anything else, an `InvalidInput` error
+/// saying what it is.
+fn regular_only(meta: &fs::Metadata) -> io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let kind = meta.file_type();
+    let what = if kind.is_file() {
+        return Ok(());
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_dir() {
+        "a directory"
+    } else {
+        "not a file"
+    };
+    Err(io::Error::new(io::ErrorKind::InvalidInput, format!("not a regular file: {what}")))
+}
+
+/// Clears `O_NONBLOCK` from a regular file opened with it: io_uring honours
+/// the flag on regular files too, and would fail a read that must wait for
+/// the device with `EAGAIN`.
+fn blocking(file: &File) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let fd = file.as_raw_fd();
+        // SAFETY: `fcntl` with F_GETFL / F_SETFL takes a descriptor and an
+        // integer and touches no memory of this process; `file` is open.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        // SAFETY: as above.
+        if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    let _ = file;
+    Ok(())
 }
 
 impl ReadMap for RealReadMap {

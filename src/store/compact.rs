@@ -82,6 +82,7 @@ impl Zrecord {
     /// 4096 records left in place; keep the callback cheap.
     pub fn compact_with_progress(&mut self, mut progress: impl FnMut(u64, u64)) -> Result<CompactReport> {
         self.fail_stop.check_writable()?;
+        let _readers = self.exclude_readers()?; // no reader elsewhere until the end
         let bytes_before = self.stats()?.chunk_bytes;
         let mut groups = self.live_groups()?;
         let live_bytes: u64 = groups.iter().map(|group| u64::from(group.phys)).sum();
