@@ -152,7 +152,7 @@ impl Vfs for RealFs {
         // Looked at first, so that a FIFO or a device is never opened at all
         // (opening one may wait, or do something).
         match fs::metadata(path) {
-            Ok(meta) => regular_only(&meta)?,
+            Ok(meta) => regular_only(path, &meta)?,
             Err(e) if e.kind() == io::ErrorKind::NotFound && mode == OpenMode::Create => {}
             Err(e) => return Err(e),
         }
@@ -184,7 +184,7 @@ impl Vfs for RealFs {
         }
         std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, flags);
         let file = options.open(path)?;
-        regular_only(&file.metadata()?)?;
+        regular_only(path, &file.metadata()?)?;
         blocking(&file)?;
         Ok(Box::new(RealFile { file }))
     }
@@ -505,8 +505,8 @@ fn advise_random(file: &File) {
 }
 
 /// `Ok` for a regular file; for anything else, an `InvalidInput` error
-/// saying what it is.
-fn regular_only(meta: &fs::Metadata) -> io::Result<()> {
+/// naming `path` and saying what it is.
+fn regular_only(path: &Path, meta: &fs::Metadata) -> io::Result<()> {
     use std::os::unix::fs::FileTypeExt;
     let kind = meta.file_type();
     let what = if kind.is_file() {
@@ -522,9 +522,9 @@ fn regular_only(meta: &fs::Metadata) -> io::Result<()> {
     } else if kind.is_dir() {
         "a directory"
     } else {
-        "not a file"
+        "something else"
     };
-    Err(io::Error::new(io::ErrorKind::InvalidInput, format!("not a regular file: {what}")))
+    Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{} is not a regular file but {what}", path.display())))
 }
 
 /// Clears `O_NONBLOCK` from a regular file opened with it: io_uring honours
