@@ -473,7 +473,7 @@ fn a_fifo_as_a_schema_or_an_npy_input_is_refused_without_blocking() {
     let npy = dir.path().join("input.npy");
     common::mkfifo(&npy);
     let (_a, _b) = (common::Unblocker::new(&schema), common::Unblocker::new(&npy));
-    let err = Dataset::open(&data).err().expect("a FIFO schema.json is refused");
+    let Err(err) = Dataset::open(&data) else { panic!("a FIFO schema.json is refused") };
     assert!(err.to_string().contains("schema.json is not a regular file but a FIFO"), "{err}");
     let err = write_dataset_npy(dir.path().join("out"), &npy, &WriteOptions::default()).unwrap_err();
     assert!(err.to_string().contains("input.npy is not a regular file but a FIFO"), "{err}");
