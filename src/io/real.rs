@@ -49,7 +49,7 @@ fn io_pool() -> &'static rayon::ThreadPool {
 /// that the next reads come from the device: the cold-cache benchmarks and
 /// tests. Dirty pages are written back first (`fdatasync`).
 pub fn evict_page_cache(path: &Path) -> io::Result<()> {
-    let file = File::open(path)?;
+    let file = open_regular(path, OpenOptions::new().read(true), 0, false)?;
     file.sync_data()?;
     #[cfg(target_os = "linux")]
     {
@@ -68,7 +68,7 @@ pub fn evict_page_cache(path: &Path) -> io::Result<()> {
 /// how many pages it has (`mincore` over a mapping of it): what `fincore`
 /// reports.
 pub fn resident_pages(path: &Path) -> io::Result<(u64, u64)> {
-    let file = File::open(path)?;
+    let file = open_regular(path, OpenOptions::new().read(true), 0, false)?;
     let len = file.metadata()?.len();
     if len == 0 {
         return Ok((0, 0));
@@ -149,13 +149,6 @@ impl Vfs for RealFs {
     }
 
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn VfsFile>> {
-        // Looked at first, so that a FIFO or a device is never opened at all
-        // (opening one may wait, or do something).
-        match fs::metadata(path) {
-            Ok(meta) => regular_only(path, &meta)?,
-            Err(e) if e.kind() == io::ErrorKind::NotFound && mode == OpenMode::Create => {}
-            Err(e) => return Err(e),
-        }
         let mut options = OpenOptions::new();
         options.read(true);
         let mut flags = 0;
@@ -176,17 +169,7 @@ impl Vfs for RealFs {
                 return Err(io::Error::new(io::ErrorKind::Unsupported, "O_DIRECT reads are Linux only"));
             }
         }
-        // Non-blocking, so that a FIFO put in place since the look above
-        // does not wait for a writer either; refused just below.
-        #[cfg(target_os = "linux")]
-        {
-            flags |= libc::O_NONBLOCK;
-        }
-        std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, flags);
-        let file = options.open(path)?;
-        regular_only(path, &file.metadata()?)?;
-        blocking(&file)?;
-        Ok(Box::new(RealFile { file }))
+        Ok(Box::new(RealFile { file: open_regular(path, &mut options, flags, mode == OpenMode::Create)? }))
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
@@ -502,6 +485,29 @@ fn advise_random(file: &File) {
         let _ = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
     }
     let _ = file;
+}
+
+/// Opens the regular file `path` with `options` and the extra open
+/// `flags`, never waiting: anything else (a FIFO, a socket, a device, a
+/// directory) is refused before it is opened, as it may wait or do
+/// something; the open is `O_NONBLOCK`, so that a FIFO put in place since
+/// the look does not wait for a writer either (refused after it). `create`:
+/// a missing file is no error.
+fn open_regular(path: &Path, options: &mut OpenOptions, mut flags: i32, create: bool) -> io::Result<File> {
+    match fs::metadata(path) {
+        Ok(meta) => regular_only(path, &meta)?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound && create => {}
+        Err(e) => return Err(e),
+    }
+    #[cfg(target_os = "linux")]
+    {
+        flags |= libc::O_NONBLOCK;
+    }
+    std::os::unix::fs::OpenOptionsExt::custom_flags(options, flags);
+    let file = options.open(path)?;
+    regular_only(path, &file.metadata()?)?;
+    blocking(&file)?;
+    Ok(file)
 }
 
 /// `Ok` for a regular file; for anything else, an `InvalidInput` error
