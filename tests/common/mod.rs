@@ -129,10 +129,14 @@ pub fn until_blocked(mut blocked: impl FnMut() -> bool, mut done: impl FnMut() -
     }
 }
 
-/// Makes a FIFO at `path` (`mkfifo`).
+/// Makes a FIFO at `path` (`mkfifo(3)`; not the command: a child process
+/// would hold copies of other tests' store locks until it execs).
 pub fn mkfifo(path: &std::path::Path) {
-    let status = std::process::Command::new("mkfifo").arg(path).status().expect("mkfifo");
-    assert!(status.success(), "mkfifo {}", path.display());
+    use std::os::unix::ffi::OsStrExt;
+    let name = std::ffi::CString::new(path.as_os_str().as_bytes()).expect("a path without NUL");
+    // SAFETY: `mkfifo` reads the NUL-terminated name, alive for the call.
+    let rc = unsafe { libc::mkfifo(name.as_ptr(), 0o600) };
+    assert_eq!(rc, 0, "mkfifo {}: {}", path.display(), std::io::Error::last_os_error());
 }
 
 /// While alive, opens the FIFO at `path` for writing whenever a reader has
