@@ -306,9 +306,15 @@ impl VfsFile for RealFile {
         // SAFETY: a read-only shared mapping may extend past the end of the
         // file; the store reads only ranges below the file's length (its
         // table entries are validated against the length before any read), so
-        // no access faults as long as no other program truncates the file
-        // while it is open (the assumption every mmap store makes, stated in
-        // docs/format.md). Changing bytes are read as untrusted input.
+        // no access faults as long as nothing truncates the file while it is
+        // mapped: this crate's delete and compaction, the only code of it
+        // that shrinks a chunk file below a live record, hold the readers'
+        // lock exclusively, which every read-only store holds shared, and a
+        // reader that could not take it reads no mapping
+        // (`ChunkSet::unmapped`). Another program (a writer that ignores the
+        // lock) is outside what the store can exclude (docs/format.md,
+        // docs/ARCHITECTURE.md "Concurrency contract"). Changing bytes are
+        // read as untrusted input.
         let map = unsafe { MmapOptions::new().len(len).map(&self.file)? };
         advise_random(&self.file);
         // No read-around on a fault either: a record the residency sample
