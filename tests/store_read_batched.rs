@@ -18,7 +18,7 @@ use std::path::Path;
 use common::{gathered, record};
 use loaderx::io::ReadEngine;
 use loaderx::io::real::{evict_page_cache, resident_pages};
-use loaderx::{Codec, Error, Options, ReadMode, Zrecord};
+use loaderx::{Codec, Corruption, Error, Options, ReadMode, Zrecord};
 
 fn open(dir: &Path, read_mode: ReadMode) -> Zrecord {
     Zrecord::open_with(dir, Options { read_only: true, read_mode, ..Options::default() }).unwrap()
@@ -107,11 +107,20 @@ fn bad_input_gets_the_same_errors_on_the_batched_path() {
     let mut short = vec![0u8; 2 * 200];
     assert!(matches!(batched.gather(&[1, 2], &mut short, 200), Err(Error::LengthMismatch { .. })));
     // A chunk file truncated under the store: the read ends early, a typed
-    // error (a mapped read would fault).
+    // error that says the store changed (a mapped read would fault).
     let chunk = dir.path().join("0.zr");
     std::fs::OpenOptions::new().write(true).open(&chunk).unwrap().set_len(1000).unwrap();
     let err = batched.gather(&[0, 9], &mut out, 300).unwrap_err();
-    assert!(matches!(err, Error::Io { .. }), "{err}");
+    assert!(matches!(err, Error::StoreChanged { .. }), "{err}");
+    assert!(err.to_string().contains("changed under this reader") && !err.to_string().contains("corrupt"), "{err}");
+    // `refresh` picks up the shorter length: what lies inside it reads,
+    // what lies past it is refused before any read.
+    batched.refresh().unwrap();
+    let mut one = vec![0u8; 300];
+    batched.gather(&[0], &mut one, 300).unwrap();
+    assert_eq!(one, [5u8; 300]);
+    let err = batched.gather(&[9], &mut one, 300).unwrap_err();
+    assert!(matches!(err, Error::Corrupt { what: Corruption::PastChunkEnd { chunk_len: 1000, .. }, .. }), "{err}");
 }
 
 /// A store on the work disk (the temporary directory may be in memory,

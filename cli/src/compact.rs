@@ -2,7 +2,8 @@
 //! terminal and a summary of what it reclaimed. Interrupting it is safe: the
 //! store's compaction is crash-ordered and resumable
 //! (`docs/crash-safety.md`), so the next run (or any open for writing)
-//! picks up from what is on disk.
+//! picks up from what is on disk. Refused while the store is open for
+//! reading elsewhere, unless `--wait`.
 
 use std::path::Path;
 use std::time::Instant;
@@ -34,7 +35,7 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
 
 /// `--dry-run`: the plan, nothing changed.
 pub fn plan(path: &Path, options: CompactOptions, json: bool) -> CliResult<()> {
-    crate::out::require_store(path)?;
+    crate::out::require_store(path, false)?;
     let plan = Zrecord::open_read_only(path)?.compact_plan(options)?;
     let freed = plan.bytes_before.saturating_sub(plan.bytes_after);
     let text = if json {
@@ -67,10 +68,9 @@ pub fn plan(path: &Path, options: CompactOptions, json: bool) -> CliResult<()> {
     Ok(())
 }
 
-pub fn run(path: &Path, options: CompactOptions, json: bool) -> CliResult<()> {
-    crate::out::require_store(path)?;
+pub fn run(path: &Path, options: CompactOptions, wait: bool, json: bool) -> CliResult<()> {
     let started = Instant::now();
-    let mut store = Zrecord::open(path)?;
+    let mut store = crate::out::open_to_mutate(path, wait)?;
     let bar = progress_bar(0, "compact", true);
     let report = store.compact_with(options, |done, total| {
         if let Some(bar) = &bar {

@@ -150,6 +150,37 @@ def test_reader_sees_appends_after_refresh(tmp_path, rng):
     assert reader.refresh() == 15 and len(reader) == 15
 
 
+def lock_waiters(path):
+    """Flock requests blocked on the file at `path` now (/proc/locks lists
+    them with `->`): how the test knows a wait has begun without timing it."""
+    suffix = ":%d" % path.stat().st_ino
+    with open("/proc/locks") as f:
+        return sum(1 for line in f if "->" in line and any(w.endswith(suffix) for w in line.split()))
+
+
+def test_delete_and_compact_are_refused_or_wait_while_a_reader_is_open(tmp_path, rng):
+    writer = Zrecord(tmp_path / "b")
+    writer.append(records(rng, 10, 8), 10, 8)
+    reader = Zrecord(tmp_path / "b", read_only=True)
+    with pytest.raises(loaderx_rs.BusyError, match="open for reading elsewhere") as e:
+        writer.delete([3])
+    assert e.value.path == str(tmp_path / "b")
+    with pytest.raises(loaderx_rs.BusyError):
+        writer.compact()
+    assert len(writer) == 10
+    done = []
+    waiting = threading.Thread(target=lambda: done.append(writer.delete([3], wait=True)))
+    waiting.start()
+    lock_file = tmp_path / "b" / "readers.lock"
+    while lock_waiters(lock_file) == 0:
+        assert waiting.is_alive(), "the delete returned with a reader open"
+    assert len(reader) == 10
+    reader.close()
+    waiting.join()
+    assert done == [None] and len(writer) == 9
+    writer.compact(wait=True)
+
+
 def test_threads_gather_at_once(tmp_path, rng):
     data = records(rng, 2000, 1024)
     store = Zrecord(tmp_path / "t")

@@ -182,7 +182,16 @@ struct State {
     durable_names: BTreeMap<PathBuf, Node>,
     pending: Vec<NsOp>,
     inodes: Vec<Option<Inode>>,
+    /// Advisory locks (`flock`) per inode: shared holders, and whether an
+    /// exclusive one is held. Each [`SimFile`] is one open file description:
+    /// it holds at most one lock, released when it is dropped or at a crash.
     locks: BTreeMap<usize, (u32, bool)>,
+    /// Reboots so far: a lock taken before one is gone, and its holder's
+    /// drop must not release a lock taken after it.
+    boots: u64,
+    /// A read-only filesystem: opening for writing, creating, removing and
+    /// renaming fail with `ReadOnlyFilesystem` (`EROFS`).
+    read_only: bool,
     ops: u64,
     crash_at: Option<u64>,
     crashed: bool,
@@ -198,6 +207,10 @@ struct State {
     armed: Vec<Armed>,
     /// An armed EIO fired at the current operation (dirty pages dropped?).
     inject_eio: Option<bool>,
+}
+
+fn read_only_error() -> io::Error {
+    io::Error::new(io::ErrorKind::ReadOnlyFilesystem, "read-only filesystem")
 }
 
 fn crash_error() -> io::Error {
@@ -352,6 +365,8 @@ impl SimFs {
             pending: Vec::new(),
             inodes: Vec::new(),
             locks: BTreeMap::new(),
+            read_only: false,
+            boots: 0,
             ops: 0,
             crash_at: None,
             crashed: false,
@@ -405,6 +420,12 @@ impl SimFs {
     /// Turns faults on or off (the checker reads with faults off).
     pub fn set_faults(&self, faults: Faults) {
         self.lock().faults = faults;
+    }
+
+    /// Makes the filesystem read-only (`EROFS` for every open for writing
+    /// and every creation, removal or rename), or writable again.
+    pub fn set_read_only(&self, read_only: bool) {
+        self.lock().read_only = read_only;
     }
 
     /// The current fault settings.
@@ -521,6 +542,7 @@ impl SimFs {
             inode.len_dirty = false;
         }
         s.locks.clear();
+        s.boots += 1;
         s.crashed = false;
         s.crash_at = None;
         s.trace.push(format!("reboot ({persist:?})"));
@@ -627,6 +649,9 @@ impl Vfs for SimFs {
             s.trace.push(format!("  open {} failed (injected)", path.display()));
             return Err(io::Error::other("injected open failure"));
         }
+        if s.read_only && !matches!(mode, OpenMode::Read | OpenMode::ReadDirect) {
+            return Err(read_only_error());
+        }
         let id = match s.names.get(path) {
             Some(Node::File(id)) => *id,
             Some(Node::Dir) => return Err(io::Error::other("is a directory")),
@@ -657,6 +682,9 @@ impl Vfs for SimFs {
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         let mut s = self.lock();
+        if s.read_only {
+            return Err(read_only_error());
+        }
         s.op(IoOp::on(IoKind::Unlink, path))?;
         match s.names.get(path) {
             Some(Node::File(_)) => {
@@ -670,6 +698,9 @@ impl Vfs for SimFs {
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let mut s = self.lock();
+        if s.read_only {
+            return Err(read_only_error());
+        }
         s.op(IoOp { to: Some(to), ..IoOp::on(IoKind::Rename, from) })?;
         let node = s.names.remove(from).ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no such file"))?;
         s.names.insert(to.to_path_buf(), node);
@@ -687,7 +718,8 @@ struct SimFile {
     /// [`SIM_DIRECT_ALIGN`] in offset, length and buffer address, as
     /// `O_DIRECT`'s are (`EINVAL` otherwise).
     direct: bool,
-    lock: Mutex<Option<LockKind>>,
+    /// The lock this open file holds, and the boot it was taken in.
+    lock: Mutex<Option<(LockKind, u64)>>,
 }
 
 /// The simulated `O_DIRECT` alignment (a 512-byte logical sector).
@@ -702,8 +734,11 @@ impl std::fmt::Debug for SimFile {
 impl Drop for SimFile {
     fn drop(&mut self) {
         let held = self.lock.get_mut().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(kind) = held {
+        if let Some((kind, boot)) = held {
             let mut s = self.fs.lock();
+            if boot != s.boots {
+                return;
+            }
             if let Some(entry) = s.locks.get_mut(&self.id) {
                 match kind {
                     LockKind::Shared => entry.0 = entry.0.saturating_sub(1),
@@ -835,6 +870,8 @@ impl VfsFile for SimFile {
         if s.crashed {
             return Err(crash_error());
         }
+        let held = self.lock.lock().unwrap_or_else(|e| e.into_inner()).is_some();
+        assert!(!held, "the store takes one lock per open file");
         let entry = s.locks.entry(self.id).or_insert((0, false));
         let free = match kind {
             LockKind::Shared => !entry.1,
@@ -845,9 +882,23 @@ impl VfsFile for SimFile {
                 LockKind::Shared => entry.0 += 1,
                 LockKind::Exclusive => entry.1 = true,
             }
-            *self.lock.lock().unwrap_or_else(|e| e.into_inner()) = Some(kind);
+            let boot = s.boots;
+            *self.lock.lock().unwrap_or_else(|e| e.into_inner()) = Some((kind, boot));
         }
         Ok(free)
+    }
+
+    /// As `try_lock`; a conflict is `WouldBlock`: every holder is this
+    /// thread, so a wait would never end.
+    fn lock(&self, kind: LockKind) -> io::Result<()> {
+        if self.try_lock(kind)? {
+            return Ok(());
+        }
+        self.fs.log(format!("  lock {kind:?} of {} would wait forever", self.name));
+        Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            "the lock is held, and the simulator has no other thread to release it",
+        ))
     }
 
     fn map_shared(&self, len: usize, writable: bool) -> io::Result<Box<dyn SharedMap>> {

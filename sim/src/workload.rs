@@ -66,6 +66,9 @@ pub struct Tally {
     pub batched_reads: (u64, u64),
     /// Reads of chunk files opened `O_DIRECT` (`ReadMode::Direct`).
     pub direct_reads: u64,
+    /// Deletes and compactions refused while a read-only store (another
+    /// process's, on the same filesystem) held the readers' lock.
+    pub readers_refused: u64,
 }
 
 impl Tally {
@@ -79,6 +82,7 @@ impl Tally {
         self.batched_reads.0 += other.batched_reads.0;
         self.batched_reads.1 += other.batched_reads.1;
         self.direct_reads += other.direct_reads;
+        self.readers_refused += other.readers_refused;
     }
 }
 
@@ -451,6 +455,9 @@ impl Harness {
             }
             _ => {}
         }
+        if matches!(op, Op::Delete(_) | Op::Compact) && !self.global_crash && self.rng.chance(0.2) {
+            self.refused_while_read(&op)?;
+        }
         if !self.global_crash {
             self.fs.arm_crash(crash_at);
         }
@@ -538,6 +545,41 @@ impl Harness {
             Op::Reopen | Op::Crash => unreachable!("handled by the caller"),
         }
         Ok(())
+    }
+
+    /// With a read-only store open beside the writer (another process, on
+    /// the same filesystem; faults off), `op`, a delete or a compaction, is
+    /// refused with `ReadersOpen` and changes nothing, and the reader reads
+    /// the model's records.
+    fn refused_while_read(&mut self, op: &Op) -> Check<()> {
+        let faults = self.fs.faults();
+        self.fs.set_faults(Faults::default());
+        let options = Options { read_only: true, ..self.options() };
+        let checked = Zrecord::open_in(self.vfs.clone(), &Self::path(), options)
+            .map_err(|e| format!("a read-only open beside the writer failed: {e}"))
+            .and_then(|reader| {
+                if !reader.holds_readers_lock() {
+                    return Err("the read-only open holds no readers' lock".to_string());
+                }
+                match self.execute(op) {
+                    Err(Error::ReadersOpen { .. }) => {}
+                    other => return Err(format!("{} with a reader open gave {other:?}", op.describe())),
+                }
+                let len = self.model.len() as u64;
+                let index = if len == 0 { None } else { Some(self.rng.below(len)) };
+                match index.map(|i| (i, reader.get(i))) {
+                    Some((i, Ok(bytes))) if bytes != self.model[i as usize] => {
+                        Err(format!("the reader read wrong bytes for record {i}"))
+                    }
+                    Some((i, Err(e))) => Err(format!("the reader could not read record {i}: {e}")),
+                    _ => Ok(()),
+                }
+            });
+        self.fs.set_faults(faults);
+        checked.map_err(|what| self.violation(what))?;
+        self.tally.readers_refused += 1;
+        self.fs.log("  refused while a reader was open".into());
+        self.check_sample()
     }
 
     /// An operation failed (a crash, or an injected fault): recover and

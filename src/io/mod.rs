@@ -32,7 +32,11 @@ pub enum FileKind {
     Other,
 }
 
-/// How to open a file.
+/// How to open a file. Every mode opens regular files only: anything else
+/// where a file is expected (a FIFO, a socket, a device, a directory) is
+/// refused with `ErrorKind::InvalidInput`, and an open never waits (the
+/// real filesystem looks before it opens and opens `O_NONBLOCK`, so a FIFO
+/// swapped in between is refused too).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpenMode {
     /// Read only; the file must exist.
@@ -187,9 +191,15 @@ pub trait VfsFile: Send + Sync + fmt::Debug {
     fn direct_alignment(&self) -> usize {
         4096
     }
-    /// Takes an advisory lock without waiting: `Ok(false)` if someone holds a
-    /// conflicting one. Released when the file is closed.
+    /// Takes an advisory lock (`flock`) without waiting: `Ok(false)` if
+    /// another open file holds a conflicting one. Released when the file is
+    /// closed.
     fn try_lock(&self, kind: LockKind) -> io::Result<bool>;
+    /// Takes an advisory lock as [`VfsFile::try_lock`] does, waiting until
+    /// conflicting holders release theirs. `ErrorKind::Interrupted` if a
+    /// signal interrupts the wait; `ErrorKind::WouldBlock` where waiting can
+    /// never end (the simulator runs one thread).
+    fn lock(&self, kind: LockKind) -> io::Result<()>;
     /// Maps the first `len` bytes shared (the file must be at least that
     /// long), writable if `writable` (the file must be open for writing).
     fn map_shared(&self, len: usize, writable: bool) -> io::Result<Box<dyn SharedMap>>;

@@ -14,7 +14,9 @@
 //! - `frontier.rs`: where a record is placed;
 //! - `fail_stop.rs`: no write after a failed sync;
 //! - `read.rs`: one record read, validated, into exactly its bytes;
-//! - `batch.rs`: the batched read of records not in memory.
+//! - `batch.rs`: the batched read of records not in memory;
+//! - `readers.rs`: the readers' lock (read-only opens against a delete or
+//!   compaction in another process).
 //!
 //! The mutations orchestrate them: `open.rs` (creation, recovery, the
 //! frontier check), `append.rs`, `delete.rs`, `compact.rs`, `dict.rs`; the
@@ -45,6 +47,7 @@ mod invariants;
 mod meta;
 mod open;
 mod read;
+mod readers;
 mod repack;
 mod verify;
 pub use verify::VerifyReport;
@@ -65,8 +68,17 @@ pub use dict::default_dict_size;
 /// How to open a store.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Open without writing: no lock, no recovery, every mutation refused.
+    /// Open without writing: no writer's lock, no recovery, every mutation
+    /// refused. A read-only open holds the readers' lock shared while it is
+    /// open, so that no delete or compaction runs meanwhile.
     pub read_only: bool,
+    /// Wait for the readers' lock instead of failing at once: a delete or
+    /// compaction waits for every read-only open elsewhere to close (rather
+    /// than [`Error::ReadersOpen`]), a read-only open for a running delete or
+    /// compaction to end (rather than [`Error::MutationRunning`]). A reader
+    /// that keeps reopening can make a waiting mutation wait for long: the
+    /// lock favours no one.
+    pub wait: bool,
     /// zstd level of codec `zstd` (the reference's: 3).
     pub zstd_level: i32,
     /// zstd level of codec `zstd_dict` (the reference uses 19; the level is
@@ -138,6 +150,7 @@ impl Default for Options {
     fn default() -> Options {
         Options {
             read_only: false,
+            wait: false,
             zstd_level: 3,
             dict_level: 9,
             min_saving: 0.0,
@@ -191,6 +204,7 @@ pub struct Zrecord {
     dict: OnceLock<Dictionary>,
     fail_stop: FailStop,
     residency: batch::Residency,
+    readers: readers::Hold,
 }
 
 impl Zrecord {
@@ -230,6 +244,11 @@ impl Zrecord {
         self.len() == 0
     }
 
+    /// Sets [`Options::wait`] for the deletes and compactions to come.
+    pub fn set_wait(&mut self, wait: bool) {
+        self.options.wait = wait;
+    }
+
     /// True if the store was opened read-only.
     pub fn is_read_only(&self) -> bool {
         self.options.read_only
@@ -259,8 +278,12 @@ impl Zrecord {
     }
 
     /// For a read-only store: picks up records another process appended
-    /// since open (or the last refresh) and returns the new length. A writer
-    /// sees its own appends at once; this returns its length unchanged.
+    /// since open (or the last refresh), and the chunk files' lengths as
+    /// they are now, shorter ones included, and returns the new length. A
+    /// writer sees its own appends at once; this returns its length
+    /// unchanged. A reader that never refreshes keeps reading what it saw
+    /// at open: no writer of this crate changes it while the reader holds
+    /// the readers' lock ([`Zrecord::holds_readers_lock`]).
     pub fn refresh(&self) -> Result<u32> {
         if !self.options.read_only {
             return Ok(self.len());
