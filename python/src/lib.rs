@@ -8,6 +8,7 @@
 //! | `Zrecord`, `ZrecordError` and its subclasses | [`store`], [`errors`] |
 //! | `Dataset`, `RaggedDataset`, `pad`, `write_dataset`, `write_ragged` | [`dataset`] |
 //! | `DataLoader` | [`loader`] |
+//! | `pack` | [`pack`] |
 //! | `Zsampler` | [`sampler`] |
 //! | NumPy arrays in and out | [`array`] |
 //! | `write_ragged`'s dtype conversion (`casting`) | [`cast`] |
@@ -23,6 +24,7 @@ mod dataset;
 mod errors;
 mod fork;
 mod loader;
+mod pack;
 mod pickle;
 mod sampler;
 mod store;
@@ -42,6 +44,7 @@ fn loaderx_rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<array::TensorOwner>()?;
     m.add_function(wrap_pyfunction!(pickle::_restore, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::pad, m)?)?;
+    m.add_function(wrap_pyfunction!(pack::pack, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::write_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::write_ragged, m)?)?;
     // Before the interpreter finalizes, stop every transform thread (they

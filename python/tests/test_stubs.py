@@ -56,5 +56,6 @@ def test_stubbed_signatures_are_the_modules():
                 assert hasattr(cls, item.name), f"{node.name}.{item.name}"
                 if item.name in ("__init__", "__new__") and not issubclass(cls, BaseException):
                     assert stub_params(item) == runtime_params(cls), node.name
-                elif item.name in ("next", "seek", "batch", "gather", "append", "getitems_padded", "open"):
+                elif item.name in ("next", "seek", "batch", "gather", "append", "getitems_padded", "open", "delete",
+                                   "compact", "compact_plan"):
                     assert stub_params(item) == runtime_params(getattr(cls, item.name)), f"{node.name}.{item.name}"
