@@ -14,12 +14,14 @@
 //! | [`ops()`] | a sequence of store operations, crashes and sync failures | the crash simulator's model checks (`loaderx_sim::workload::Harness`) |
 //! | [`codec()`] | one stored record: codec tag, lengths, bytes, dictionary | `get` is an error or exactly `logic_length` bytes, equal to an independent decode |
 //! | [`sampler()`] | sampler arguments | no panic, indices in range, cyclic bijection, seek equals iteration, shards partition the batch |
-//! | [`schema()`] | `schema.json` over a store; a `.npy` file | a typed error or a valid dataset whose records read back exactly; a parsed schema prints back to itself |
+//! | [`schema()`] | `schema.json` over a store; a `.npy` file (converted raw) | a typed error or a valid dataset whose records read back exactly; a parsed schema prints back to itself |
+//! | [`convert()`] | a `.npy` file, converted with each codec | a typed error or a dataset whose records are the file's data |
 //!
 //! Everything runs on a one-thread rayon pool, so a run is deterministic and
 //! an input replays exactly.
 
 mod codec;
+mod frames;
 mod input;
 mod open;
 mod ops;
@@ -34,14 +36,14 @@ pub use codec::codec;
 pub use open::open;
 pub use ops::ops;
 pub use sampler::sampler;
-pub use schema::schema;
+pub use schema::{convert, schema};
 
 /// A fuzz target: panics on a finding.
 pub type Target = fn(&[u8]);
 
 /// The targets by name, as `fuzz_targets/` and `corpus/` name them.
-pub const TARGETS: [(&str, Target); 5] =
-    [("open", open), ("ops", ops), ("codec", codec), ("sampler", sampler), ("schema", schema)];
+pub const TARGETS: [(&str, Target); 6] =
+    [("open", open), ("ops", ops), ("codec", codec), ("sampler", sampler), ("schema", schema), ("convert", convert)];
 
 thread_local! {
     static POOL: rayon::ThreadPool =

@@ -16,10 +16,9 @@ use loaderx::format::{ENTRY_BYTES, HEADER_BYTES, META_BYTES, RECORDS_MAX, entry_
 use loaderx::io::OpenMode;
 use loaderx::{Codec, Zrecord};
 
+use crate::frames::{Dict, compress, trained_dict};
 use crate::input::In;
-use crate::store::{
-    Disk, FULL_CHECK_MAX, FileModel, Model, RawEntry, check_reads, compress, entry_bytes, trained_dict,
-};
+use crate::store::{Disk, FULL_CHECK_MAX, FileModel, Model, RawEntry, check_reads, entry_bytes};
 
 /// Where a generated record went: the entry that points at it.
 struct Seg {
@@ -66,8 +65,8 @@ fn run(data: &[u8]) {
             let checksum = u.bool();
             let mut codec = u.below(3) as u8;
             let stored = match codec {
-                1 => compress(&plain, level, None, checksum),
-                2 => model.dict.as_deref().and_then(|d| compress(&plain, level, Some(d), checksum)),
+                1 => compress(&plain, level, Dict::None, checksum),
+                2 => model.dict.as_deref().and_then(|d| compress(&plain, level, Dict::of(Some(d)), checksum)),
                 _ => None,
             };
             let stored = stored.unwrap_or_else(|| {

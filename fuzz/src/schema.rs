@@ -8,14 +8,12 @@
 //! dataset: every record reads back exactly as stored, in the schema's shape;
 //! a parsed schema prints back to itself.
 
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::Path;
 
 use loaderx::dataset::{
-    DType, Dataset, DatasetError, Layout, RaggedDataset, Schema, WriteOptions, pad_bytes, write_dataset_npy,
+    DType, Dataset, DatasetError, Layout, RaggedDataset, Schema, WriteOptions, pad_bytes, write_dataset_npy_in,
 };
-use loaderx::{Codec, Zrecord};
+use loaderx::{Codec, Options, Zrecord};
 
 use crate::input::In;
 use crate::store::{Disk, FileModel};
@@ -25,11 +23,18 @@ pub fn schema(data: &[u8]) {
     crate::in_pool(|| {
         let mut u = In::new(data);
         if u.below(4) == 0 {
-            npy(&mut u);
+            // The header's decoder; the codecs' paths of the conversion are `convert`'s.
+            npy(&mut u, &[Codec::Raw]);
         } else {
             dataset(&mut u);
         }
     });
+}
+
+/// The `convert` target: a `.npy` file converted with each codec (for
+/// `zstd_dict`, a dictionary trained on the file's records), read back.
+pub fn convert(data: &[u8]) {
+    crate::in_pool(|| npy(&mut In::new(data), &[Codec::Raw, Codec::Zstd, Codec::ZstdDict]));
 }
 
 const DTYPES: [&str; 24] = [
@@ -259,40 +264,6 @@ fn verbose() -> bool {
     std::env::var_os("LOADERX_FUZZ_VERBOSE").is_some()
 }
 
-/// A scratch directory on tmpfs per thread (the `.npy` path writes through
-/// the real filesystem; the replay test runs targets on several threads).
-fn scratch() -> PathBuf {
-    static CLEANED: OnceLock<()> = OnceLock::new();
-    static THREADS: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static DIR: PathBuf = {
-            let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
-            CLEANED.get_or_init(|| remove_dead(&base));
-            let n = THREADS.fetch_add(1, Ordering::Relaxed);
-            let dir = base.join(format!("loaderx-fuzz-{}-{n}", std::process::id()));
-            std::fs::create_dir_all(&dir).expect("a scratch directory");
-            dir
-        };
-    }
-    DIR.with(PathBuf::clone)
-}
-
-/// Removes the scratch directories of processes that are gone (a run that
-/// hung or panicked leaves its files).
-fn remove_dead(base: &Path) {
-    if !Path::new("/proc/self").exists() {
-        return;
-    }
-    for entry in std::fs::read_dir(base).into_iter().flatten().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if let Some(pid) = name.strip_prefix("loaderx-fuzz-").and_then(|rest| rest.split('-').next())
-            && !Path::new("/proc").join(pid).exists()
-        {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
-}
-
 /// A `.npy` file: magic, version, header length and header dict each right
 /// or not, then data bytes the shape covers or not.
 /// Also returns where the data starts when the header is honest (magic,
@@ -361,23 +332,25 @@ fn npy_bytes(u: &mut In) -> (Vec<u8>, Option<usize>) {
     (out, honest.then_some(data_at))
 }
 
-fn npy(u: &mut In) {
+/// A `.npy` file converted by [`write_dataset_npy_in`] on the simulated
+/// filesystem with one of `codecs`: a typed error, or a dataset of the
+/// header's record count whose records are the file's data.
+fn npy(u: &mut In, codecs: &[Codec]) {
     let (bytes, data_at) = npy_bytes(u);
-    let dir = scratch();
-    let file = dir.join("in.npy");
-    let ds_dir = dir.join("ds");
-    let _ = std::fs::remove_dir_all(&ds_dir);
-    std::fs::write(&file, &bytes).expect("tmpfs");
-    let codec = [Codec::Raw, Codec::Zstd, Codec::ZstdDict][u.below(3) as usize];
-    let converted = write_dataset_npy(&ds_dir, &file, &WriteOptions::codec(codec));
-    let _ = std::fs::remove_file(&file);
+    let disk = Disk::new();
+    disk.mkdir(&Disk::dir());
+    disk.put("in.npy", &FileModel::whole(bytes.clone()));
+    let ds_dir = Disk::dir().join("ds");
+    let codec = codecs[u.below(codecs.len() as u64) as usize];
+    let converted =
+        write_dataset_npy_in(disk.vfs.clone(), &ds_dir, &Disk::dir().join("in.npy"), &WriteOptions::codec(codec));
     let count = match converted {
         Ok(count) => count,
         Err(e) => {
-            let _ = std::fs::remove_dir_all(&ds_dir);
             if verbose() {
                 eprintln!("npy refused: {e}");
             }
+            disk.assert_no_fault();
             return;
         }
     };
@@ -385,7 +358,7 @@ fn npy(u: &mut In) {
         eprintln!("npy converted: {count} records");
     }
     // A valid dataset: every record is the matching slice of the data.
-    let ds = Dataset::open(&ds_dir).expect("a converted dataset opens");
+    let ds = Dataset::open_in(disk.vfs.clone(), &ds_dir).expect("a converted dataset opens");
     assert_eq!(ds.len(), count);
     let rb = ds.record_bytes();
     let all: Vec<u64> = (0..count.min(256)).collect();
@@ -394,7 +367,7 @@ fn npy(u: &mut In) {
     if let Some(at) = data_at {
         assert_eq!(batch.as_bytes(), &bytes[at..at + all.len() * rb], "converted records differ from the data");
     }
-    let _ = Zrecord::open_read_only(&ds_dir).map(|s| s.verify().map(|r| assert!(r.is_ok(), "{:?}", r.problems)));
-    drop(ds);
-    let _ = std::fs::remove_dir_all(&ds_dir);
+    let store = Zrecord::open_in(disk.vfs.clone(), &ds_dir, Options { read_only: true, ..Options::default() });
+    let _ = store.map(|s| s.verify().map(|r| assert!(r.is_ok(), "{:?}", r.problems)));
+    disk.assert_no_fault();
 }
