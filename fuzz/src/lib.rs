@@ -14,7 +14,8 @@
 //! | [`ops()`] | a sequence of store operations, crashes and sync failures | the crash simulator's model checks (`loaderx_sim::workload::Harness`) |
 //! | [`codec()`] | one stored record: codec tag, lengths, bytes, dictionary | `get` is an error or exactly `logic_length` bytes, equal to an independent decode |
 //! | [`sampler()`] | sampler arguments | no panic, indices in range, cyclic bijection, seek equals iteration, shards partition the batch |
-//! | [`schema()`] | `schema.json` over a store; a `.npy` file (converted raw) | a typed error or a valid dataset whose records read back exactly; a parsed schema prints back to itself |
+//! | [`schema()`] | a `schema.json`; a `.npy` file's header | a parsed schema prints back to itself; a header is a typed error or exactly what it says, within the file |
+//! | [`dataset()`] | a `schema.json` over a store | a typed error or a valid dataset whose records read back exactly |
 //! | [`convert()`] | a `.npy` file, converted with each codec | a typed error or a dataset whose records are the file's data |
 //!
 //! Everything runs on a one-thread rayon pool, so a run is deterministic and
@@ -23,6 +24,7 @@
 mod codec;
 mod frames;
 mod input;
+mod npy;
 mod open;
 mod ops;
 mod sampler;
@@ -33,17 +35,25 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 pub use codec::codec;
+pub use npy::convert;
 pub use open::open;
 pub use ops::ops;
 pub use sampler::sampler;
-pub use schema::{convert, schema};
+pub use schema::{dataset, schema};
 
 /// A fuzz target: panics on a finding.
 pub type Target = fn(&[u8]);
 
 /// The targets by name, as `fuzz_targets/` and `corpus/` name them.
-pub const TARGETS: [(&str, Target); 6] =
-    [("open", open), ("ops", ops), ("codec", codec), ("sampler", sampler), ("schema", schema), ("convert", convert)];
+pub const TARGETS: [(&str, Target); 7] = [
+    ("open", open),
+    ("ops", ops),
+    ("codec", codec),
+    ("sampler", sampler),
+    ("schema", schema),
+    ("dataset", dataset),
+    ("convert", convert),
+];
 
 thread_local! {
     static POOL: rayon::ThreadPool =

@@ -91,6 +91,11 @@ fn schema_corpus() {
 }
 
 #[test]
+fn dataset_corpus() {
+    replay("dataset");
+}
+
+#[test]
 fn convert_corpus() {
     replay("convert");
 }

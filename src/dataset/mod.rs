@@ -32,6 +32,7 @@ mod write;
 pub use dtype::{ByteOrder, DType, Element, Kind};
 pub use error::DatasetError;
 pub use fixed::Dataset;
+pub use npy::{NpyHeader, read_npy_header_in};
 pub use ragged::{Padded, Ragged, RaggedDataset, pad, pad_bytes};
 pub use schema::{Layout, SCHEMA_FILE, SCHEMA_FORMAT, SCHEMA_VERSION, Schema, parse_codec};
 pub(crate) use tensor::Pool;

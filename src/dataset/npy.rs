@@ -18,6 +18,37 @@ const NPY_HEADER_BYTES_MAX: u64 = 1 << 20;
 /// parser takes time exponential in the depth (fuzzing finding F5).
 const NPY_HEADER_NESTING_MAX: usize = 8;
 
+/// What a `.npy` file's header says, checked against the file: `count`
+/// records of `record_shape` elements of `dtype` (`record_bytes` each), C
+/// order, starting at `data_offset`, all within the file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NpyHeader {
+    /// The element type (`descr`).
+    pub dtype: DType,
+    /// Records: the first dimension of `shape`.
+    pub count: u64,
+    /// A record's shape: the other dimensions.
+    pub record_shape: Vec<usize>,
+    /// A record's size in bytes (0 when a dimension is 0).
+    pub record_bytes: usize,
+    /// Where the data starts: the header's end.
+    pub data_offset: u64,
+}
+
+/// Reads and checks the header of the `.npy` file at `path` on `vfs`: what
+/// [`write_dataset_npy`](super::write_dataset_npy) would convert, or the
+/// error it would give for the file, without converting.
+pub fn read_npy_header_in(vfs: &dyn Vfs, path: &Path) -> Result<NpyHeader, DatasetError> {
+    let file = NpyFile::open(vfs, path)?;
+    Ok(NpyHeader {
+        dtype: file.dtype,
+        count: file.count,
+        record_shape: file.record_shape.clone(),
+        record_bytes: file.record_bytes,
+        data_offset: file.data_offset,
+    })
+}
+
 /// An opened `.npy` file: `count` records of `record_shape`, C order,
 /// starting at `data_offset`.
 #[derive(Debug)]
