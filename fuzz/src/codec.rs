@@ -33,11 +33,18 @@ fn run(data: &[u8]) {
     };
     // The plain record: input bytes (zeros once the input runs out), or a
     // generated plain whose frames are kept (frames.rs).
-    let generated = u.bool().then(|| u.below(PLAIN_LENS.len() as u64) as usize);
+    // Large plains (past 4 KiB: several blocks, long matches) one time in 64:
+    // under AddressSanitizer each buffer of that size is a fresh mapping.
+    let small = PLAIN_LENS.iter().filter(|&&n| n <= HIGH_LEVEL_MAX).count() as u64;
+    let generated = match u.bool() {
+        true if u.below(64) == 0 => Some(u.below(PLAIN_LENS.len() as u64) as usize),
+        true => Some(u.below(small) as usize),
+        false => None,
+    };
     let plain = match generated {
-        Some(k) => plain(k),
+        Some(k) => plain(k).to_vec(),
         None => {
-            let len = if u.below(16) == 0 { u.upto(300_000) } else { u.upto(2048) };
+            let len = if u.below(64) == 0 { u.upto(300_000) } else { u.upto(2048) };
             u.fill(len)
         }
     };
@@ -53,8 +60,8 @@ fn run(data: &[u8]) {
     // Kept frames for generated plains; a dictionary from the input is
     // digested per call, at a low level.
     let frame = |dict: Dict, level: i32, checksum: bool| match (generated, dict) {
-        (Some(k), Dict::None) => Some(plain_frame(k, level, false, checksum)),
-        (Some(k), Dict::Trained) => Some(plain_frame(k, level, true, checksum)),
+        (Some(k), Dict::None) => Some(plain_frame(k, level, false, checksum).to_vec()),
+        (Some(k), Dict::Trained) => Some(plain_frame(k, level, true, checksum).to_vec()),
         _ => compress(&plain, level.min(3), dict, checksum),
     };
     let mut stored = match u.below(6) {

@@ -51,8 +51,9 @@ pub(crate) fn generated(seed: u64, len: usize) -> Vec<u8> {
 }
 
 /// Generated plain `k` of [`PLAIN_LENS`] (the same bytes every time).
-pub(crate) fn plain(k: usize) -> Vec<u8> {
-    generated(k as u64 * 7919, PLAIN_LENS[k])
+pub(crate) fn plain(k: usize) -> &'static [u8] {
+    static PLAINS: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
+    &PLAINS.get_or_init(|| (0..PLAIN_LENS.len()).map(|k| generated(k as u64 * 7919, PLAIN_LENS[k])).collect())[k]
 }
 
 /// A real trained dictionary (the simulator's training set), made once.
@@ -115,18 +116,19 @@ pub(crate) fn compress(plain: &[u8], level: i32, dict: Dict, checksum: bool) -> 
 
 /// The frame of generated plain `k` (see [`plain`]), computed on first use
 /// and kept: `dict` is none or the trained one.
-pub(crate) fn plain_frame(k: usize, level: i32, trained: bool, checksum: bool) -> Vec<u8> {
+pub(crate) fn plain_frame(k: usize, level: i32, trained: bool, checksum: bool) -> &'static [u8] {
     type Key = (usize, i32, bool, bool);
-    static KEPT: OnceLock<Mutex<HashMap<Key, Vec<u8>>>> = OnceLock::new();
+    static KEPT: OnceLock<Mutex<HashMap<Key, &'static [u8]>>> = OnceLock::new();
     let key = (k, level, trained, checksum);
     let kept = KEPT.get_or_init(Default::default);
     if let Some(frame) = kept.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-        return frame.clone();
+        return frame;
     }
     let dict = if trained { Dict::Trained } else { Dict::None };
-    let frame = compress(&plain(k), level, dict, checksum).expect("zstd compresses with no or the trained dictionary");
-    kept.lock().unwrap_or_else(|e| e.into_inner()).insert(key, frame.clone());
-    frame
+    let frame = compress(plain(k), level, dict, checksum).expect("zstd compresses with no or the trained dictionary");
+    // Kept for the process: at most one frame per key of a fixed set.
+    let frame: &'static [u8] = Box::leak(frame.into_boxed_slice());
+    *kept.lock().unwrap_or_else(|e| e.into_inner()).entry(key).or_insert(frame)
 }
 
 /// An independent decode (the `zstd` crate's bulk API, not the store's
@@ -163,11 +165,11 @@ mod tests {
             };
             let mut fresh = fresh.expect("a context");
             fresh.set_parameter(CParameter::ChecksumFlag(checksum)).expect("a parameter");
-            let want = fresh.compress(&plain(k)).expect("compresses");
+            let want = fresh.compress(plain(k)).expect("compresses");
             assert_eq!(plain_frame(k, level, trained, checksum), want);
             assert_eq!(plain_frame(k, level, trained, checksum), want, "kept");
             let dict = if trained { Dict::Trained } else { Dict::None };
-            assert_eq!(decode(&want, PLAIN_LENS[k], dict), Some(plain(k)));
+            assert_eq!(decode(&want, PLAIN_LENS[k], dict).as_deref(), Some(plain(k)));
             assert_eq!(decode(&want, PLAIN_LENS[k] + 1, dict), None, "another length");
         }
         // A dictionary from the input, then none again on the same context.

@@ -56,13 +56,18 @@ pub const TARGETS: [(&str, Target); 7] = [
 ];
 
 thread_local! {
-    static POOL: rayon::ThreadPool =
-        rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("a one-thread pool");
+    static POOL: rayon::ThreadPool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .use_current_thread()
+        .build()
+        .expect("a one-thread pool");
 }
 
 /// Runs `f` in the calling thread's one-thread rayon pool (determinism: the
 /// store's parallel paths run in a fixed order). A pool per calling thread,
-/// so that the replay test's threads never wait on each other's inputs.
+/// so that the replay test's threads never wait on each other's inputs; its
+/// one worker is the calling thread itself, so an input runs where it is
+/// called, with no hand-over to another thread and back.
 fn in_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     POOL.with(|pool| pool.install(f))
 }

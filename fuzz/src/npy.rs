@@ -29,6 +29,10 @@ const ZERO_SIZE_RECORDS_MAX: u64 = 1 << 16;
 /// (no mapping to borrow) copies what it reads.
 const HEADER_DATA_MAX: usize = 64 << 10;
 
+/// The data of a `.npy` file `convert` converts, at most (with calls of
+/// 1 KiB, 64 appends).
+const CONVERT_DATA_MAX: usize = 64 << 10;
+
 /// What a header as NumPy writes it (magic, length field and dict) says.
 struct Honest {
     descr: String,
@@ -112,7 +116,7 @@ fn npy_bytes(u: &mut In, data_max: usize) -> (Vec<u8>, usize, Option<Honest>) {
 /// A `.npy` file converted with one of the codecs: a typed error, or a
 /// dataset of the header's record count whose records are the file's data.
 fn convert_npy(u: &mut In) {
-    let (mut bytes, data_len, honest) = npy_bytes(u, 1 << 20);
+    let (mut bytes, data_len, honest) = npy_bytes(u, CONVERT_DATA_MAX);
     bytes.extend(u.content(data_len));
     let disk = Disk::new();
     disk.mkdir(&Disk::dir());
@@ -120,7 +124,7 @@ fn convert_npy(u: &mut In) {
     let ds_dir = Disk::dir().join("ds");
     let codec = [Codec::Raw, Codec::Zstd, Codec::ZstdDict][u.below(3) as usize];
     // Calls of the default 64 MiB, or small ones: a conversion in several appends.
-    let chunk_bytes = if u.bool() { 1 + u.upto(4096) } else { WRITE_CHUNK_BYTES_DEFAULT };
+    let chunk_bytes = if u.bool() { 1024 << u.below(4) } else { WRITE_CHUNK_BYTES_DEFAULT };
     let opts = WriteOptions { chunk_bytes, ..WriteOptions::codec(codec) };
     let converted = write_dataset_npy_in(disk.vfs.clone(), &ds_dir, &Disk::dir().join("in.npy"), &opts);
     let count = match converted {

@@ -50,10 +50,11 @@ impl FileModel {
         FileModel { len: bytes.len() as u64, pieces: vec![(0, bytes)] }
     }
 
-    /// Bytes `offset..offset + len`, `None` past the end.
-    pub(crate) fn read(&self, offset: u64, len: usize) -> Option<Vec<u8>> {
+    /// Bytes `offset..offset + len`, `None` past the end or past `visible`
+    /// (the bytes of the file a reader may see).
+    pub(crate) fn read_within(&self, offset: u64, len: usize, visible: u64) -> Option<Vec<u8>> {
         let end = offset.checked_add(len as u64)?;
-        if end > self.len {
+        if end > self.len.min(visible) {
             return None;
         }
         let mut out = vec![0; len];
@@ -120,8 +121,7 @@ impl Model {
             return Expect::Fail("chunk past the tail");
         }
         let Some(file) = self.chunks.get(&chunk) else { return Expect::Fail("chunk file missing") };
-        let visible = FileModel { len: file.len.min(CHUNK_BYTES_MAX), ..file.clone() };
-        let Some(stored) = visible.read(u64::from(offset), phys as usize) else {
+        let Some(stored) = file.read_within(u64::from(offset), phys as usize, CHUNK_BYTES_MAX) else {
             return Expect::Fail("past the chunk's end");
         };
         match codec {
