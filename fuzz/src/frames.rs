@@ -128,7 +128,7 @@ pub(crate) fn plain_frame(k: usize, level: i32, trained: bool, checksum: bool) -
     let frame = compress(plain(k), level, dict, checksum).expect("zstd compresses with no or the trained dictionary");
     // Kept for the process: at most one frame per key of a fixed set.
     let frame: &'static [u8] = Box::leak(frame.into_boxed_slice());
-    *kept.lock().unwrap_or_else(|e| e.into_inner()).entry(key).or_insert(frame)
+    kept.lock().unwrap_or_else(|e| e.into_inner()).entry(key).or_insert(frame)
 }
 
 /// An independent decode (the `zstd` crate's bulk API, not the store's

@@ -81,11 +81,14 @@ pub(crate) struct ChunkSet {
     /// Chunk `id`'s slot is `slots[id / SLOT_GROUP][id % SLOT_GROUP]`, a
     /// group allocated on first use: an open costs the group table, not
     /// [`CHUNKS_MAX`] slots (192 KiB, written at every open).
-    slots: Box<[OnceLock<Box<[OnceLock<Chunk>]>>]>,
+    slots: Box<[OnceLock<SlotGroup>]>,
 }
 
 /// Chunk slots allocated together.
 const SLOT_GROUP: usize = 64;
+
+/// [`SLOT_GROUP`] chunk slots.
+type SlotGroup = Box<[OnceLock<Chunk>]>;
 const _: () = assert!((CHUNKS_MAX as usize).is_multiple_of(SLOT_GROUP));
 
 impl std::fmt::Debug for ChunkSet {
