@@ -40,11 +40,10 @@ struct Honest {
     data_at: usize,
 }
 
-/// A `.npy` file: magic, version, header length and header dict each right
-/// or not, then data bytes the shape covers or not.
-/// Returns the bytes up to the data, the data's length (the shape's bytes
-/// up to `data_max`, or another length) and what the header says when it is
-/// honest.
+/// A `.npy` file up to its data: magic, version, header length and header
+/// dict each right or not. Returns those bytes, the data's length (the
+/// shape's bytes up to `data_max`, or another length: covering the shape or
+/// not) and what the header says when it is honest.
 fn npy_bytes(u: &mut In, data_max: usize) -> (Vec<u8>, usize, Option<Honest>) {
     if u.below(8) == 0 {
         return (u.bytes(1024), 0, None);
