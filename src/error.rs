@@ -37,6 +37,11 @@ pub enum Error {
         /// The directory.
         path: PathBuf,
     },
+    /// Nothing exists at the path (a read-only open, which creates nothing).
+    NoDirectory {
+        /// The path.
+        path: PathBuf,
+    },
     /// `meta.zr` is not a store's metadata: wrong magic or an unknown version.
     NotAStore {
         /// The store directory.
@@ -277,8 +282,11 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Io { path, op, source } => write!(f, "{}: {op} failed: {source}", path.display()),
-            Error::NotADirectory { path } => write!(f, "{}: not a directory", path.display()),
+            Error::NotADirectory { path } => {
+                write!(f, "{}: exists and is not a directory (a store or dataset is a directory)", path.display())
+            }
             Error::NoStore { path } => write!(f, "{}: no store here (meta.zr is missing)", path.display()),
+            Error::NoDirectory { path } => write!(f, "{}: no such directory", path.display()),
             Error::NotAStore { path, reason } => {
                 write!(f, "{}: not a zrecord store, or written by a newer version: {reason}", path.display())
             }

@@ -346,3 +346,61 @@ fn bad_npy_files_are_errors() {
     let err = write_dataset_npy(dir.path().join("x"), npy("missing.npy"), &opts).unwrap_err();
     assert!(matches!(err, DatasetError::Io { .. }), "{err}");
 }
+
+/// Finding 3 of issue 18: a `zstd_dict` write whose records are too few to
+/// train a dictionary on fails before anything is created, and the path
+/// then takes a plain write; a dataset that already exists is left as it was.
+#[test]
+fn an_untrainable_dictionary_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = floats(5, 4, 3);
+    let dict = WriteOptions::codec(Codec::ZstdDict);
+    for (name, result) in [
+        ("slice", write_dataset(dir.path().join("slice"), &data, &[4], &dict)),
+        ("iter", write_dataset_iter(dir.path().join("iter"), &[4], data.chunks(4), &dict)),
+        ("ragged", write_ragged(dir.path().join("ragged"), &[], data.chunks(4), &dict)),
+    ] {
+        let path = dir.path().join(name);
+        match result {
+            Err(DatasetError::DictionaryTraining { path: named, records: 5, bytes: 80, .. }) => {
+                assert_eq!(named, path)
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+        assert!(!path.exists(), "{name}: {:?}", std::fs::read_dir(&path).map(|d| d.count()));
+        // The next write, with the default codec, makes the dataset.
+        assert_eq!(write_dataset(&path, &data, &[4], &WriteOptions::default()).unwrap(), 5, "{name}");
+    }
+    // An existing empty directory stays empty.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    assert!(matches!(write_dataset(&empty, &data, &[4], &dict), Err(DatasetError::DictionaryTraining { .. })));
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
+    // Enough records train, and the dataset reads back.
+    let many = floats(400, 16, 5);
+    let path = dir.path().join("many");
+    assert_eq!(write_dataset(&path, &many, &[16], &dict).unwrap(), 400);
+    let ds = Dataset::open(&path).unwrap();
+    assert!(ds.store().has_dict());
+    let mut got = vec![0f32; 16];
+    ds.gather_into(&[399], &mut got).unwrap();
+    assert_eq!(got, many[399 * 16..]);
+}
+
+/// A plain store that has its dictionary (and no schema) takes a
+/// `zstd_dict` write of a few records: no dictionary is trained for it.
+#[test]
+fn a_plain_store_with_a_dictionary_takes_a_small_zstd_dict_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = loaderx::Zrecord::open(dir.path()).unwrap();
+    let sample = floats(400, 16, 9);
+    let bytes: &[u8] = bytemuck::cast_slice(&sample);
+    store.train_dict(bytes, &vec![64; 400], 4096).unwrap();
+    drop(store);
+    let few = floats(5, 16, 4);
+    assert_eq!(write_dataset(dir.path(), &few, &[16], &WriteOptions::codec(Codec::ZstdDict)).unwrap(), 5);
+    let ds = Dataset::open(dir.path()).unwrap();
+    let mut got = vec![0f32; 16];
+    ds.gather_into(&[4], &mut got).unwrap();
+    assert_eq!(got, few[4 * 16..]);
+}

@@ -5,7 +5,7 @@
 use loaderx::Codec;
 use loaderx::dataset::{
     DType, DatasetError, RaggedDataset, Tensor, WriteOptions, pad, pad_bytes, write_dataset, write_ragged,
-    write_ragged_bytes,
+    write_ragged_bytes, write_ragged_results,
 };
 
 struct Rng(u64);
@@ -166,4 +166,30 @@ fn writing_ragged_records() {
     assert_eq!(RaggedDataset::open(dir.path().join("d")).unwrap().row_counts(&[0, 1]).unwrap(), [2, 0]);
     assert_eq!(write_ragged(dir.path().join("e"), &[], Vec::<Vec<i64>>::new(), &opts).unwrap(), 0);
     assert_eq!(RaggedDataset::open(dir.path().join("e")).unwrap().len(), 0);
+}
+
+/// A source that fails ends the write: before the first call, a new
+/// dataset is not created; after it, the dataset holds the completed calls'
+/// records and the next write continues it.
+#[test]
+fn a_failing_source_leaves_nothing_or_a_continuable_dataset() {
+    let dir = tempfile::tempdir().unwrap();
+    let dtype = DType::parse("<i4").unwrap();
+    let record = |k: i32| -> Result<Vec<u8>, DatasetError> { Ok(bytemuck::cast_slice(&[k, k + 1]).to_vec()) };
+    let failing = |k: i32| if k == 3 { Err(DatasetError::InvalidArgument("refused".into())) } else { record(k) };
+    // One call would hold all ten records: the failure is before it.
+    let fresh = dir.path().join("fresh");
+    let got = write_ragged_results(&fresh, dtype, &[], (0..10).map(failing), &WriteOptions::default());
+    assert!(matches!(got, Err(DatasetError::InvalidArgument(_))), "{got:?}");
+    assert!(!fresh.exists());
+    // Calls of one record: three complete before the failure.
+    let opts = WriteOptions { chunk_bytes: 1, ..WriteOptions::default() };
+    let partial = dir.path().join("partial");
+    assert!(write_ragged_results(&partial, dtype, &[], (0..10).map(failing), &opts).is_err());
+    assert_eq!(RaggedDataset::open(&partial).unwrap().len(), 3);
+    assert_eq!(write_ragged_results(&partial, dtype, &[], (3..10).map(record), &opts).unwrap(), 7);
+    let ds = RaggedDataset::open(&partial).unwrap();
+    assert_eq!(ds.len(), 10);
+    let got = ds.gather(&[9]).unwrap();
+    assert_eq!(got.record(0).unwrap(), bytemuck::cast_slice::<i32, u8>(&[9, 10]));
 }

@@ -172,7 +172,7 @@ fn chunk_id_past_the_tail_and_unknown_codec() {
 fn empty_directory_becomes_a_store_but_not_read_only() {
     let dir = tempfile::tempdir().unwrap();
     assert!(matches!(Zrecord::open_read_only(dir.path()), Err(Error::NoStore { .. })));
-    assert!(matches!(Zrecord::open_read_only(dir.path().join("nope")), Err(Error::NoStore { .. })));
+    assert!(matches!(Zrecord::open_read_only(dir.path().join("nope")), Err(Error::NoDirectory { .. })));
     let store = Zrecord::open(dir.path()).unwrap();
     assert_eq!(store.len(), 0);
     // A new store is exactly the reference's: meta.zr of the full size, chunk 0.

@@ -70,7 +70,23 @@ fn out_of_range(store: &Zrecord, index: u64) -> Box<dyn std::error::Error> {
     Box::new(Error::IndexOutOfRange { path: store.path().to_path_buf(), index, len: store.len() })
 }
 
-pub fn run(path: &Path, indices: &[u64], range: Option<RangeArg>, out: Option<&Path>, npy: bool) -> CliResult<()> {
+/// Writes the records; `to_terminal` is false when standard output is a
+/// terminal and `--to-terminal` was not given: then, without `--out`,
+/// nothing is written.
+pub fn run(
+    path: &Path,
+    indices: &[u64],
+    range: Option<RangeArg>,
+    out: Option<&Path>,
+    npy: bool,
+    to_terminal: bool,
+) -> CliResult<()> {
+    if out.is_none() && !to_terminal {
+        return Err(CliError::new(
+            "refusing to write binary records to a terminal: give --out FILE, pipe the output, or pass --to-terminal",
+        )
+        .into());
+    }
     let store = Zrecord::open_read_only(path)?;
     let len = u64::from(store.len());
     let selection = match range {

@@ -15,7 +15,7 @@ use loaderx::dataset::{DatasetError, WriteOptions, write_dataset_npy};
 use loaderx::{Codec, Zrecord};
 
 use crate::CliResult;
-use crate::out::{CliError, Json, MIB, human, per_second, print, progress_bar, table};
+use crate::out::{CliError, Json, MIB, bar_style, human, per_second, phase_style, print, progress_bar, table};
 use crate::stats::{read_schema, schema_json};
 
 /// How often the progress bar looks at the store's length.
@@ -129,11 +129,20 @@ fn write_watched(
 ) -> Result<u64, DatasetError> {
     thread::scope(|scope| {
         let writer = scope.spawn(|| write_dataset_npy(output, input, opts));
-        let mut reader: Option<Zrecord> = None;
+        let mut reader: Option<Zrecord> = Zrecord::open_read_only(output).ok();
+        // A new zstd_dict dataset is created once its dictionary is trained:
+        // until then the bar says so instead of showing a rate of 0.
+        if reader.is_none() && opts.codec == Codec::ZstdDict {
+            bar.set_style(phase_style("convert"));
+            bar.set_message("training the zstd_dict dictionary on a sample of the file");
+        }
         while !writer.is_finished() {
             thread::sleep(POLL);
             if reader.is_none() {
                 reader = Zrecord::open_read_only(output).ok();
+                if reader.is_some() {
+                    bar.set_style(bar_style("convert", false));
+                }
             }
             if let Some(len) = reader.as_ref().and_then(|r| r.refresh().ok()) {
                 bar.set_position(u64::from(len).saturating_sub(records_before));

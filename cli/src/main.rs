@@ -162,6 +162,10 @@ enum Command {
         /// for a ragged one, a single record as (rows, *item_shape).
         #[arg(long)]
         npy: bool,
+        /// Write the bytes to standard output even when it is a terminal
+        /// (refused otherwise: records are binary).
+        #[arg(long)]
+        to_terminal: bool,
     },
     /// Delete records by swap-with-last.
     ///
@@ -254,12 +258,17 @@ fn main() -> ExitCode {
             if dict_size.is_some() && codec != CodecArg::ZstdDict {
                 use clap::CommandFactory;
                 let message = "--dict-size applies to --codec zstd_dict only";
-                Cli::command().error(clap::error::ErrorKind::ArgumentConflict, message).exit();
+                // `convert`'s usage, not the top level's.
+                let mut cli = Cli::command();
+                cli.build();
+                let convert = cli.find_subcommand_mut("convert").expect("convert is a subcommand");
+                convert.error(clap::error::ErrorKind::ArgumentConflict, message).exit();
             }
             convert::run(&input, &output, codec, dict_size, json).map(|()| Done::Ok)
         }
-        Command::Cat { store, indices, range, out, npy } => {
-            cat::run(&store, &indices, range, out.as_deref(), npy).map(|()| Done::Ok)
+        Command::Cat { store, indices, range, out, npy, to_terminal } => {
+            let to_terminal = to_terminal || !std::io::IsTerminal::is_terminal(&std::io::stdout());
+            cat::run(&store, &indices, range, out.as_deref(), npy, to_terminal).map(|()| Done::Ok)
         }
         Command::Delete { store, indices, from_file, wait, json } => {
             delete::run(&store, indices, from_file.as_deref(), wait, json).map(|()| Done::Ok)

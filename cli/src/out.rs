@@ -7,7 +7,7 @@ use std::io::{self, IsTerminal, Write};
 use std::path::Path;
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 use loaderx::{Options, Zrecord};
 
 /// An error the CLI itself detects, with the error that caused it if any.
@@ -143,12 +143,35 @@ pub fn progress_bar(len: u64, what: &str, bytes: bool) -> Option<ProgressBar> {
     if !io::stderr().is_terminal() {
         return None;
     }
-    let counts = if bytes { "{bytes}/{total_bytes} ({bytes_per_sec})" } else { "{human_pos}/{human_len} ({per_sec})" };
-    let template = format!("{what} [{{elapsed_precise}}] {{wide_bar}} {counts} eta {{eta}}");
-    let style = ProgressStyle::with_template(&template).unwrap_or_else(|_| ProgressStyle::default_bar());
-    let bar = ProgressBar::new(len).with_style(style);
+    let bar = ProgressBar::new(len).with_style(bar_style(what, bytes));
     bar.enable_steady_tick(Duration::from_millis(200));
     Some(bar)
+}
+
+/// The bar: `what`, elapsed time, the bar, counts with a whole-number rate
+/// (indicatif's `{per_sec}` prints four decimals), the time left.
+pub fn bar_style(what: &str, bytes: bool) -> ProgressStyle {
+    let counts = if bytes { "{bytes}/{total_bytes} ({bytes_per_sec})" } else { "{human_pos}/{human_len} ({rate})" };
+    let template = format!("{what} [{{elapsed_precise}}] {{wide_bar}} {counts} eta {{eta}}");
+    ProgressStyle::with_template(&template).unwrap_or_else(|_| ProgressStyle::default_bar()).with_key(
+        "rate",
+        |state: &ProgressState, w: &mut dyn fmt::Write| {
+            let _ = w.write_str(&rate(state.per_sec()));
+        },
+    )
+}
+
+/// A phase without counts (a dictionary being trained): `what`, elapsed
+/// time, a spinner and `{msg}`.
+pub fn phase_style(what: &str) -> ProgressStyle {
+    let template = format!("{what} [{{elapsed_precise}}] {{spinner}} {{msg}}");
+    ProgressStyle::with_template(&template).unwrap_or_else(|_| ProgressStyle::default_spinner())
+}
+
+/// `per_sec` as the bar shows it: whole units with thousands separators.
+pub fn rate(per_sec: f64) -> String {
+    let whole = if per_sec.is_finite() && per_sec > 0.0 { per_sec.round() as u64 } else { 0 };
+    format!("{}/s", indicatif::HumanCount(whole))
 }
 
 #[cfg(test)]
@@ -176,6 +199,17 @@ mod tests {
         assert_eq!(text, r#"{"s":"q\"\n","n":null,"f":null,"o":{"a":1},"l":[1,2]}"#);
         let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(parsed["o"]["a"], 1);
+    }
+
+    #[test]
+    fn bar_rates_are_whole_numbers() {
+        assert_eq!(rate(1234.5678), "1,235/s");
+        assert_eq!(rate(0.4), "0/s");
+        assert_eq!(rate(f64::NAN), "0/s");
+        // Both templates parse (an unknown key would fall back to the default style).
+        for template in ["convert [{elapsed_precise}] {spinner} {msg}", "x {human_pos}/{human_len} ({rate})"] {
+            assert!(ProgressStyle::with_template(template).is_ok(), "{template}");
+        }
     }
 
     #[test]

@@ -84,7 +84,7 @@ fn bench_errors() {
     drop(Zrecord::open(dir.path()).unwrap());
     let p = path_str(dir.path());
     assert_fails(&loaderx(&["bench", p]), "the store is empty");
-    assert_fails(&loaderx(&["bench", path_str(&dir.path().join("nope"))]), "no store here");
+    assert_fails(&loaderx(&["bench", path_str(&dir.path().join("nope"))]), "nope: no such directory");
     for bad in [["--batches", "0"], ["--batch-size", "0"], ["--seconds", "0"], ["--workers", "0"]] {
         assert_usage(&loaderx(&["bench", p, bad[0], bad[1]]));
     }

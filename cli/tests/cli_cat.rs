@@ -139,7 +139,7 @@ fn cat_errors() {
     make_store(&store, 4, Codec::Zstd);
     let p = path_str(&store);
 
-    assert_fails(&loaderx(&["cat", path_str(&dir.path().join("nope")), "0"]), "no store here");
+    assert_fails(&loaderx(&["cat", path_str(&dir.path().join("nope")), "0"]), "nope: no such directory");
 
     // Nothing is written before the bad index is found.
     let out = loaderx(&["cat", p, "0", "1", "4"]);
@@ -170,4 +170,37 @@ fn cat_corrupt_record_removes_partial_output() {
     let out = loaderx(&["cat", path_str(&store), "--out", path_str(&file)]);
     assert_fails(&out, "record 29");
     assert!(!file.exists(), "a failed --out must not leave a partial file");
+}
+
+/// `loaderx ARGS` with standard output a terminal (through util-linux
+/// `script`): its exit code and what the terminal showed.
+fn on_a_terminal(args: &[&str]) -> (Option<i32>, String) {
+    let mut line = String::from(env!("CARGO_BIN_EXE_loaderx"));
+    for arg in args {
+        line.push_str(&format!(" '{arg}'"));
+    }
+    let out = std::process::Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("util-linux script runs");
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Finding 10 of issue 18: binary records are not dumped on a terminal
+/// unless asked for; a pipe or --out gets them as before.
+#[test]
+fn cat_refuses_a_terminal_without_to_terminal() {
+    let _x = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    make_store(dir.path(), 3, Codec::Raw);
+    let (code, shown) = on_a_terminal(&["cat", path_str(dir.path())]);
+    assert_eq!(code, Some(1), "{shown}");
+    assert!(shown.contains("refusing to write binary records to a terminal"), "{shown}");
+    let (code, shown) = on_a_terminal(&["cat", path_str(dir.path()), "--to-terminal"]);
+    assert_eq!(code, Some(0), "{shown}");
+    let file = dir.path().join("out.bin");
+    let (code, shown) = on_a_terminal(&["cat", path_str(dir.path()), "--out", path_str(&file)]);
+    assert_eq!(code, Some(0), "{shown}");
+    assert_eq!(std::fs::read(&file).unwrap(), read_all(dir.path()).concat());
 }

@@ -147,7 +147,7 @@ fn compact_errors() {
     let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nope");
-    assert_fails(&loaderx(&["compact", path_str(&missing)]), "no store here");
+    assert_fails(&loaderx(&["compact", path_str(&missing)]), "nope: no such directory");
     assert!(!missing.exists(), "compact must not create a store");
 
     let store = dir.path().join("store");

@@ -115,3 +115,70 @@ fn convert_refuses_bad_input() {
     assert_usage(&loaderx(&["convert", path_str(&npy), path_str(&ds), "--codec", "lz4"]));
     assert!(!ds.join("meta.zr").exists(), "nothing written on refusal");
 }
+
+/// Finding 3 of issue 18: `--codec zstd_dict` on too few records fails
+/// before anything is created, and the next convert into the path works.
+#[test]
+fn an_untrainable_dictionary_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let npy = dir.path().join("f32_4.npy");
+    let ds = dir.path().join("out.zr");
+    write_npy_f32(&npy, &[5, 4], &values(5)[..20]);
+    let out = loaderx(&["convert", path_str(&npy), path_str(&ds), "--codec", "zstd_dict"]);
+    assert_fails(&out, "cannot train a zstd_dict dictionary on 5 records (80 bytes)");
+    assert!(stderr(&out).contains("out.zr"), "{}", stderr(&out));
+    assert!(!ds.exists());
+    let json = ok_json(&loaderx(&["convert", path_str(&npy), path_str(&ds), "--json"]));
+    assert_eq!((json["records"].as_u64(), json["schema"]["codec"].as_str()), (Some(5), Some("zstd")));
+}
+
+/// A version 1 `.npy` file with header `descr` and `shape`, then `data`.
+fn write_npy_raw(path: &std::path::Path, descr: &str, shape: &str, data: &[u8]) {
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.extend_from_slice(data);
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// Finding 9 of issue 18: each message names the file and says what is
+/// wrong with it.
+#[test]
+fn messages_name_the_file_and_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let npy = dir.path().join("in.npy");
+    write_npy_f32(&npy, &[5, 4], &values(5)[..20]);
+    let input_dir = dir.path().join("a_dir");
+    std::fs::create_dir(&input_dir).unwrap();
+    let out = dir.path().join("out");
+    assert_fails(
+        &loaderx(&["convert", path_str(&input_dir), path_str(&out)]),
+        "a_dir: is a directory, not a .npy file",
+    );
+    let file = dir.path().join("a_file");
+    std::fs::write(&file, b"x").unwrap();
+    assert_fails(&loaderx(&["convert", path_str(&npy), path_str(&file)]), "a_file: exists and is not a directory");
+    let missing = dir.path().join("missing");
+    assert_fails(&loaderx(&["stats", path_str(&missing)]), "missing: no such directory");
+    let object = dir.path().join("object.npy");
+    write_npy_raw(&object, "|O", "(2,)", &[0; 16]);
+    assert_fails(&loaderx(&["convert", path_str(&object), path_str(&out)]), "object.npy: dtype \"|O\": object");
+    let datetime = dir.path().join("when.npy");
+    write_npy_raw(&datetime, "<M8[ns]", "(2,)", &[0; 16]);
+    assert_fails(
+        &loaderx(&["convert", path_str(&datetime), path_str(&out)]),
+        "when.npy: dtype \"<M8[ns]\": datetime64 arrays",
+    );
+    let big = dir.path().join("big.npy");
+    write_npy_raw(&big, "<f4", "(1, 300000)", &vec![0; 1_200_000]);
+    assert_fails(&loaderx(&["convert", path_str(&big), path_str(&out)]), "big.npy: a sample of 1200000 bytes exceeds");
+    let usage = loaderx(&["convert", path_str(&npy), path_str(&out), "--dict-size", "4096"]);
+    assert_usage(&usage);
+    assert!(stderr(&usage).contains("Usage: loaderx convert [OPTIONS] <INPUT> <OUTPUT>"), "{}", stderr(&usage));
+    assert!(!out.exists());
+}

@@ -111,8 +111,11 @@ fn stats_reports_an_unreadable_schema_without_failing() {
 fn stats_errors() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nope");
-    assert_fails(&loaderx(&["stats", path_str(&missing)]), "no store here");
+    assert_fails(&loaderx(&["stats", path_str(&missing)]), "nope: no such directory");
     assert!(!missing.exists(), "a read-only command must not create the store");
+    std::fs::create_dir(&missing).unwrap();
+    assert_fails(&loaderx(&["stats", path_str(&missing)]), "nope: no store here (meta.zr is missing)");
+    assert_eq!(std::fs::read_dir(&missing).unwrap().count(), 0);
     std::fs::write(dir.path().join("meta.zr"), [0u8; 64]).unwrap();
     assert_fails(&loaderx(&["stats", path_str(dir.path())]), "not a zrecord store");
 }

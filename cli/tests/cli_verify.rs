@@ -198,7 +198,7 @@ fn verify_cannot_run_without_a_store() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nope");
     let out = loaderx(&["verify", path_str(&missing)]);
-    assert_fails(&out, "no store here");
+    assert_fails(&out, "nope: no such directory");
     assert!(out.stdout.is_empty());
     assert!(!missing.exists());
 }

@@ -6,18 +6,23 @@
 
 use std::cell::RefCell;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
+use loaderx::ReadMode;
 use loaderx::dataset::{self as ds, DType, Tensor, WriteOptions};
 use numpy::prelude::*;
 use numpy::{PyArrayDescr, PyUntypedArray};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::types::{IntoPyDict, PyTuple};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyTuple};
 
 use crate::array::{descr, filled, from_tensor, i64_array, index, indices, numpy, read_bytes, u64s};
+use crate::cast;
 use crate::errors::{dataset_error, value_error};
 use crate::fork;
-use crate::store::{codec_name, codec_of, read_mode_of};
+use crate::pickle;
+use crate::store::{Zrecord, codec_name, codec_of, read_mode_of};
 
 /// The reference's default bytes per append call of a write.
 pub const WRITE_CHUNK_BYTES: usize = ds::WRITE_CHUNK_BYTES_DEFAULT;
@@ -53,37 +58,96 @@ enum Failure {
     Python(PyErr),
 }
 
-/// Fixed-shape records over a store (the reference's `loaderx.Dataset`):
-/// `dtype`, `shape` (of one record), `codec`, `path`.
-#[pyclass(frozen, module = "loaderx_rs")]
-pub struct Dataset {
-    inner: Handle<ds::Dataset>,
-    #[pyo3(get)]
+/// What a dataset handle was opened with, and holds; set by `__init__`.
+struct Opened<T> {
+    inner: Handle<T>,
     dtype: Py<PyArrayDescr>,
     shape: Vec<usize>,
     codec: &'static str,
-    #[pyo3(get)]
+    /// `pathlib.Path` of `at`.
     path: Py<PyAny>,
+    at: PathBuf,
+    read_mode: &'static str,
+    /// `_store`, made on first use.
+    store: PyOnceLock<Py<Zrecord>>,
+}
+
+impl<T> Opened<T> {
+    fn new(
+        py: Python<'_>,
+        dataset: T,
+        schema: &ds::Schema,
+        shape: &[usize],
+        at: PathBuf,
+        mode: ReadMode,
+    ) -> PyResult<Self> {
+        Ok(Opened {
+            inner: Handle::new(dataset),
+            dtype: descr(py, &schema.dtype.to_string())?.unbind(),
+            shape: shape.to_vec(),
+            codec: codec_name(schema.codec),
+            path: pathlib(py, &at)?,
+            at,
+            read_mode: mode.name(),
+            store: PyOnceLock::new(),
+        })
+    }
+
+    /// `(path, read_mode)`, the arguments that reopen it (pickling).
+    fn open_args<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyTuple>, Bound<'py, PyDict>)> {
+        self.inner.get()?;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("read_mode", self.read_mode)?;
+        Ok((PyTuple::new(py, [self.path.bind(py)])?, kwargs))
+    }
+
+    /// The reference's `_store`: the store under the dataset, read-only.
+    fn store<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, Zrecord>> {
+        self.inner.get()?;
+        let store = self.store.get_or_try_init(py, || {
+            Py::new(py, Zrecord::open_read_only(py, self.at.clone(), self.codec, self.read_mode)?)
+        })?;
+        Ok(store.bind(py).clone())
+    }
+}
+
+/// The object of a class whose `__init__` was not run (a subclass that
+/// does not call `super().__init__`).
+fn not_open(class: &str) -> PyErr {
+    PyRuntimeError::new_err(format!("the {class} is not open: a subclass's __init__ must call super().__init__(path)"))
+}
+
+/// Fixed-shape records over a store (the reference's `loaderx.Dataset`):
+/// `dtype`, `shape` (of one record), `codec`, `path`. Subclasses may take
+/// their own `__init__` arguments; pickling reopens by path and read mode.
+#[pyclass(frozen, subclass, module = "loaderx_rs")]
+pub struct Dataset {
+    opened: OnceLock<Opened<ds::Dataset>>,
 }
 
 impl Dataset {
+    fn opened(&self) -> PyResult<&Opened<ds::Dataset>> {
+        self.opened.get().ok_or_else(|| not_open("Dataset"))
+    }
+
     pub fn shared(&self) -> PyResult<Arc<ds::Dataset>> {
-        self.inner.get()
+        self.opened()?.inner.get()
     }
 
     /// The NumPy dtype of its records.
-    pub fn dtype_descr(&self, py: Python<'_>) -> Py<PyArrayDescr> {
-        self.dtype.clone_ref(py)
+    pub fn dtype_descr(&self, py: Python<'_>) -> PyResult<Py<PyArrayDescr>> {
+        Ok(self.opened()?.dtype.clone_ref(py))
     }
 
     fn gather<'py>(&self, py: Python<'py>, idx: &[u64]) -> PyResult<Bound<'py, PyUntypedArray>> {
-        let dataset = self.shared()?;
-        let shape: Vec<usize> = std::iter::once(idx.len()).chain(self.shape.iter().copied()).collect();
+        let opened = self.opened()?;
+        let dataset = opened.inner.get()?;
+        let shape: Vec<usize> = std::iter::once(idx.len()).chain(opened.shape.iter().copied()).collect();
         let fill = |bytes: &mut [u8]| match fork::run(|| dataset.gather_bytes(idx, bytes)) {
             Ok(result) => result.map_err(Failure::Dataset),
             Err(e) => Err(Failure::Python(e)),
         };
-        filled(py, self.dtype.bind(py), &shape, fill)?.map_err(|e| match e {
+        filled(py, opened.dtype.bind(py), &shape, fill)?.map_err(|e| match e {
             Failure::Dataset(e) => dataset_error(py, &e),
             Failure::Python(e) => e,
         })
@@ -92,37 +156,68 @@ impl Dataset {
 
 #[pymethods]
 impl Dataset {
+    /// An unopened object; `__init__` opens it (so that a subclass's
+    /// `__init__` may take other arguments).
+    #[new]
+    #[pyo3(signature = (*_args, **_kwargs), text_signature = "(path, read_mode='auto')")]
+    fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Dataset {
+        Dataset { opened: OnceLock::new() }
+    }
+
     /// Opens the dataset at `path` (a store written by `write_dataset`);
     /// `read_mode` as for `Zrecord`.
-    #[new]
     #[pyo3(signature = (path, read_mode = "auto"))]
-    fn new(py: Python<'_>, path: PathBuf, read_mode: &str) -> PyResult<Dataset> {
-        let (at, mode) = (path.clone(), read_mode_of(read_mode)?);
-        let dataset = py.detach(|| ds::Dataset::open_with(&at, mode)).map_err(|e| dataset_error(py, &e))?;
-        let dtype = descr(py, &dataset.dtype().to_string())?.unbind();
-        let shape = dataset.shape().to_vec();
-        let codec = codec_name(dataset.schema().codec);
-        Ok(Dataset { inner: Handle::new(dataset), dtype, shape, codec, path: pathlib(py, &path)? })
+    fn __init__(&self, py: Python<'_>, path: PathBuf, read_mode: &str) -> PyResult<()> {
+        let mode = read_mode_of(read_mode)?;
+        let dataset = py.detach(|| ds::Dataset::open_with(&path, mode)).map_err(|e| dataset_error(py, &e))?;
+        let (schema, shape) = (dataset.schema().clone(), dataset.shape().to_vec());
+        let opened = Opened::new(py, dataset, &schema, &shape, path, mode)?;
+        self.opened.set(opened).map_err(|_| PyRuntimeError::new_err("the Dataset is open already"))
+    }
+
+    /// Pickles by path and read mode (and a subclass's `__dict__`).
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+        let (args, kwargs) = slf.get().opened()?.open_args(slf.py())?;
+        pickle::reduce(slf.as_any(), &slf.py().get_type::<Dataset>(), args, kwargs)
+    }
+
+    /// The store under the dataset (the reference's `_store`), read-only.
+    #[getter]
+    fn _store<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, Zrecord>> {
+        self.opened()?.store(py)
+    }
+
+    /// The NumPy dtype of one element.
+    #[getter]
+    fn dtype(&self, py: Python<'_>) -> PyResult<Py<PyArrayDescr>> {
+        self.dtype_descr(py)
+    }
+
+    /// The dataset's directory (a `pathlib.Path`).
+    #[getter]
+    fn path(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(self.opened()?.path.clone_ref(py))
     }
 
     /// The shape of one record.
     #[getter]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, &self.shape)
+        PyTuple::new(py, &self.opened()?.shape)
     }
 
     /// The codec the dataset was written with.
     #[getter]
-    fn codec(&self) -> &'static str {
-        self.codec
+    fn codec(&self) -> PyResult<&'static str> {
+        Ok(self.opened()?.codec)
     }
 
     fn __len__(&self) -> PyResult<usize> {
         Ok(self.shared()?.len() as usize)
     }
 
-    fn __repr__(&self, py: Python<'_>) -> String {
-        format!("Dataset({}, dtype={}, shape={})", self.path.bind(py), self.dtype.bind(py), tuple_text(&self.shape))
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let o = self.opened()?;
+        Ok(format!("Dataset({}, dtype={}, shape={})", o.path.bind(py), o.dtype.bind(py), tuple_text(&o.shape)))
     }
 
     /// A record for an integer index (negative counts from the end); a
@@ -151,7 +246,9 @@ impl Dataset {
 
     /// Closes this handle (loaders built from it keep their own).
     fn close(&self) {
-        self.inner.close();
+        if let Some(opened) = self.opened.get() {
+            opened.inner.close();
+        }
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -166,74 +263,104 @@ impl Dataset {
 
 /// Variable-length records over a store (the reference's
 /// `loaderx.RaggedDataset`): `dtype`, `item_shape` (of one row), `codec`,
-/// `path`. A batch is packed: `(values, row_splits)`.
-#[pyclass(frozen, module = "loaderx_rs")]
+/// `path`. A batch is packed: `(values, row_splits)`. Subclassing and
+/// pickling as for `Dataset`.
+#[pyclass(frozen, subclass, module = "loaderx_rs")]
 pub struct RaggedDataset {
-    inner: Handle<ds::RaggedDataset>,
-    #[pyo3(get)]
-    dtype: Py<PyArrayDescr>,
-    item_shape: Vec<usize>,
-    codec: &'static str,
-    #[pyo3(get)]
-    path: Py<PyAny>,
+    opened: OnceLock<Opened<ds::RaggedDataset>>,
 }
 
 impl RaggedDataset {
+    fn opened(&self) -> PyResult<&Opened<ds::RaggedDataset>> {
+        self.opened.get().ok_or_else(|| not_open("RaggedDataset"))
+    }
+
     pub fn shared(&self) -> PyResult<Arc<ds::RaggedDataset>> {
-        self.inner.get()
+        self.opened()?.inner.get()
     }
 
     /// The NumPy dtype of its rows.
-    pub fn dtype_descr(&self, py: Python<'_>) -> Py<PyArrayDescr> {
-        self.dtype.clone_ref(py)
+    pub fn dtype_descr(&self, py: Python<'_>) -> PyResult<Py<PyArrayDescr>> {
+        Ok(self.opened()?.dtype.clone_ref(py))
     }
 
     fn packed<'py>(&self, py: Python<'py>, idx: &[u64]) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-        let dataset = self.shared()?;
+        let opened = self.opened()?;
+        let dataset = opened.inner.get()?;
         let ragged = py.detach(|| fork::run(|| dataset.gather(idx)))?.map_err(|e| dataset_error(py, &e))?;
-        let values = from_tensor(py, ragged.values, self.dtype.bind(py))?;
+        let values = from_tensor(py, ragged.values, opened.dtype.bind(py))?;
         Ok((values, i64_array(py, &ragged.row_splits).into_any()))
     }
 }
 
 #[pymethods]
 impl RaggedDataset {
+    /// An unopened object; `__init__` opens it.
+    #[new]
+    #[pyo3(signature = (*_args, **_kwargs), text_signature = "(path, read_mode='auto')")]
+    fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> RaggedDataset {
+        RaggedDataset { opened: OnceLock::new() }
+    }
+
     /// Opens the ragged dataset at `path` (written by `write_ragged`);
     /// `read_mode` as for `Zrecord`.
-    #[new]
     #[pyo3(signature = (path, read_mode = "auto"))]
-    fn new(py: Python<'_>, path: PathBuf, read_mode: &str) -> PyResult<RaggedDataset> {
-        let (at, mode) = (path.clone(), read_mode_of(read_mode)?);
-        let dataset = py.detach(|| ds::RaggedDataset::open_with(&at, mode)).map_err(|e| dataset_error(py, &e))?;
-        let dtype = descr(py, &dataset.dtype().to_string())?.unbind();
-        let item_shape = dataset.item_shape().to_vec();
-        let codec = codec_name(dataset.schema().codec);
-        Ok(RaggedDataset { inner: Handle::new(dataset), dtype, item_shape, codec, path: pathlib(py, &path)? })
+    fn __init__(&self, py: Python<'_>, path: PathBuf, read_mode: &str) -> PyResult<()> {
+        let mode = read_mode_of(read_mode)?;
+        let dataset = py.detach(|| ds::RaggedDataset::open_with(&path, mode)).map_err(|e| dataset_error(py, &e))?;
+        let (schema, shape) = (dataset.schema().clone(), dataset.item_shape().to_vec());
+        let opened = Opened::new(py, dataset, &schema, &shape, path, mode)?;
+        self.opened.set(opened).map_err(|_| PyRuntimeError::new_err("the RaggedDataset is open already"))
+    }
+
+    /// Pickles by path and read mode (and a subclass's `__dict__`).
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+        let (args, kwargs) = slf.get().opened()?.open_args(slf.py())?;
+        pickle::reduce(slf.as_any(), &slf.py().get_type::<RaggedDataset>(), args, kwargs)
+    }
+
+    /// The store under the dataset (the reference's `_store`), read-only.
+    #[getter]
+    fn _store<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, Zrecord>> {
+        self.opened()?.store(py)
+    }
+
+    /// The NumPy dtype of one element.
+    #[getter]
+    fn dtype(&self, py: Python<'_>) -> PyResult<Py<PyArrayDescr>> {
+        self.dtype_descr(py)
+    }
+
+    /// The dataset's directory (a `pathlib.Path`).
+    #[getter]
+    fn path(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(self.opened()?.path.clone_ref(py))
     }
 
     /// The shape of one row.
     #[getter]
     fn item_shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, &self.item_shape)
+        PyTuple::new(py, &self.opened()?.shape)
     }
 
     /// The codec the dataset was written with.
     #[getter]
-    fn codec(&self) -> &'static str {
-        self.codec
+    fn codec(&self) -> PyResult<&'static str> {
+        Ok(self.opened()?.codec)
     }
 
     fn __len__(&self) -> PyResult<usize> {
         Ok(self.shared()?.len() as usize)
     }
 
-    fn __repr__(&self, py: Python<'_>) -> String {
-        format!(
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let o = self.opened()?;
+        Ok(format!(
             "RaggedDataset({}, dtype={}, item_shape={})",
-            self.path.bind(py),
-            self.dtype.bind(py),
-            tuple_text(&self.item_shape)
-        )
+            o.path.bind(py),
+            o.dtype.bind(py),
+            tuple_text(&o.shape)
+        ))
     }
 
     /// A record's `(rows, *item_shape)` array for an integer index; a
@@ -266,12 +393,12 @@ impl RaggedDataset {
         max_len: Option<usize>,
         pad_value: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        let dataset = self.shared()?;
+        let (dataset, dtype) = (self.shared()?, self.dtype_descr(py)?);
         let idx = indices(py, idxs, dataset.len())?;
-        let element = pad_element(py, self.dtype.bind(py), pad_value)?;
+        let element = pad_element(py, dtype.bind(py), pad_value)?;
         let padded =
             py.detach(|| dataset.gather_padded_bytes(&idx, max_len, &element)).map_err(|e| dataset_error(py, &e))?;
-        let values = from_tensor(py, padded.values, self.dtype.bind(py))?;
+        let values = from_tensor(py, padded.values, dtype.bind(py))?;
         PyTuple::new(py, [values, i64_array(py, &padded.lengths).into_any()])
     }
 
@@ -283,7 +410,9 @@ impl RaggedDataset {
 
     /// Closes this handle (loaders built from it keep their own).
     fn close(&self) {
-        self.inner.close();
+        if let Some(opened) = self.opened.get() {
+            opened.inner.close();
+        }
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -401,11 +530,17 @@ pub fn write_dataset(
 /// Persists an iterable of variable-length arrays, each `(rows,
 /// *item_shape)`, as a ragged dataset at `path`; returns the number of
 /// records written. `dtype` and `item_shape` default to the first array's.
+/// An array of another dtype is converted under NumPy's `casting` rule
+/// (default `"same_kind"`, whose values must also fit `dtype`); a
+/// conversion that would change values is refused unless
+/// `casting="unsafe"`. A failure ends the write: the records of the
+/// append call it interrupts are not written, so a new dataset whose first
+/// call fails is not created.
 #[pyfunction]
 #[pyo3(
     signature = (path, arrays, dtype = None, item_shape = None, codec = "zstd",
-                 chunk_bytes = WRITE_CHUNK_BYTES, dict_size = None),
-    text_signature = "(path, arrays, dtype=None, item_shape=None, codec='zstd', chunk_bytes=67108864, dict_size=None)"
+                 chunk_bytes = WRITE_CHUNK_BYTES, dict_size = None, casting = "same_kind"),
+    text_signature = "(path, arrays, dtype=None, item_shape=None, codec='zstd', chunk_bytes=67108864, dict_size=None, casting='same_kind')"
 )]
 #[allow(clippy::too_many_arguments)]
 pub fn write_ragged(
@@ -417,8 +552,10 @@ pub fn write_ragged(
     codec: &str,
     chunk_bytes: usize,
     dict_size: Option<usize>,
+    casting: &str,
 ) -> PyResult<u64> {
     let opts = write_options(py, codec, chunk_bytes, dict_size)?;
+    cast::rule(py, casting)?;
     let np = numpy(py)?;
     let mut iter = arrays.try_iter()?;
     let first = match iter.next() {
@@ -437,8 +574,8 @@ pub fn write_ragged(
     let text: String = descr.getattr("str")?.extract()?;
     let element = DType::parse(&text).map_err(|e| dataset_error(py, &e))?;
     let failure: RefCell<Option<PyErr>> = RefCell::new(None);
-    let prepared = |a: Bound<'_, PyAny>| -> PyResult<Vec<u8>> {
-        let a = np.call_method("ascontiguousarray", (a,), Some(&[("dtype", &descr)].into_py_dict(py)?))?;
+    let prepared = |(position, a): (usize, Bound<'_, PyAny>)| -> PyResult<Vec<u8>> {
+        let a = cast::converted(&a, descr.as_any(), casting, position as u64)?;
         let a = a.cast_into::<PyUntypedArray>()?;
         if a.ndim() < 1 || a.shape()[1..] != item_shape[..] {
             return Err(value_error(format!(
@@ -448,21 +585,25 @@ pub fn write_ragged(
         }
         Ok(read_bytes(a.as_any(), "array")?.as_slice()?.to_vec())
     };
-    let records = std::iter::once(Ok(first.into_any())).chain(iter).map_while(|item| match item.and_then(&prepared) {
-        Ok(bytes) => Some(bytes),
-        Err(e) => {
-            *failure.borrow_mut() = Some(e);
-            None
+    // A Python error ends the write (the records of the call it interrupts
+    // are not written) and is raised as itself.
+    let records = std::iter::once(Ok(first.into_any())).chain(iter).enumerate().map_while(|(position, item)| {
+        if failure.borrow().is_some() {
+            return None;
         }
+        Some(item.and_then(|a| prepared((position, a))).map_err(|e| {
+            *failure.borrow_mut() = Some(e);
+            ds::DatasetError::InvalidArgument("an array could not be written".into())
+        }))
     });
     // The records iterator calls Python, so the write runs on this thread
     // with the GIL held; in a fork child, whose parallel encoding must run
     // in a pool of its own (fork.rs), the records are collected first.
     let written = if fork::forked() {
-        let all: Vec<Vec<u8>> = records.collect();
-        fork::run(|| ds::write_ragged_bytes(&path, element, &item_shape, all, &opts))?
+        let all: Vec<Result<Vec<u8>, ds::DatasetError>> = records.collect();
+        fork::run(|| ds::write_ragged_results(&path, element, &item_shape, all, &opts))?
     } else {
-        ds::write_ragged_bytes(&path, element, &item_shape, records, &opts)
+        ds::write_ragged_results(&path, element, &item_shape, records, &opts)
     };
     if let Some(e) = failure.into_inner() {
         return Err(e);

@@ -196,6 +196,7 @@ pub fn store_error(py: Python<'_>, e: &Error) -> PyErr {
         Error::Io { path, .. } => ("StoreIOError", path_string(path), None),
         Error::NotADirectory { path }
         | Error::NoStore { path }
+        | Error::NoDirectory { path }
         | Error::NotAStore { path, .. }
         | Error::MetaMissing { path }
         | Error::MetaTruncated { path, .. } => ("NotAStoreError", path_string(path), None),
@@ -234,7 +235,10 @@ pub fn dataset_error(py: Python<'_>, e: &DatasetError) -> PyErr {
         | DatasetError::Npy { path, .. } => make(py, "DatasetError", message, path_string(path), None),
         DatasetError::PartialRow { index, .. } => make(py, "CorruptError", message, None, Some(*index)),
         DatasetError::TooLong { position, .. } => make(py, "DatasetError", message, None, Some(*position as u64)),
-        DatasetError::RecordTooLarge { .. } => make(py, "RecordTooLargeError", message, None, None),
+        DatasetError::RecordTooLarge { path, .. } => {
+            make(py, "RecordTooLargeError", message, path.as_deref().and_then(path_string), None)
+        }
+        DatasetError::DictionaryTraining { path, .. } => make(py, "DictionaryError", message, path_string(path), None),
         _ => make(py, "DatasetError", message, None, None),
     }
 }

@@ -11,17 +11,21 @@
 //! | `pack` | [`pack`] |
 //! | `Zsampler` | [`sampler`] |
 //! | NumPy arrays in and out | [`array`] |
+//! | `write_ragged`'s dtype conversion (`casting`) | [`cast`] |
 //! | fork safety of the parallel paths | [`fork`] |
+//! | pickling (spawn, forkserver) and subclassing | [`pickle`] |
 //!
 //! Built by maturin (`pip install ./python`) as an abi3 extension module:
 //! one build serves every CPython from 3.9 on.
 
 mod array;
+mod cast;
 mod dataset;
 mod errors;
 mod fork;
 mod loader;
 mod pack;
+mod pickle;
 mod sampler;
 mod store;
 
@@ -35,8 +39,10 @@ fn loaderx_rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::Dataset>()?;
     m.add_class::<dataset::RaggedDataset>()?;
     m.add_class::<loader::DataLoader>()?;
+    m.add("Batch", loader::batch_class(m.py())?)?;
     m.add_class::<sampler::Zsampler>()?;
     m.add_class::<array::TensorOwner>()?;
+    m.add_function(wrap_pyfunction!(pickle::_restore, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::pad, m)?)?;
     m.add_function(wrap_pyfunction!(pack::pack, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::write_dataset, m)?)?;
@@ -50,5 +56,49 @@ fn loaderx_rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("REFERENCE_VERSION", "0.7.3")?;
     m.add("MAX_RECORD_LEN", loaderx::format::RECORD_BYTES_MAX)?;
     m.add("WRITE_CHUNK_BYTES", dataset::WRITE_CHUNK_BYTES)?;
+    reference_modules(m)?;
+    export_all(m)
+}
+
+/// `__all__`: the public names, and the private ones the package's
+/// `__init__.py` must re-export (`from .loaderx_rs import *`, made by
+/// maturin beside the type stubs): `_restore`, which pickles name, and
+/// the reference's private submodules `_sampler` and `_zrecord`.
+fn export_all(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let mut names: Vec<String> = Vec::new();
+    for key in m.dict().keys() {
+        let name: String = key.extract()?;
+        if !name.starts_with('_') {
+            names.push(name);
+        }
+    }
+    names.extend(["_restore", "_sampler", "_zrecord", "__version__"].map(String::from));
+    m.add("__all__", names)
+}
+
+/// The reference's submodules, for code that imports from them
+/// (`from loaderx.dataset import pad`): each holds this module's objects
+/// under the reference's names, and is registered in `sys.modules`.
+fn reference_modules(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let zrecord = ["Zrecord", "ZrecordError", "write_dataset", "write_ragged", "MAX_RECORD_LEN", "WRITE_CHUNK_BYTES"];
+    let zr = alias_module(m, "_zrecord", &zrecord)?;
+    zr.add("SCHEMA", loaderx::dataset::SCHEMA_FILE)?;
+    zr.add("FORMAT", loaderx::dataset::SCHEMA_FORMAT)?;
+    alias_module(m, "dataset", &["Dataset", "RaggedDataset", "pad", "Zrecord"])?;
+    let zsampler = m.py().get_type::<sampler::Zsampler>();
+    alias_module(m, "dataloader", &["DataLoader"])?.add("Sampler", &zsampler)?;
+    alias_module(m, "_sampler", &[])?.add("Sampler", &zsampler)?;
     Ok(())
+}
+
+/// A submodule `loaderx_rs.NAME` holding `m`'s `names`.
+fn alias_module<'py>(m: &Bound<'py, PyModule>, name: &str, names: &[&str]) -> PyResult<Bound<'py, PyModule>> {
+    let py = m.py();
+    let sub = PyModule::new(py, name)?;
+    m.add_submodule(&sub)?;
+    py.import("sys")?.getattr("modules")?.set_item(format!("loaderx_rs.{name}"), &sub)?;
+    for item in names {
+        sub.add(*item, m.getattr(*item)?)?;
+    }
+    Ok(sub)
 }

@@ -29,7 +29,7 @@ use loaderx::loader::{Batch, Column, DataLoader as Loader, LoaderError, Stream};
 use numpy::PyArrayDescr;
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::{PyDict, PyModule, PyTuple, PyType};
 
 use crate::array::{from_tensor, i64_array};
 use crate::dataset::{Dataset, RaggedDataset};
@@ -45,8 +45,33 @@ struct StreamColumn {
 
 /// A batch of the crate's loader as the reference's dict of NumPy arrays
 /// (a ragged stream's entry is `(values, row_splits)`).
+/// The batch class, in Python: a `dict` (stream name to array) whose
+/// `indices` and `step` attributes cannot clash with a stream's name.
+const BATCH_PY: &std::ffi::CStr = cr#"
+class Batch(dict):
+    """A batch: one entry per stream, plus ``indices`` (uint64, the records
+    it holds, in order) and ``step`` (its step) as attributes."""
+
+    __slots__ = ("indices", "step")
+"#;
+
+static BATCH_CLASS: pyo3::sync::PyOnceLock<Py<PyType>> = pyo3::sync::PyOnceLock::new();
+
+/// The `Batch` class (made once).
+pub fn batch_class(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    let class = BATCH_CLASS.get_or_try_init(py, || -> PyResult<Py<PyType>> {
+        let module = PyModule::from_code(py, BATCH_PY, c"loaderx_rs/_batch.py", c"loaderx_rs._batch")?;
+        let class = module.getattr("Batch")?.cast_into::<PyType>()?;
+        class.setattr("__module__", "loaderx_rs")?;
+        Ok(class.unbind())
+    })?;
+    Ok(class.bind(py))
+}
+
 fn to_dict<'py>(py: Python<'py>, mut batch: Batch, columns: &[StreamColumn]) -> PyResult<Bound<'py, PyDict>> {
-    let dict = PyDict::new(py);
+    let dict = batch_class(py)?.call0()?.cast_into::<PyDict>()?;
+    dict.setattr("indices", numpy::PyArray1::from_slice(py, batch.indices()))?;
+    dict.setattr("step", batch.step())?;
     for column in columns {
         let value = match batch.remove(&column.name) {
             Some(Column::Dense(t)) => from_tensor(py, t, column.dtype.bind(py))?,
@@ -223,8 +248,14 @@ enum Source {
 /// every stream gathered at the same indices. Extra keyword arguments:
 /// `shard_index` / `shard_count` (this host's slice of every global batch)
 /// and `start_step` (resume where a run stopped: `loader.step`).
-#[pyclass(module = "loaderx_rs")]
+///
+/// Subclasses may take their own `__init__` arguments. A loader pickles by
+/// its configuration and its `step`: unpickled (in a spawn worker, say), it
+/// reopens its streams and resumes at that step.
+#[pyclass(subclass, module = "loaderx_rs")]
 pub struct DataLoader {
+    /// The arguments `__init__` took; `None` before it runs.
+    config: Option<Config>,
     source: Option<Source>,
     columns: Arc<Vec<StreamColumn>>,
     batch_len: usize,
@@ -232,6 +263,19 @@ pub struct DataLoader {
     step: u64,
     /// The process that made the loader (its threads live there).
     home_pid: u32,
+}
+
+/// A loader's arguments, but `start_step` (pickling).
+struct Config {
+    streams: Py<PyDict>,
+    num_workers: usize,
+    batch_size: usize,
+    prefetch_size: usize,
+    mode: u8,
+    seed: u64,
+    transform: Option<Py<PyAny>>,
+    shard_index: usize,
+    shard_count: usize,
 }
 
 fn streams_of<'py>(streams: &Bound<'py, PyAny>) -> PyResult<Vec<(String, Bound<'py, PyAny>)>> {
@@ -246,11 +290,29 @@ fn streams_of<'py>(streams: &Bound<'py, PyAny>) -> PyResult<Vec<(String, Bound<'
 
 #[pymethods]
 impl DataLoader {
+    /// An unopened loader; `__init__` starts it (so that a subclass's
+    /// `__init__` may take other arguments).
     #[new]
+    #[pyo3(
+        signature = (*_args, **_kwargs),
+        text_signature = "(streams, num_workers=4, batch_size=256, prefetch_size=4, mode=1, seed=42, transform=None, *, shard_index=0, shard_count=1, start_step=0)"
+    )]
+    fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> DataLoader {
+        DataLoader {
+            config: None,
+            source: None,
+            columns: Arc::new(Vec::new()),
+            batch_len: 0,
+            step: 0,
+            home_pid: std::process::id(),
+        }
+    }
+
     #[pyo3(signature = (streams, num_workers = 4, batch_size = 256, prefetch_size = 4, mode = 1, seed = 42,
                         transform = None, *, shard_index = 0, shard_count = 1, start_step = 0))]
     #[allow(clippy::too_many_arguments)]
-    fn new(
+    fn __init__(
+        &mut self,
         py: Python<'_>,
         streams: &Bound<'_, PyAny>,
         num_workers: usize,
@@ -262,7 +324,10 @@ impl DataLoader {
         shard_index: usize,
         shard_count: usize,
         start_step: u64,
-    ) -> PyResult<DataLoader> {
+    ) -> PyResult<()> {
+        if self.config.is_some() {
+            return Err(PyRuntimeError::new_err("the DataLoader is open already"));
+        }
         if prefetch_size == 0 {
             return Err(value_error("prefetch_size must be at least 1"));
         }
@@ -286,19 +351,10 @@ impl DataLoader {
             // on the workers' own (fork.rs).
             .inline_gathers(fork::forked());
         let mut columns = Vec::new();
+        let kept = PyDict::new(py);
         for (name, stream) in streams_of(streams)? {
-            let (stream, dtype): (Stream, Py<PyArrayDescr>) = if let Ok(d) = stream.cast::<Dataset>() {
-                let d = d.get();
-                (d.shared()?.into(), d.dtype_descr(py))
-            } else if let Ok(d) = stream.cast::<RaggedDataset>() {
-                let d = d.get();
-                (d.shared()?.into(), d.dtype_descr(py))
-            } else {
-                return Err(PyTypeError::new_err(format!(
-                    "stream {name:?} is a {}, not a loaderx_rs Dataset or RaggedDataset",
-                    stream.get_type().name()?
-                )));
-            };
+            kept.set_item(&name, &stream)?;
+            let (stream, dtype) = stream_of(py, &name, &stream)?;
             builder = builder.stream(name.clone(), stream);
             columns.push(StreamColumn { name, dtype });
         }
@@ -308,27 +364,46 @@ impl DataLoader {
         let loader = py.detach(|| builder.build()).map_err(|e| loader_error(py, &e))?;
         let batch_len = loader.batch_len();
         let columns = Arc::new(columns);
+        let config = Config {
+            streams: kept.unbind(),
+            num_workers,
+            batch_size,
+            prefetch_size,
+            mode,
+            seed,
+            transform: transform.as_ref().map(|t| t.clone_ref(py)),
+            shard_index,
+            shard_count,
+        };
         let source = match transform {
             None => Source::Direct(loader),
-            Some(transform) => {
-                let pipe = Arc::new(Pipe {
-                    state: Mutex::new(PipeState { ready: VecDeque::new(), stop: false, ended: false }),
-                    changed: Condvar::new(),
-                    capacity: prefetch_size,
-                });
-                let (thread_pipe, thread_columns) = (pipe.clone(), columns.clone());
-                let thread = std::thread::Builder::new()
-                    .name("loaderx-transform".into())
-                    .spawn(move || produce(loader, thread_pipe, transform, thread_columns))
-                    .map_err(|e| PyRuntimeError::new_err(format!("could not start the transform thread: {e}")))?;
-                let producer = Arc::new(Producer { pipe, thread: Mutex::new(Some(thread)) });
-                let mut all = PRODUCERS.lock().unwrap_or_else(|e| e.into_inner());
-                all.retain(|p| p.strong_count() > 0);
-                all.push(Arc::downgrade(&producer));
-                Source::Piped(producer)
-            }
+            Some(transform) => piped(loader, transform, columns.clone(), prefetch_size)?,
         };
-        Ok(DataLoader { source: Some(source), columns, batch_len, step: start_step, home_pid: std::process::id() })
+        *self = DataLoader {
+            config: Some(config),
+            source: Some(source),
+            columns,
+            batch_len,
+            step: start_step,
+            home_pid: std::process::id(),
+        };
+        Ok(())
+    }
+
+    /// Pickles by configuration and `step` (and a subclass's `__dict__`).
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+        let py = slf.py();
+        let me = slf.borrow();
+        let c = me.config.as_ref().ok_or_else(not_open)?;
+        let transform = c.transform.as_ref().map_or_else(|| py.None(), |t| t.clone_ref(py));
+        let args = (c.streams.clone_ref(py), c.num_workers, c.batch_size, c.prefetch_size, c.mode, c.seed, transform);
+        let args = args.into_pyobject(py)?;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("shard_index", c.shard_index)?;
+        kwargs.set_item("shard_count", c.shard_count)?;
+        kwargs.set_item("start_step", me.step)?;
+        drop(me);
+        crate::pickle::reduce(slf.as_any(), &py.get_type::<DataLoader>(), args, kwargs)
     }
 
     /// The step of the batch the next `next()` returns: save it, resume
@@ -357,6 +432,9 @@ impl DataLoader {
             return Err(PyRuntimeError::new_err(
                 "a DataLoader does not survive os.fork() (its threads stay in the parent): build one in this process",
             ));
+        }
+        if self.config.is_none() {
+            return Err(not_open());
         }
         let item = match self.source.as_mut() {
             None => return Err(PyStopIteration::new_err(())),
@@ -404,6 +482,49 @@ impl DataLoader {
         self.close(py);
         false
     }
+}
+
+/// A stream's crate handle and NumPy dtype; `TypeError` naming it if it
+/// is not a `Dataset` or `RaggedDataset` (or a subclass).
+fn stream_of(py: Python<'_>, name: &str, stream: &Bound<'_, PyAny>) -> PyResult<(Stream, Py<PyArrayDescr>)> {
+    if let Ok(d) = stream.cast::<Dataset>() {
+        let d = d.get();
+        return Ok((d.shared()?.into(), d.dtype_descr(py)?));
+    }
+    if let Ok(d) = stream.cast::<RaggedDataset>() {
+        let d = d.get();
+        return Ok((d.shared()?.into(), d.dtype_descr(py)?));
+    }
+    Err(PyTypeError::new_err(format!(
+        "stream {name:?} is a {}, not a loaderx_rs Dataset or RaggedDataset",
+        stream.get_type().name()?
+    )))
+}
+
+/// Starts the transform thread over `loader`, queueing up to `capacity`
+/// transformed batches.
+fn piped(loader: Loader, transform: Py<PyAny>, columns: Arc<Vec<StreamColumn>>, capacity: usize) -> PyResult<Source> {
+    let pipe = Arc::new(Pipe {
+        state: Mutex::new(PipeState { ready: VecDeque::new(), stop: false, ended: false }),
+        changed: Condvar::new(),
+        capacity,
+    });
+    let thread_pipe = pipe.clone();
+    let thread = std::thread::Builder::new()
+        .name("loaderx-transform".into())
+        .spawn(move || produce(loader, thread_pipe, transform, columns))
+        .map_err(|e| PyRuntimeError::new_err(format!("could not start the transform thread: {e}")))?;
+    let producer = Arc::new(Producer { pipe, thread: Mutex::new(Some(thread)) });
+    let mut all = PRODUCERS.lock().unwrap_or_else(|e| e.into_inner());
+    all.retain(|p| p.strong_count() > 0);
+    all.push(Arc::downgrade(&producer));
+    Ok(Source::Piped(producer))
+}
+
+fn not_open() -> PyErr {
+    PyRuntimeError::new_err(
+        "the DataLoader is not open: a subclass's __init__ must call super().__init__(streams, ...)",
+    )
 }
 
 impl DataLoader {

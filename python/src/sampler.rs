@@ -48,7 +48,9 @@ pub fn mode_of(mode: u8) -> PyResult<Mode> {
 /// `SEQUENTIAL` (0), `IID` (1, with replacement), `CYCLIC` (2, a fresh
 /// permutation each cycle). `shard_index` / `shard_count` take this host's
 /// contiguous slice of every global batch.
-#[pyclass(module = "loaderx_rs")]
+/// `Zsampler.Mode.SEQUENTIAL` etc. name the modes as the reference's
+/// `Sampler.Mode` does; `loaderx_rs._sampler.Sampler` is this class.
+#[pyclass(subclass, module = "loaderx_rs")]
 pub struct Zsampler {
     sampler: ShardedSampler,
     mode: u8,
@@ -82,6 +84,20 @@ impl Zsampler {
     const IID: u8 = 1;
     #[classattr]
     const CYCLIC: u8 = 2;
+
+    /// The reference's `Sampler.Mode`: `SEQUENTIAL`, `IID`, `CYCLIC`.
+    #[classattr]
+    #[pyo3(name = "Mode")]
+    fn mode_names(py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let names = pyo3::types::PyDict::new(py);
+        names.set_item("SEQUENTIAL", Zsampler::SEQUENTIAL)?;
+        names.set_item("IID", Zsampler::IID)?;
+        names.set_item("CYCLIC", Zsampler::CYCLIC)?;
+        names.set_item("__module__", "loaderx_rs")?;
+        names.set_item("__qualname__", "Zsampler.Mode")?;
+        let class = py.import("builtins")?.getattr("type")?.call1(("Mode", pyo3::types::PyTuple::empty(py), names))?;
+        Ok(class.unbind())
+    }
 
     #[new]
     #[pyo3(signature = (length, batch_size, mode = 1, seed = 42, shard_index = 0, shard_count = 1, step = 0))]

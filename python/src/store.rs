@@ -7,14 +7,14 @@
 //! reads, and reads wait for them), which the Rust API demands (`&mut`).
 
 use std::path::PathBuf;
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use loaderx::dataset::parse_codec;
 use loaderx::{Codec, Options, ReadMode};
 use numpy::PyArray1;
 use numpy::prelude::*;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyTuple};
 
 use crate::array::{indices, read_bytes, u64s, write_bytes};
 use crate::errors::{dataset_error, store_error, value_error};
@@ -22,11 +22,20 @@ use crate::fork;
 
 /// A record store (the reference's `loaderx.Zrecord`): a dense index space
 /// `0..len` of byte records, each compressed on its own.
-#[pyclass(frozen, module = "loaderx_rs")]
+/// Subclasses may take their own `__init__` arguments; a read-only store
+/// pickles by its arguments (a writable one does not: the writer's lock is
+/// the opening process's).
+#[pyclass(frozen, subclass, module = "loaderx_rs")]
 pub struct Zrecord {
     inner: RwLock<Option<loaderx::Zrecord>>,
+    opened: OnceLock<Opened>,
+}
+
+/// What `__init__` opened the store with.
+struct Opened {
     path: PathBuf,
     codec: Codec,
+    read_mode: ReadMode,
 }
 
 fn closed() -> PyErr {
@@ -97,7 +106,22 @@ impl Zrecord {
     }
 
     fn codec_arg(&self, py: Python<'_>, codec: Option<&str>) -> PyResult<Codec> {
-        codec.map_or(Ok(self.codec), |c| codec_of(py, c))
+        codec.map_or(Ok(self.opened()?.codec), |c| codec_of(py, c))
+    }
+
+    fn opened(&self) -> PyResult<&Opened> {
+        self.opened.get().ok_or_else(|| {
+            pyo3::exceptions::PyRuntimeError::new_err(
+                "the Zrecord is not open: a subclass's __init__ must call super().__init__(path)",
+            )
+        })
+    }
+
+    /// A store opened read-only (a dataset's `_store`).
+    pub fn open_read_only(py: Python<'_>, path: PathBuf, codec: &str, read_mode: &str) -> PyResult<Zrecord> {
+        let store = Zrecord { inner: RwLock::new(None), opened: OnceLock::new() };
+        store.__init__(py, path, codec, true, read_mode, false)?;
+        Ok(store)
     }
 }
 
@@ -115,20 +139,33 @@ impl Zrecord {
     /// open wait for a running delete or compaction to end instead of
     /// raising `BusyError`.
     #[new]
+    #[pyo3(
+        signature = (*_args, **_kwargs),
+        text_signature = "(path, codec='zstd', read_only=False, read_mode='auto', wait=False)"
+    )]
+    fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Zrecord {
+        Zrecord { inner: RwLock::new(None), opened: OnceLock::new() }
+    }
+
     #[pyo3(signature = (path, codec = "zstd", read_only = false, read_mode = "auto", wait = false))]
-    fn new(
+    fn __init__(
+        &self,
         py: Python<'_>,
         path: PathBuf,
         codec: &str,
         read_only: bool,
         read_mode: &str,
         wait: bool,
-    ) -> PyResult<Zrecord> {
+    ) -> PyResult<()> {
         let codec = codec_of(py, codec)?;
-        let options = Options { read_only, wait, read_mode: read_mode_of(read_mode)?, ..Options::default() };
-        let at = path.clone();
-        let store = py.detach(|| loaderx::Zrecord::open_with(&at, options)).map_err(|e| store_error(py, &e))?;
-        Ok(Zrecord { inner: RwLock::new(Some(store)), path, codec })
+        let read_mode = read_mode_of(read_mode)?;
+        let options = Options { read_only, wait, read_mode, ..Options::default() };
+        let store = py.detach(|| loaderx::Zrecord::open_with(&path, options)).map_err(|e| store_error(py, &e))?;
+        if self.opened.set(Opened { path, codec, read_mode }).is_err() {
+            return Err(pyo3::exceptions::PyRuntimeError::new_err("the Zrecord is open already"));
+        }
+        *self.write() = Some(store);
+        Ok(())
     }
 
     /// `Zrecord(path, codec, read_only, read_mode, wait)`, by name.
@@ -142,19 +179,41 @@ impl Zrecord {
         read_mode: &str,
         wait: bool,
     ) -> PyResult<Zrecord> {
-        Zrecord::new(py, path, codec, read_only, read_mode, wait)
+        let store = Zrecord { inner: RwLock::new(None), opened: OnceLock::new() };
+        store.__init__(py, path, codec, read_only, read_mode, wait)?;
+        Ok(store)
+    }
+
+    /// Pickles a read-only store by its arguments (and a subclass's
+    /// `__dict__`); a writable one is a `TypeError`.
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+        let py = slf.py();
+        let me = slf.get();
+        if !me.read_only()? {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "a writable Zrecord cannot be pickled (its writer's lock belongs to this process); \
+                 open it with read_only=True to pass it to another process",
+            ));
+        }
+        let opened = me.opened()?;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("codec", codec_name(opened.codec))?;
+        kwargs.set_item("read_only", true)?;
+        kwargs.set_item("read_mode", opened.read_mode.name())?;
+        let args = PyTuple::new(py, [opened.path.clone()])?;
+        crate::pickle::reduce(slf.as_any(), &py.get_type::<Zrecord>(), args, kwargs)
     }
 
     /// The store's directory.
     #[getter]
-    fn path(&self) -> PathBuf {
-        self.path.clone()
+    fn path(&self) -> PyResult<PathBuf> {
+        Ok(self.opened()?.path.clone())
     }
 
     /// The default codec of `append` and `append_var`.
     #[getter]
-    fn codec(&self) -> &'static str {
-        codec_name(self.codec)
+    fn codec(&self) -> PyResult<&'static str> {
+        Ok(codec_name(self.opened()?.codec))
     }
 
     /// True if the store was opened read-only.
@@ -167,11 +226,12 @@ impl Zrecord {
         Ok(self.len_now()? as usize)
     }
 
-    fn __repr__(&self) -> String {
-        match self.read().ok().and_then(|g| g.as_ref().map(|s| s.len())) {
-            Some(len) => format!("Zrecord({:?}, {len} records)", self.path.display().to_string()),
-            None => format!("Zrecord({:?}, closed)", self.path.display().to_string()),
-        }
+    fn __repr__(&self) -> PyResult<String> {
+        let path = self.opened()?.path.display().to_string();
+        Ok(match self.read().ok().and_then(|g| g.as_ref().map(|s| s.len())) {
+            Some(len) => format!("Zrecord({path:?}, {len} records)"),
+            None => format!("Zrecord({path:?}, closed)"),
+        })
     }
 
     /// Makes everything durable (every mutation already is when it returns).
@@ -363,7 +423,8 @@ impl Zrecord {
 
     /// Storage usage: the reference's `records`, `live_bytes`,
     /// `chunk_bytes`, `reclaimable`, plus `logical_bytes`, `chunks`,
-    /// `codec_records` (raw, zstd, zstd_dict) and `dict_bytes`.
+    /// `codec_records` (`{"raw": n, "zstd": n, "zstd_dict": n}`, as the
+    /// CLI's JSON) and `dict_bytes`.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = self.with(py, |s| s.stats())?;
         let d = PyDict::new(py);
@@ -373,7 +434,11 @@ impl Zrecord {
         d.set_item("reclaimable", s.reclaimable)?;
         d.set_item("logical_bytes", s.logical_bytes)?;
         d.set_item("chunks", s.chunks)?;
-        d.set_item("codec_records", s.codec_records.to_vec())?;
+        let codec_records = PyDict::new(py);
+        for (codec, n) in [Codec::Raw, Codec::Zstd, Codec::ZstdDict].into_iter().zip(s.codec_records) {
+            codec_records.set_item(codec_name(codec), n)?;
+        }
+        d.set_item("codec_records", codec_records)?;
         d.set_item("dict_bytes", s.dict_bytes)?;
         Ok(d)
     }

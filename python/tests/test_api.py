@@ -5,8 +5,13 @@ them)."""
 
 import inspect
 
-import loaderx as reference
+import pytest
+
 import loaderx_rs as ours
+
+from conftest import REFERENCE_MISSING
+
+reference = pytest.importorskip("loaderx", reason=REFERENCE_MISSING)
 
 # Parameters whose default differs in spelling only: the reference's
 # identity transform is a lambda, ours is None (the identity).
@@ -72,3 +77,18 @@ def test_methods_take_the_references_parameters():
             if name.startswith("__"):
                 continue
             check(f"{ref_cls.__name__}.{name}", fn, getattr(our_cls, name))
+
+
+def test_the_references_submodules_hold_its_names():
+    """`from loaderx.dataset import pad` and the like: each public name of
+    the reference's submodules is in ours (issue 18, finding 7)."""
+    import importlib
+
+    for sub in ("dataset", "dataloader", "_zrecord", "_sampler"):
+        ref_module = importlib.import_module(f"loaderx.{sub}")
+        our_module = importlib.import_module(f"loaderx_rs.{sub}")
+        wanted = {n for n, v in vars(ref_module).items()
+                  if not n.startswith("_") and (isinstance(v, type) or callable(v))
+                  and getattr(v, "__module__", "").startswith("loaderx")}
+        assert wanted, sub
+        assert wanted - set(vars(our_module)) == set(), sub

@@ -110,7 +110,7 @@ def test_random_byte_flips_never_crash(tmp_path, rng):
             except loaderx_rs.ZrecordError:
                 continue
             # Raw records carry no checksum: a flipped raw byte reads back flipped.
-            if store.stats()["codec_records"][0] == 0:
+            if store.stats()["codec_records"]["raw"] == 0:
                 np.testing.assert_array_equal(dst, data[i])
         store.verify()
 

@@ -7,10 +7,11 @@ import json
 import numpy as np
 import pytest
 
-import loaderx as reference
 import loaderx_rs as ours
 
-from conftest import smooth
+from conftest import REFERENCE_MISSING, smooth
+
+reference = pytest.importorskip("loaderx", reason=REFERENCE_MISSING)
 
 assert reference.__version__ == "0.7.3", reference.__version__
 

@@ -127,7 +127,7 @@ def test_zstd_dict_dataset(workdir, rng):
     assert loaderx_rs.write_dataset("tiles.zr", images, codec="zstd_dict") == 300
     store = loaderx_rs.Zrecord("tiles.zr", read_only=True)
     assert store.has_dict()
-    assert store.stats()["codec_records"][2] + store.stats()["codec_records"][0] == 300
+    assert store.stats()["codec_records"]["zstd_dict"] + store.stats()["codec_records"]["raw"] == 300
     store.close()
     ds = loaderx_rs.Dataset("tiles.zr")
     assert ds.codec == "zstd_dict"

@@ -33,7 +33,10 @@ def test_append_gather_lengths(tmp_path, rng):
         assert lens.dtype == np.uint32
         np.testing.assert_array_equal(lens, [64, 64, 64])
         stats = store.stats()
-        assert stats["records"] == 300 and stats["codec_records"][0] >= 200
+        assert stats["records"] == 300 and stats["codec_records"]["raw"] >= 200
+        # By codec name, as `loaderx stats --json` (issue 18, finding 10).
+        assert list(stats["codec_records"]) == ["raw", "zstd", "zstd_dict"]
+        assert sum(stats["codec_records"].values()) == 300
         assert stats["logical_bytes"] == 300 * 64
         assert stats["reclaimable"] == stats["chunk_bytes"] - stats["live_bytes"]
         store.sync()

@@ -146,7 +146,7 @@ impl DType {
             Some('S') => Kind::Bytes,
             Some('U') => Kind::Unicode,
             Some('V') => Kind::Void,
-            Some(c) => return Err(bad(&format!("unsupported kind character {c:?} (expected one of b i u f c S U V)"))),
+            Some(c) => return Err(bad(&unsupported_kind(c))),
             None => return Err(bad("empty")),
         };
         let digits = rest_chars.as_str();
@@ -202,6 +202,20 @@ macro_rules! element {
 
 element!(u8 => Uint, i8 => Int, u16 => Uint, i16 => Int, u32 => Uint, i32 => Int, u64 => Uint, i64 => Int,
          f32 => Float, f64 => Float);
+
+/// Why kind character `c` is refused, in NumPy's words for the kind.
+fn unsupported_kind(c: char) -> String {
+    let name = match c {
+        'O' => "object (Python objects)",
+        'M' => "datetime64",
+        'm' => "timedelta64",
+        'T' => "StringDType (variable-length str)",
+        _ => "an unknown kind",
+    };
+    format!(
+        "{name} arrays are not supported (kind {c:?}; supported: bool, int, uint, float, complex, bytes S, str U, void V)"
+    )
+}
 
 #[cfg(test)]
 mod tests {

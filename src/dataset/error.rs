@@ -85,6 +85,9 @@ pub enum DatasetError {
     ShapeMismatch(String),
     /// A record (one sample) over the store's 1 MiB limit.
     RecordTooLarge {
+        /// The file the record comes from (a `.npy` file) or the dataset
+        /// it was written to, where known.
+        path: Option<PathBuf>,
         /// Its size in bytes.
         bytes: u64,
     },
@@ -112,6 +115,19 @@ pub enum DatasetError {
         rows: u64,
         /// The `max_len` asked for.
         max_len: usize,
+    },
+    /// A `zstd_dict` dictionary could not be trained on the write's first
+    /// records (too few, or too small). Nothing of a new dataset was
+    /// created.
+    DictionaryTraining {
+        /// The dataset directory.
+        path: PathBuf,
+        /// The non-empty records of the sample.
+        records: usize,
+        /// Their bytes.
+        bytes: usize,
+        /// zstd's reason.
+        reason: String,
     },
     /// Another argument that does not fit.
     InvalidArgument(String),
@@ -155,7 +171,10 @@ impl fmt::Display for DatasetError {
                 write!(f, "{} holds {holds} records, cannot append {given}", path.display())
             }
             DatasetError::ShapeMismatch(what) => write!(f, "shape mismatch: {what}"),
-            DatasetError::RecordTooLarge { bytes } => {
+            DatasetError::RecordTooLarge { path, bytes } => {
+                if let Some(path) = path {
+                    write!(f, "{}: ", path.display())?;
+                }
                 write!(f, "a sample of {bytes} bytes exceeds the {} byte record limit", crate::format::RECORD_BYTES_MAX)
             }
             DatasetError::Npy { path, reason } => write!(f, "{}: {reason}", path.display()),
@@ -165,7 +184,26 @@ impl fmt::Display for DatasetError {
             DatasetError::TooLong { position, rows, max_len } => {
                 write!(f, "record {position} of the batch has {rows} rows, over max_len={max_len}")
             }
+            DatasetError::DictionaryTraining { path, records, bytes, reason } => write!(
+                f,
+                "{}: cannot train a zstd_dict dictionary on {records} records ({bytes} bytes): {reason}; \
+                 nothing was written (write more records, or use codec \"zstd\")",
+                path.display()
+            ),
             DatasetError::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
+        }
+    }
+}
+
+impl DatasetError {
+    /// The error with `path` named where it names no file yet (a record
+    /// over the limit).
+    pub(crate) fn at(self, path: &std::path::Path) -> DatasetError {
+        match self {
+            DatasetError::RecordTooLarge { path: None, bytes } => {
+                DatasetError::RecordTooLarge { path: Some(path.to_path_buf()), bytes }
+            }
+            e => e,
         }
     }
 }

@@ -40,4 +40,5 @@ pub use tensor::Tensor;
 pub use write::{
     DICT_SAMPLE_BYTES_MAX, DICT_SAMPLES_MAX, WRITE_CHUNK_BYTES_DEFAULT, WriteOptions, write_dataset,
     write_dataset_bytes, write_dataset_iter, write_dataset_npy, write_dataset_npy_in, write_ragged, write_ragged_bytes,
+    write_ragged_results,
 };

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::dtype::DType;
 use super::error::DatasetError;
-use crate::io::{OpenMode, ReadMap, Vfs, VfsFile};
+use crate::io::{FileKind, OpenMode, ReadMap, Vfs, VfsFile};
 
 /// Largest `.npy` header read (NumPy writes a few hundred bytes).
 const NPY_HEADER_BYTES_MAX: u64 = 1 << 20;
@@ -144,6 +144,9 @@ impl NpyFile {
     pub(crate) fn open(vfs: &dyn Vfs, path: &Path) -> Result<NpyFile, DatasetError> {
         let io = |op| move |source| DatasetError::Io { path: path.to_path_buf(), op, source };
         let bad = |reason: String| DatasetError::Npy { path: path.to_path_buf(), reason };
+        if vfs.kind(path).map_err(io("stat .npy"))? == Some(FileKind::Dir) {
+            return Err(bad("is a directory, not a .npy file".into()));
+        }
         let file = vfs.open(path, OpenMode::Read).map_err(io("open .npy"))?;
         let file_len = file.len().map_err(io("stat .npy"))?;
         let map_len = usize::try_from(file_len).map_err(|_| bad("file too large to map".into()))?;
@@ -163,7 +166,10 @@ impl NpyFile {
             return Err(bad("Fortran-order array: save it C-contiguous (np.ascontiguousarray)".into()));
         }
         let dtype = match header.dtype() {
-            npyz::DType::Plain(ty) => DType::parse(&ty.to_string())?,
+            npyz::DType::Plain(ty) => DType::parse(&ty.to_string()).map_err(|e| match e {
+                DatasetError::UnknownDtype { dtype, reason } => bad(format!("dtype {dtype:?}: {reason}")),
+                e => e,
+            })?,
             other => return Err(bad(format!("structured dtype {} is not supported", other.descr()))),
         };
         let shape: Vec<usize> = header

@@ -103,6 +103,7 @@ impl Schema {
             .or(self.shape().contains(&0).then_some(0))
             .filter(|&b| b <= RECORD_BYTES_MAX as usize)
             .ok_or_else(|| DatasetError::RecordTooLarge {
+                path: None,
                 bytes: self.shape().iter().fold(self.dtype.itemsize() as u64, |a, &d| a.saturating_mul(d as u64)),
             })?;
         if bytes == 0 && self.is_ragged() {

@@ -8,16 +8,17 @@
 //! An existing dataset keeps its own codec (the one its schema names), as
 //! in the reference.
 
-use std::path::Path;
+use std::cell::{Cell, OnceCell};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::dtype::{DType, Element};
 use super::error::DatasetError;
 use super::npy::NpyFile;
 use super::schema::Schema;
-use crate::format::{Codec, RECORD_BYTES_MAX};
-use crate::io::Vfs;
+use crate::format::{Codec, META_FILE, RECORD_BYTES_MAX};
 use crate::io::real::RealFs;
+use crate::io::{FileKind, Vfs};
 use crate::{Options, Zrecord, default_dict_size};
 
 /// Bytes submitted per append call by default (the reference's `chunk_bytes`).
@@ -59,17 +60,31 @@ impl WriteOptions {
     }
 }
 
-/// The store open for appending, with the effective schema.
+/// The dataset a write goes to, with the effective schema. A new dataset
+/// is created only when its first records are ready (and, for `zstd_dict`,
+/// its dictionary trained on them), so a write that fails before that
+/// leaves nothing on disk; one that fails later leaves the records of its
+/// completed calls, a dataset the next write continues.
 struct Target {
+    vfs: Arc<dyn Vfs>,
+    path: PathBuf,
     schema: Schema,
-    store: Zrecord,
     unit_bytes: usize,
+    store_opts: Options,
+    store: OnceCell<Zrecord>,
+    /// `schema.json` is on disk (an existing dataset, or written since).
+    schema_written: Cell<bool>,
 }
 
-/// Opens (creating if needed) the dataset at `path` for appending records
-/// of `wanted`'s dtype and shape; writes its schema if it has none.
+/// Resolves the dataset at `path` for appending records of `wanted`'s
+/// dtype and shape: an existing one (whose schema must match, and which
+/// keeps its codec) is opened now, a new one is left to [`Target::open`].
 fn open_target(vfs: Arc<dyn Vfs>, path: &Path, wanted: Schema, opts: &WriteOptions) -> Result<Target, DatasetError> {
-    let unit_bytes = wanted.unit_bytes()?;
+    let unit_bytes = wanted.unit_bytes().map_err(|e| e.at(path))?;
+    let kind = vfs.kind(path).map_err(|source| DatasetError::Io { path: path.to_path_buf(), op: "stat", source })?;
+    if kind.is_some_and(|k| k != FileKind::Dir) {
+        return Err(crate::Error::NotADirectory { path: path.to_path_buf() }.into());
+    }
     let existing = match Schema::read(&*vfs, path) {
         Ok(schema) => Some(schema),
         Err(DatasetError::NoSchema { .. }) => None,
@@ -84,29 +99,65 @@ fn open_target(vfs: Arc<dyn Vfs>, path: &Path, wanted: Schema, opts: &WriteOptio
             given: wanted.describe(),
         });
     }
-    let store = Zrecord::open_in(vfs.clone(), path, Options { read_only: false, ..opts.store.clone() })?;
-    let schema = match existing {
-        Some(existing) => existing,
-        None => {
-            wanted.write(&*vfs, path)?;
-            wanted
-        }
-    };
-    Ok(Target { schema, store, unit_bytes })
+    let store_opts = Options { read_only: false, ..opts.store.clone() };
+    let store = OnceCell::new();
+    // A store without a schema (a plain one) is opened now too: it may
+    // have its dictionary already.
+    let has_store = vfs.kind(&path.join(META_FILE)).ok().flatten().is_some();
+    if existing.is_some() || has_store {
+        let _ = store.set(Zrecord::open_in(vfs.clone(), path, store_opts.clone())?);
+    }
+    let schema_written = Cell::new(existing.is_some());
+    let schema = existing.unwrap_or(wanted);
+    Ok(Target { vfs, path: path.to_path_buf(), schema, unit_bytes, store_opts, store, schema_written })
 }
 
 impl Target {
     fn needs_dict(&self) -> bool {
-        self.schema.codec == Codec::ZstdDict && !self.store.has_dict()
+        self.schema.codec == Codec::ZstdDict && self.store.get().is_none_or(|s| !s.has_dict())
     }
 
-    /// Trains the dictionary on `samples` (concatenated, of `sizes`);
+    /// The store, created with its schema if new. `sample` (concatenated
+    /// records of their sizes) trains the dictionary if one is needed; it
+    /// is trained before anything is created, so a sample too small to
+    /// train on fails the write with nothing left behind. `None` (no
+    /// records to write) leaves the training to the next write.
+    fn open(&self, sample: Option<(&[u8], &[usize])>, opts: &WriteOptions) -> Result<&Zrecord, DatasetError> {
+        let dict = match sample {
+            Some((sample, sizes)) if self.needs_dict() => Some(self.train(sample, sizes, opts)?),
+            _ => None,
+        };
+        let store = match self.store.get() {
+            Some(store) => store,
+            None => {
+                let store = Zrecord::open_in(self.vfs.clone(), &self.path, self.store_opts.clone())?;
+                self.store.get_or_init(|| store)
+            }
+        };
+        if !self.schema_written.get() {
+            self.schema.write(&*self.vfs, &self.path)?;
+            self.schema_written.set(true);
+        }
+        if let Some(dict) = dict {
+            store.install_dict(dict)?;
+        }
+        Ok(store)
+    }
+
+    /// Trains a dictionary on `samples` (concatenated, of `sizes`);
     /// zero-length samples are left out (they teach nothing).
-    fn train(&self, samples: &[u8], sizes: &[usize], opts: &WriteOptions) -> Result<(), DatasetError> {
+    fn train(&self, samples: &[u8], sizes: &[usize], opts: &WriteOptions) -> Result<Vec<u8>, DatasetError> {
         let sizes: Vec<usize> = sizes.iter().copied().filter(|&s| s > 0).collect();
         let target = opts.dict_size.unwrap_or_else(|| default_dict_size(samples.len()));
-        self.store.train_dict(samples, &sizes, target)?;
-        Ok(())
+        Zrecord::train_dict_bytes(samples, &sizes, target).map_err(|e| match e {
+            crate::Error::DictionaryTraining { reason } => DatasetError::DictionaryTraining {
+                path: self.path.clone(),
+                records: sizes.len(),
+                bytes: samples.len(),
+                reason,
+            },
+            e => e.into(),
+        })
     }
 
     /// Records per append call.
@@ -159,8 +210,8 @@ pub fn write_dataset_bytes(
     data: &[u8],
     opts: &WriteOptions,
 ) -> Result<u64, DatasetError> {
-    let schema = Schema::fixed(dtype, shape.to_vec(), opts.codec)?;
-    let record_bytes = schema.unit_bytes()?;
+    let schema = Schema::fixed(dtype, shape.to_vec(), opts.codec).map_err(|e| e.at(path.as_ref()))?;
+    let record_bytes = schema.unit_bytes().map_err(|e| e.at(path.as_ref()))?;
     if record_bytes == 0 {
         return Err(DatasetError::ShapeMismatch(format!(
             "records of {dtype}{shape:?} are 0 bytes: their count cannot be told from a slice"
@@ -199,7 +250,7 @@ pub fn write_dataset_npy_in(
     opts: &WriteOptions,
 ) -> Result<u64, DatasetError> {
     let file = NpyFile::open(&*vfs, npy)?;
-    let schema = Schema::fixed(file.dtype, file.record_shape.clone(), opts.codec)?;
+    let schema = Schema::fixed(file.dtype, file.record_shape.clone(), opts.codec).map_err(|e| e.at(npy))?;
     let target = open_target(vfs, path, schema, opts)?;
     write_fixed(&target, file.count, &file, opts)
 }
@@ -220,8 +271,8 @@ where
     R: AsRef<[T]>,
     I: IntoIterator<Item = R>,
 {
-    let schema = Schema::fixed(T::DTYPE, shape.to_vec(), opts.codec)?;
-    let record_bytes = schema.unit_bytes()?;
+    let schema = Schema::fixed(T::DTYPE, shape.to_vec(), opts.codec).map_err(|e| e.at(path.as_ref()))?;
+    let record_bytes = schema.unit_bytes().map_err(|e| e.at(path.as_ref()))?;
     let target = open_target(Arc::new(RealFs), path.as_ref(), schema, opts)?;
     let step = target.step(opts);
     let mut block: Vec<u8> = Vec::with_capacity(step * record_bytes);
@@ -248,7 +299,7 @@ where
         }
         written += write_fixed(&target, n as u64, &SliceSource { data: &block, record_bytes }, opts)?;
     }
-    target.store.sync()?;
+    target.open(None, opts)?.sync()?;
     Ok(written)
 }
 
@@ -287,25 +338,27 @@ fn write_fixed(
 ) -> Result<u64, DatasetError> {
     let record_bytes = target.unit_bytes;
     let codec = target.schema.codec;
-    if count > 0 && target.needs_dict() {
+    let store = if count > 0 && target.needs_dict() {
         let indices = dict_sample_indices(count, record_bytes);
         let mut sample = Vec::with_capacity(indices.len() * record_bytes);
         let mut scratch = Vec::new();
         for &i in &indices {
             sample.extend_from_slice(records.records(i, 1, &mut scratch)?);
         }
-        target.train(&sample, &vec![record_bytes; indices.len()], opts)?;
-    }
+        target.open(Some((&sample, &vec![record_bytes; indices.len()])), opts)?
+    } else {
+        target.open(None, opts)?
+    };
     let step = target.step(opts) as u64;
     let mut scratch = Vec::new();
     let mut start = 0u64;
     while start < count {
         let n = step.min(count - start) as usize;
         let bytes = records.records(start, n, &mut scratch)?;
-        target.store.append(bytes, n, record_bytes, codec)?;
+        store.append(bytes, n, record_bytes, codec)?;
         start += n as u64;
     }
-    target.store.sync()?;
+    store.sync()?;
     Ok(count)
 }
 
@@ -359,7 +412,25 @@ where
     R: AsRef<[u8]>,
     I: IntoIterator<Item = R>,
 {
-    let schema = Schema::ragged(dtype, item_shape.to_vec(), opts.codec)?;
+    write_ragged_results(path, dtype, item_shape, records.into_iter().map(Ok), opts)
+}
+
+/// [`write_ragged_bytes`] from records that may fail to be produced (a
+/// conversion that is refused, a source that fails): the first error ends
+/// the write, and the records not yet submitted in a call are dropped, so
+/// a new dataset whose first call fails is not created.
+pub fn write_ragged_results<R, I>(
+    path: impl AsRef<Path>,
+    dtype: DType,
+    item_shape: &[usize],
+    records: I,
+    opts: &WriteOptions,
+) -> Result<u64, DatasetError>
+where
+    R: AsRef<[u8]>,
+    I: IntoIterator<Item = Result<R, DatasetError>>,
+{
+    let schema = Schema::ragged(dtype, item_shape.to_vec(), opts.codec).map_err(|e| e.at(path.as_ref()))?;
     let target = open_target(Arc::new(RealFs), path.as_ref(), schema, opts)?;
     let row_bytes = target.unit_bytes;
     let mut block: Vec<u8> = Vec::new();
@@ -369,28 +440,34 @@ where
         if lens.is_empty() {
             return Ok(());
         }
-        if target.needs_dict() {
+        let store = if target.needs_dict() {
             let k = lens.len().min(DICT_SAMPLES_MAX);
             let sizes: Vec<usize> = lens[..k].iter().map(|&l| l as usize).collect();
-            target.train(&block[..sizes.iter().sum()], &sizes, opts)?;
-        }
+            target.open(Some((&block[..sizes.iter().sum()], &sizes)), opts)?
+        } else {
+            target.open(None, opts)?
+        };
         let mut offsets = Vec::with_capacity(lens.len());
         let mut at = 0u64;
         for &l in lens.iter() {
             offsets.push(at);
             at += u64::from(l);
         }
-        target.store.append_var(block, &offsets, lens, target.schema.codec)?;
+        store.append_var(block, &offsets, lens, target.schema.codec)?;
         *written += lens.len() as u64;
         block.clear();
         lens.clear();
         Ok(())
     };
     for record in records {
+        let record = record?;
         let bytes = record.as_ref();
         let position = written + lens.len() as u64;
         if bytes.len() > RECORD_BYTES_MAX as usize {
-            return Err(DatasetError::RecordTooLarge { bytes: bytes.len() as u64 });
+            return Err(DatasetError::RecordTooLarge {
+                path: Some(path.as_ref().to_path_buf()),
+                bytes: bytes.len() as u64,
+            });
         }
         if !bytes.len().is_multiple_of(row_bytes) {
             return Err(DatasetError::ShapeMismatch(format!(
@@ -406,7 +483,7 @@ where
         }
     }
     flush(&mut block, &mut lens, &mut written)?;
-    target.store.sync()?;
+    target.open(None, opts)?.sync()?;
     Ok(written)
 }
 

@@ -42,8 +42,15 @@ impl Zrecord {
         if self.has_dict() {
             return Err(Error::DictionaryExists { path: self.path.clone() });
         }
-        let bytes = codec::train(samples, sizes, max_bytes).map_err(|reason| Error::DictionaryTraining { reason })?;
+        let bytes = Zrecord::train_dict_bytes(samples, sizes, max_bytes)?;
         self.install_dict(bytes)
+    }
+
+    /// The dictionary [`Zrecord::train_dict`] would install, trained in
+    /// memory and not installed (see [`Zrecord::install_dict`]): a writer
+    /// can train it before it creates anything on disk.
+    pub fn train_dict_bytes(samples: &[u8], sizes: &[usize], max_bytes: usize) -> Result<Vec<u8>> {
+        codec::train(samples, sizes, max_bytes).map_err(|reason| Error::DictionaryTraining { reason })
     }
 
     /// Installs `bytes` (a zstd dictionary) as the store's dictionary.

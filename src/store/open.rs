@@ -81,7 +81,7 @@ fn ensure_store(vfs: &dyn Vfs, path: &Path, read_only: bool) -> Result<()> {
     match vfs.kind(path).map_err(io_err("stat store directory"))? {
         Some(FileKind::Dir) => {}
         Some(_) => return Err(Error::NotADirectory { path: path.to_path_buf() }),
-        None if read_only => return Err(Error::NoStore { path: path.to_path_buf() }),
+        None if read_only => return Err(Error::NoDirectory { path: path.to_path_buf() }),
         None => {
             vfs.create_dir_all(path).map_err(io_err("create store directory"))?;
             if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
