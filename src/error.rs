@@ -86,8 +86,9 @@ pub enum Error {
     },
     /// What a read-only store reads by no longer holds: its files changed
     /// under it in a way no writer of this crate makes while a reader is
-    /// open (a chunk file shrank, or an entry names bytes the reader has not
-    /// seen): a delete or compaction by a process that takes no readers'
+    /// open (a chunk file shrank, an entry names bytes the reader has not
+    /// seen, or an entry changed while its bytes were read, which may then
+    /// be another record's): a delete or compaction by a process that takes no readers'
     /// lock (loaderx 0.7.3's writer, a store whose readers could not take
     /// the lock), or another program. Not corruption: open the store again.
     StoreChanged {

@@ -6,8 +6,8 @@
 //! Not routed through here, by design: `OnceLock` (loom has none; it guards
 //! lazily opened chunk files and the dictionary, installed once and then only
 //! read), `Arc<dyn Vfs>` (loom's `Arc` cannot hold a trait object; it is never
-//! mutated), and the atomics in `io/real.rs` (they act on mapped file memory,
-//! which loom cannot see).
+//! mutated), and the atomics in `io/real.rs` and the fence in
+//! `store/read.rs` (they act on mapped file memory, which loom cannot see).
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};

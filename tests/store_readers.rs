@@ -4,14 +4,21 @@
 //! exclusively and is refused at once or, with `Options::wait`, waits;
 //! appends ignore it. A reader that could not take it reads without the
 //! mappings. A store changed under a reader anyway (by a writer that takes
-//! no readers' lock) is `Error::StoreChanged`, not corruption.
+//! no readers' lock) is `Error::StoreChanged`, not corruption, and a record
+//! moved while it is read is that error, not another record's bytes.
 
 mod common;
 
+use std::io;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 
 use common::{append_all, described, identify, lock_waiters, until_blocked};
 use loaderx::format::{ENTRY_BYTES, entry_offset};
+use loaderx::io::real::RealFs;
+use loaderx::io::{FileKind, LockKind, OpenMode, ReadMap, SharedMap, Vfs, VfsFile};
 use loaderx::{Codec, Error, Options, ReadMode, Zrecord};
 
 fn make(dir: &Path, n: u64) -> Zrecord {
@@ -151,12 +158,141 @@ fn a_store_changed_under_a_reader_is_reported_as_changed_not_corrupt() {
     // the reader, which has not refreshed and never saw record 59's bytes.
     let meta = std::fs::OpenOptions::new().read(true).write(true).open(dir.path().join("meta.zr")).unwrap();
     let mut entry = [0u8; ENTRY_BYTES as usize];
-    std::os::unix::fs::FileExt::read_exact_at(&meta, &mut entry, entry_offset(59)).unwrap();
-    std::os::unix::fs::FileExt::write_all_at(&meta, &entry, entry_offset(0)).unwrap();
+    meta.read_exact_at(&mut entry, entry_offset(59)).unwrap();
+    meta.write_all_at(&entry, entry_offset(0)).unwrap();
     let err = reader.get(0).unwrap_err();
     assert!(matches!(err, Error::StoreChanged { index: Some(0), .. }), "{err}");
     assert!(!err.to_string().contains("corrupt"), "{err}");
     // Refreshed, the reader knows the new length and reads the moved record.
     assert_eq!(reader.refresh().unwrap(), 60);
     assert_eq!(identify(&reader.get(0).unwrap()), Some(59));
+}
+
+/// The real filesystem, with a writer that takes no readers' lock moving
+/// record `from` onto record `to`'s slot and reusing `from`'s old bytes,
+/// in the instant between a reader's validation of the entries and its
+/// reads of chunk bytes (the first positional read of a chunk file).
+#[derive(Debug)]
+struct Meddling {
+    dir: std::path::PathBuf,
+    done: Arc<AtomicBool>,
+}
+
+#[derive(Debug)]
+struct MeddlingFile(Box<dyn VfsFile>, Option<(std::path::PathBuf, Arc<AtomicBool>)>);
+
+impl Meddling {
+    /// What the other writer does: entry 9 over entry 0 (a delete's move of
+    /// the last record), then zeros over record 0's old bytes (a compaction
+    /// reusing them).
+    fn meddle(dir: &Path) {
+        let meta = std::fs::OpenOptions::new().read(true).write(true).open(dir.join("meta.zr")).unwrap();
+        let (mut zero, mut last) = ([0u8; ENTRY_BYTES as usize], [0u8; ENTRY_BYTES as usize]);
+        meta.read_exact_at(&mut zero, entry_offset(0)).unwrap();
+        meta.read_exact_at(&mut last, entry_offset(9)).unwrap();
+        meta.write_all_at(&last, entry_offset(0)).unwrap();
+        let offset = u64::from(u32::from_le_bytes(zero[..4].try_into().unwrap()));
+        let chunk = std::fs::OpenOptions::new().write(true).open(dir.join("0.zr")).unwrap();
+        chunk.write_all_at(&vec![0u8; described(0).len()], offset).unwrap();
+    }
+}
+
+impl Meddling {
+    /// Meddles the first time only.
+    fn once(meddle: &Option<(std::path::PathBuf, Arc<AtomicBool>)>) {
+        if let Some((dir, done)) = meddle
+            && !done.swap(true, AtomicOrdering::SeqCst)
+        {
+            Meddling::meddle(dir);
+        }
+    }
+}
+
+impl Vfs for Meddling {
+    fn kind(&self, path: &Path) -> io::Result<Option<FileKind>> {
+        RealFs.kind(path)
+    }
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        RealFs.create_dir_all(path)
+    }
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        RealFs.list_dir(path)
+    }
+    fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        RealFs.sync_dir(path)
+    }
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn VfsFile>> {
+        let chunk = path.file_name().is_some_and(|n| n == "0.zr");
+        let meddle = chunk.then(|| (self.dir.clone(), self.done.clone()));
+        Ok(Box::new(MeddlingFile(RealFs.open(path, mode)?, meddle)))
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        RealFs.remove_file(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        RealFs.rename(from, to)
+    }
+}
+
+impl VfsFile for MeddlingFile {
+    fn len(&self) -> io::Result<u64> {
+        self.0.len()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        Meddling::once(&self.1);
+        self.0.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        self.0.write_at(buf, offset)
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.0.set_len(len)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        self.0.sync_data()
+    }
+    fn sync_all(&self) -> io::Result<()> {
+        self.0.sync_all()
+    }
+    fn try_lock(&self, kind: LockKind) -> io::Result<bool> {
+        self.0.try_lock(kind)
+    }
+    fn lock(&self, kind: LockKind) -> io::Result<()> {
+        self.0.lock(kind)
+    }
+    fn map_shared(&self, len: usize, writable: bool) -> io::Result<Box<dyn SharedMap>> {
+        self.0.map_shared(len, writable)
+    }
+    fn map_read(&self, len: usize) -> io::Result<Box<dyn ReadMap>> {
+        Ok(Box::new(MeddlingMap(self.0.map_read(len)?, self.1.clone())))
+    }
+}
+
+#[derive(Debug)]
+struct MeddlingMap(Box<dyn ReadMap>, Option<(std::path::PathBuf, Arc<AtomicBool>)>);
+
+impl ReadMap for MeddlingMap {
+    fn bytes<'a>(&'a self, offset: u64, len: usize, scratch: &'a mut Vec<u8>) -> io::Result<&'a [u8]> {
+        Meddling::once(&self.1);
+        self.0.bytes(offset, len, scratch)
+    }
+    fn resident(&self, offset: u64, len: usize) -> bool {
+        self.0.resident(offset, len)
+    }
+}
+
+#[test]
+fn a_record_moved_while_a_reader_reads_it_is_an_error_not_another_records_bytes() {
+    for mode in [ReadMode::Batched, ReadMode::Mapped] {
+        let dir = tempfile::tempdir().unwrap();
+        drop(make(dir.path(), 10));
+        let done = Arc::new(AtomicBool::new(false));
+        let vfs: Arc<dyn Vfs> = Arc::new(Meddling { dir: dir.path().to_path_buf(), done: done.clone() });
+        let reader = Zrecord::open_in(vfs, dir.path(), read_only(false, mode)).unwrap();
+        let err = reader.get(0).unwrap_err();
+        assert!(done.load(AtomicOrdering::SeqCst), "{mode:?}: the other writer ran");
+        assert!(matches!(err, Error::StoreChanged { index: Some(0), .. }), "{mode:?}: {err}");
+        // Read again, the record is the one the table names now.
+        assert_eq!(identify(&reader.get(0).unwrap()), Some(9), "{mode:?}");
+    }
 }

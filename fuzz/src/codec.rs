@@ -8,8 +8,9 @@
 
 use loaderx::format::{META_BYTES, RECORD_BYTES_MAX};
 
+use crate::frames::{Dict, HIGH_LEVEL_MAX, PLAIN_LENS, compress, plain, plain_frame, trained_dict};
 use crate::input::In;
-use crate::store::{Disk, FileModel, Model, check_reads, compress, entry_bytes, trained_dict};
+use crate::store::{Disk, FileModel, Model, check_reads, entry_bytes};
 
 /// The `codec` target.
 pub fn codec(data: &[u8]) {
@@ -30,23 +31,50 @@ fn run(data: &[u8]) {
         2 | 3 => Some(trained_dict().to_vec()),
         _ => Some(u.bytes(1024)),
     };
-    let len = if u.below(16) == 0 { u.upto(300_000) } else { u.upto(2048) };
-    let plain = u.content(len);
-    // High levels (other block types and match finders) only for small
-    // records: compressing is the harness's cost, not the decoder's.
-    let level = if len <= 4096 { [1, 3, 9, 19, -5][u.below(5) as usize] } else { [1, 3, -5][u.below(3) as usize] };
+    // The plain record: input bytes (zeros once the input runs out), or a
+    // generated plain whose frames are kept (frames.rs).
+    // Large plains (past 4 KiB: several blocks, long matches) one time in 64:
+    // under AddressSanitizer each buffer of that size is a fresh mapping.
+    let small = PLAIN_LENS.iter().filter(|&&n| n <= HIGH_LEVEL_MAX).count() as u64;
+    let generated = match u.bool() {
+        true if u.below(64) == 0 => Some(u.below(PLAIN_LENS.len() as u64) as usize),
+        true => Some(u.below(small) as usize),
+        false => None,
+    };
+    let plain = match generated {
+        Some(k) => plain(k).to_vec(),
+        None => {
+            let len = if u.below(64) == 0 { u.upto(300_000) } else { u.upto(2048) };
+            u.fill(len)
+        }
+    };
+    // High levels (other block types and match finders) only for generated
+    // plains up to 4 KiB, whose frames are computed once: compressing is the
+    // harness's cost, not the decoder's.
+    let level = if generated.is_some() && plain.len() <= HIGH_LEVEL_MAX {
+        [1, 3, 9, 19, -5][u.below(5) as usize]
+    } else {
+        [1, 3, -5][u.below(3) as usize]
+    };
     let checksum = u.bool();
+    // Kept frames for generated plains; a dictionary from the input is
+    // digested per call, at a low level.
+    let frame = |dict: Dict, level: i32, checksum: bool| match (generated, dict) {
+        (Some(k), Dict::None) => Some(plain_frame(k, level, false, checksum).to_vec()),
+        (Some(k), Dict::Trained) => Some(plain_frame(k, level, true, checksum).to_vec()),
+        _ => compress(&plain, level.min(3), dict, checksum),
+    };
     let mut stored = match u.below(6) {
         0 => plain.clone(),
-        1 | 2 => compress(&plain, level, None, checksum).unwrap_or_else(|| plain.clone()),
-        3 => match &dict {
-            Some(d) => compress(&plain, level, Some(d), checksum).unwrap_or_else(|| plain.clone()),
-            None => compress(&plain, level, Some(trained_dict()), checksum).expect("the trained dictionary loads"),
-        },
+        1 | 2 => frame(Dict::None, level, checksum).unwrap_or_else(|| plain.clone()),
+        3 => {
+            let dict = dict.as_deref().map_or(Dict::Trained, |d| Dict::of(Some(d)));
+            frame(dict, level, checksum).unwrap_or_else(|| plain.clone())
+        }
         4 => {
             // Two frames back to back, or a frame and trailing bytes.
-            let mut two = compress(&plain, level, None, checksum).unwrap_or_default();
-            two.extend(if u.bool() { compress(&plain, 1, None, false).unwrap_or_default() } else { u.bytes(16) });
+            let mut two = frame(Dict::None, level, checksum).unwrap_or_default();
+            two.extend(if u.bool() { frame(Dict::None, 1, false).unwrap_or_default() } else { u.bytes(16) });
             two
         }
         _ => u.bytes(4096),

@@ -62,13 +62,9 @@ impl<'a> In<'a> {
     }
 
     /// Record content of `len` bytes: from the input (exhausted: zeros), or
-    /// generated (compressible, as the simulator's records).
+    /// generated (compressible, as the simulator's records; cut from a tape
+    /// made once).
     pub(crate) fn content(&mut self, len: usize) -> Vec<u8> {
-        if self.bool() {
-            self.fill(len)
-        } else {
-            let mut rng = loaderx_sim::rng::Rng::new(self.u64());
-            loaderx_sim::workload::record(&mut rng, len)
-        }
+        if self.bool() { self.fill(len) } else { crate::frames::generated(self.u64(), len) }
     }
 }

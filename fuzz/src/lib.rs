@@ -14,13 +14,17 @@
 //! | [`ops()`] | a sequence of store operations, crashes and sync failures | the crash simulator's model checks (`loaderx_sim::workload::Harness`) |
 //! | [`codec()`] | one stored record: codec tag, lengths, bytes, dictionary | `get` is an error or exactly `logic_length` bytes, equal to an independent decode |
 //! | [`sampler()`] | sampler arguments | no panic, indices in range, cyclic bijection, seek equals iteration, shards partition the batch |
-//! | [`schema()`] | `schema.json` over a store; a `.npy` file | a typed error or a valid dataset whose records read back exactly; a parsed schema prints back to itself |
+//! | [`schema()`] | a `schema.json`; a `.npy` file's header | a parsed schema prints back to itself; a header is a typed error or exactly what it says, within the file |
+//! | [`dataset()`] | a `schema.json` over a store | a typed error or a valid dataset whose records read back exactly |
+//! | [`convert()`] | a `.npy` file, converted with each codec | a typed error or a dataset whose records are the file's data |
 //!
 //! Everything runs on a one-thread rayon pool, so a run is deterministic and
 //! an input replays exactly.
 
 mod codec;
+mod frames;
 mod input;
+mod npy;
 mod open;
 mod ops;
 mod sampler;
@@ -31,26 +35,39 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 pub use codec::codec;
+pub use npy::convert;
 pub use open::open;
 pub use ops::ops;
 pub use sampler::sampler;
-pub use schema::schema;
+pub use schema::{dataset, schema};
 
 /// A fuzz target: panics on a finding.
 pub type Target = fn(&[u8]);
 
 /// The targets by name, as `fuzz_targets/` and `corpus/` name them.
-pub const TARGETS: [(&str, Target); 5] =
-    [("open", open), ("ops", ops), ("codec", codec), ("sampler", sampler), ("schema", schema)];
+pub const TARGETS: [(&str, Target); 7] = [
+    ("open", open),
+    ("ops", ops),
+    ("codec", codec),
+    ("sampler", sampler),
+    ("schema", schema),
+    ("dataset", dataset),
+    ("convert", convert),
+];
 
 thread_local! {
-    static POOL: rayon::ThreadPool =
-        rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("a one-thread pool");
+    static POOL: rayon::ThreadPool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .use_current_thread()
+        .build()
+        .expect("a one-thread pool");
 }
 
 /// Runs `f` in the calling thread's one-thread rayon pool (determinism: the
 /// store's parallel paths run in a fixed order). A pool per calling thread,
-/// so that the replay test's threads never wait on each other's inputs.
+/// so that the replay test's threads never wait on each other's inputs; its
+/// one worker is the calling thread itself, so an input runs where it is
+/// called, with no hand-over to another thread and back.
 fn in_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     POOL.with(|pool| pool.install(f))
 }

@@ -16,10 +16,9 @@ use loaderx::format::{ENTRY_BYTES, HEADER_BYTES, META_BYTES, RECORDS_MAX, entry_
 use loaderx::io::OpenMode;
 use loaderx::{Codec, Zrecord};
 
+use crate::frames::{Dict, compress, trained_dict};
 use crate::input::In;
-use crate::store::{
-    Disk, FULL_CHECK_MAX, FileModel, Model, RawEntry, check_reads, compress, entry_bytes, trained_dict,
-};
+use crate::store::{Disk, FULL_CHECK_MAX, FileModel, Model, RawEntry, check_reads, entry_bytes};
 
 /// Where a generated record went: the entry that points at it.
 struct Seg {
@@ -66,8 +65,8 @@ fn run(data: &[u8]) {
             let checksum = u.bool();
             let mut codec = u.below(3) as u8;
             let stored = match codec {
-                1 => compress(&plain, level, None, checksum),
-                2 => model.dict.as_deref().and_then(|d| compress(&plain, level, Some(d), checksum)),
+                1 => compress(&plain, level, Dict::None, checksum),
+                2 => model.dict.as_deref().and_then(|d| compress(&plain, level, Dict::of(Some(d)), checksum)),
                 _ => None,
             };
             let stored = stored.unwrap_or_else(|| {
@@ -115,11 +114,14 @@ fn run(data: &[u8]) {
     }
     let mut hints: Vec<u64> = Vec::new();
     for _ in 0..u.below(6) {
+        // Indices near the table's end are rare (see the length below).
         let index = match u.below(4) {
             0 => u.below(segs.len() as u64 + 4) as u32,
             1 => u32::from(u.u16()),
-            2 => u.below(u64::from(RECORDS_MAX)) as u32,
-            _ => RECORDS_MAX - 1 - u.below(4) as u32,
+            2 if u.below(16) == 0 => u.below(u64::from(RECORDS_MAX)) as u32,
+            2 => u.below(u64::from(FULL_CHECK_MAX) * 2) as u32,
+            _ if u.below(16) == 0 => RECORDS_MAX - 1 - u.below(4) as u32,
+            _ => FULL_CHECK_MAX - 1 + u.below(4) as u32,
         };
         let entry = match (u.below(4), segs.is_empty()) {
             (0, false) | (1, false) => {
@@ -155,11 +157,17 @@ fn run(data: &[u8]) {
         2 => u32::MAX,
         _ => model.chunks.get(&last).map_or(0, |f| f.len.min(u64::from(u32::MAX)) as u32),
     };
+    // A long table costs a writer's open a pass over it when the last chunk
+    // is longer than the frontier (`repair_frontier`; 2^24 entries are 268
+    // MB to copy on the simulated filesystem): the full table is rare, the
+    // lengths just past the exhaustive checks are not; past the limit is
+    // refused before anything is read.
     model.length = match u.below(10) {
         0 => u.u32(),
         1 => u.below(segs.len() as u64 + 8) as u32,
-        2 => RECORDS_MAX,
-        3 => RECORDS_MAX + u.below(2) as u32,
+        2 if u.below(32) == 0 => RECORDS_MAX,
+        2 => FULL_CHECK_MAX + u.below(64) as u32,
+        3 => RECORDS_MAX + 1,
         4 => hints.iter().max().map_or(0, |&h| h as u32 + 1),
         _ => segs.len() as u32,
     };

@@ -105,9 +105,9 @@ fn check(len: u64, batch: usize, mode: Mode, seed: u64, step: u64, count: usize,
 
     // The shape of each mode.
     if clamped {
-        let mut sorted = b.clone();
-        sorted.sort_unstable();
-        assert!(sorted.iter().copied().eq(0..len), "len {len} < batch {batch}: not every record once: {b:?}");
+        // `len` indices, none twice, all below `len`: each record once.
+        let mut seen = Seen::new();
+        assert!(b.iter().all(|&i| seen.insert(i)), "len {len} < batch {batch}: a record twice: {b:?}");
         if mode == Mode::Sequential {
             assert!(b.iter().copied().eq(0..len));
         }
@@ -124,16 +124,18 @@ fn check(len: u64, batch: usize, mode: Mode, seed: u64, step: u64, count: usize,
         if len <= SMALL && first.checked_add(n - 1).is_some() {
             // The whole cycle of `step`: no index twice, every index once
             // when the batch divides the length.
-            let mut seen = BTreeSet::new();
+            let mut seen = Seen::new();
+            let mut buf = vec![0; bl];
             for t in first..=first + (n - 1) {
-                for i in s.batch(t) {
+                s.fill(t, &mut buf).expect("the right length");
+                for &i in &buf {
+                    assert!(i < len, "cyclic: index {i} out of 0..{len} at step {t}");
                     assert!(seen.insert(i), "cyclic: index {i} twice in the cycle of step {step}");
                 }
             }
-            assert_eq!(seen.len() as u64, n * bl as u64);
-            if len.is_multiple_of(bl as u64) {
-                assert!(seen.iter().copied().eq(0..len));
-            }
+            // Every index once when the batch divides the length: `len`
+            // distinct indices below `len`.
+            assert_eq!(seen.count, n * bl as u64);
         }
     } else {
         assert_eq!(s.steps_per_cycle(), None);
@@ -182,9 +184,9 @@ fn check_permutation(len: u64, key: u64, probe: u64) {
     assert_eq!(p.len(), len);
     assert_eq!(p.get(len), None);
     if len <= SMALL {
-        let mut image: Vec<u64> = (0..len).map(|i| p.get(i).expect("in range")).collect();
-        image.sort_unstable();
-        assert!(image.iter().copied().eq(0..len), "not a bijection of 0..{len}");
+        // `len` distinct images below `len`: a bijection of 0..len.
+        let mut seen = Seen::new();
+        assert!((0..len).all(|i| p.get(i).is_some_and(|x| x < len && seen.insert(x))), "not a bijection of 0..{len}");
     } else {
         // Injective on a sample.
         let mut seen = BTreeSet::new();
@@ -197,5 +199,31 @@ fn check_permutation(len: u64, key: u64, probe: u64) {
         let images: BTreeSet<u64> = seen.iter().map(|x| x.1).collect();
         let sources: BTreeSet<u64> = seen.iter().map(|x| x.0).collect();
         assert_eq!(images.len(), sources.len(), "two indices with one image");
+    }
+}
+
+/// A set of indices below [`SMALL`] (bits on the stack: the exhaustive
+/// checks run on every input, and a sort or a tree per input cost more than
+/// the sampler they check).
+struct Seen {
+    bits: [u64; SMALL as usize / 64 + 1],
+    count: u64,
+}
+
+impl Seen {
+    fn new() -> Seen {
+        Seen { bits: [0; SMALL as usize / 64 + 1], count: 0 }
+    }
+
+    /// Adds `i`; false when it was there already or is not below [`SMALL`].
+    fn insert(&mut self, i: u64) -> bool {
+        if i >= SMALL {
+            return false;
+        }
+        let (word, bit) = ((i / 64) as usize, 1u64 << (i % 64));
+        let new = self.bits[word] & bit == 0;
+        self.bits[word] |= bit;
+        self.count += u64::from(new);
+        new
     }
 }

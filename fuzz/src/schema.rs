@@ -1,38 +1,39 @@
-//! `schema`: the dataset layer's decoders. An arbitrary or structured
-//! `schema.json` (every key present or not, of the right type or not, dtype
-//! strings NumPy has and has not, dimensions up to `u64::MAX`) over a store
-//! whose records fit the schema or not, opened as a [`Dataset`] and as a
-//! [`RaggedDataset`]; and an arbitrary or structured `.npy` file (magic,
-//! version, header length, header dict, data that the shape covers or not)
-//! converted by [`write_dataset_npy`]. Each is a typed error or a valid
-//! dataset: every record reads back exactly as stored, in the schema's shape;
-//! a parsed schema prints back to itself.
+//! `schema` and `dataset`: the dataset layer's `schema.json` and `.npy`
+//! header decoders, and the datasets over a store they describe.
+//!
+//! `schema` (decoders only): an arbitrary or structured `schema.json` (every
+//! key present or not, of the right type or not, dtype strings NumPy has and
+//! has not, dimensions up to `u64::MAX`) parsed, printed and parsed again;
+//! or a `.npy` file's header read (`npy.rs`). `dataset`: such a
+//! `schema.json` over a store whose records fit the schema or not, opened
+//! as a [`Dataset`] and as a [`RaggedDataset`]: a typed error or a valid
+//! dataset whose every record reads back exactly as stored, in the schema's
+//! shape.
 
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::Path;
 
-use loaderx::dataset::{
-    DType, Dataset, DatasetError, Layout, RaggedDataset, Schema, WriteOptions, pad_bytes, write_dataset_npy,
-};
-use loaderx::{Codec, Zrecord};
+use loaderx::Codec;
+use loaderx::dataset::{DType, Dataset, DatasetError, Layout, RaggedDataset, Schema, pad_bytes};
 
 use crate::input::In;
 use crate::store::{Disk, FileModel};
 
 /// The `schema` target.
 pub fn schema(data: &[u8]) {
-    crate::in_pool(|| {
-        let mut u = In::new(data);
-        if u.below(4) == 0 {
-            npy(&mut u);
-        } else {
-            dataset(&mut u);
-        }
-    });
+    let mut u = In::new(data);
+    if u.bool() {
+        crate::npy::header(&mut u);
+    } else {
+        check_schema(&schema_text(&mut u));
+    }
 }
 
-const DTYPES: [&str; 24] = [
+/// The `dataset` target.
+pub fn dataset(data: &[u8]) {
+    crate::in_pool(|| over_store(&mut In::new(data)));
+}
+
+pub(crate) const DTYPES: [&str; 24] = [
     "<f4", "<f8", "|u1", "|i1", "<i2", "<i4", "<i8", "<u2", "<u4", "<u8", "|b1", "<f2", ">f4", ">i8", "=f4", "f4",
     "<c8", "<c16", "|S4", "<U3", "|V8", "O", "<M8[ns]", "<f0",
 ];
@@ -120,7 +121,7 @@ fn check_schema(text: &[u8]) {
     let _ = schema.describe();
 }
 
-fn dataset(u: &mut In) {
+fn over_store(u: &mut In) {
     let text = schema_text(u);
     check_schema(&text);
     let parsed = std::str::from_utf8(&text).ok().and_then(|t| Schema::parse(t, Path::new("schema.json")).ok());
@@ -255,146 +256,6 @@ fn check_ragged(u: &mut In, ds: &RaggedDataset, parsed: Option<&Schema>, records
     }
 }
 
-fn verbose() -> bool {
+pub(crate) fn verbose() -> bool {
     std::env::var_os("LOADERX_FUZZ_VERBOSE").is_some()
-}
-
-/// A scratch directory on tmpfs per thread (the `.npy` path writes through
-/// the real filesystem; the replay test runs targets on several threads).
-fn scratch() -> PathBuf {
-    static CLEANED: OnceLock<()> = OnceLock::new();
-    static THREADS: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static DIR: PathBuf = {
-            let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
-            CLEANED.get_or_init(|| remove_dead(&base));
-            let n = THREADS.fetch_add(1, Ordering::Relaxed);
-            let dir = base.join(format!("loaderx-fuzz-{}-{n}", std::process::id()));
-            std::fs::create_dir_all(&dir).expect("a scratch directory");
-            dir
-        };
-    }
-    DIR.with(PathBuf::clone)
-}
-
-/// Removes the scratch directories of processes that are gone (a run that
-/// hung or panicked leaves its files).
-fn remove_dead(base: &Path) {
-    if !Path::new("/proc/self").exists() {
-        return;
-    }
-    for entry in std::fs::read_dir(base).into_iter().flatten().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if let Some(pid) = name.strip_prefix("loaderx-fuzz-").and_then(|rest| rest.split('-').next())
-            && !Path::new("/proc").join(pid).exists()
-        {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
-}
-
-/// A `.npy` file: magic, version, header length and header dict each right
-/// or not, then data bytes the shape covers or not.
-/// Also returns where the data starts when the header is honest (magic,
-/// length field and dict as NumPy writes them).
-fn npy_bytes(u: &mut In) -> (Vec<u8>, Option<usize>) {
-    if u.below(8) == 0 {
-        return (u.bytes(1024), None);
-    }
-    let mut honest = true;
-    let descr = if u.below(8) == 0 {
-        String::from_utf8_lossy(&u.bytes(6)).replace(['\'', '\\'], "")
-    } else {
-        DTYPES[u.below(DTYPES.len() as u64) as usize].to_string()
-    };
-    let dims: Vec<u64> = (0..u.below(4)).map(|_| if u.below(8) == 0 { u.u64() } else { u.below(6) }).collect();
-    let shape = match dims.len() {
-        1 => format!("({},)", dims[0]),
-        _ => format!("({})", dims.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")),
-    };
-    let fortran = if u.below(8) == 0 { "True" } else { "False" };
-    let mut dict = format!("{{'descr': '{descr}', 'fortran_order': {fortran}, 'shape': {shape}, }}");
-    if u.below(16) == 0 {
-        dict = String::from_utf8_lossy(&u.bytes(64)).into_owned();
-        honest = false;
-    }
-    let version = match u.below(8) {
-        0 => [2, 0],
-        1 => [3, 0],
-        2 => [u.u8(), u.u8()],
-        _ => [1, 0],
-    };
-    let wide = version[0] >= 2;
-    let prefix = 6 + 2 + if wide { 4 } else { 2 };
-    let mut header = dict.into_bytes();
-    while (prefix + header.len() + 1) % 64 != 0 {
-        header.push(b' ');
-    }
-    header.push(b'\n');
-    let mut len = header.len() as u32;
-    if u.below(16) == 0 {
-        len = u.u32();
-        honest = false;
-    }
-    let mut out = b"\x93NUMPY".to_vec();
-    if u.below(32) == 0 {
-        out[1] = b'X';
-        honest = false;
-    }
-    out.extend_from_slice(&version);
-    if wide {
-        out.extend_from_slice(&len.to_le_bytes());
-    } else {
-        out.extend_from_slice(&(len as u16).to_le_bytes());
-    }
-    out.extend_from_slice(&header);
-    let data_at = out.len();
-    let data_len = match u.below(8) {
-        0 => u.upto(4096),
-        _ => {
-            let itemsize = DType::parse(&descr).map_or(4, |d| d.itemsize()) as u64;
-            dims.iter().try_fold(itemsize, |a, &d| a.checked_mul(d)).unwrap_or(0).min(1 << 20) as usize
-        }
-    };
-    let data = u.content(data_len);
-    out.extend_from_slice(&data);
-    (out, honest.then_some(data_at))
-}
-
-fn npy(u: &mut In) {
-    let (bytes, data_at) = npy_bytes(u);
-    let dir = scratch();
-    let file = dir.join("in.npy");
-    let ds_dir = dir.join("ds");
-    let _ = std::fs::remove_dir_all(&ds_dir);
-    std::fs::write(&file, &bytes).expect("tmpfs");
-    let codec = [Codec::Raw, Codec::Zstd, Codec::ZstdDict][u.below(3) as usize];
-    let converted = write_dataset_npy(&ds_dir, &file, &WriteOptions::codec(codec));
-    let _ = std::fs::remove_file(&file);
-    let count = match converted {
-        Ok(count) => count,
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&ds_dir);
-            if verbose() {
-                eprintln!("npy refused: {e}");
-            }
-            return;
-        }
-    };
-    if verbose() {
-        eprintln!("npy converted: {count} records");
-    }
-    // A valid dataset: every record is the matching slice of the data.
-    let ds = Dataset::open(&ds_dir).expect("a converted dataset opens");
-    assert_eq!(ds.len(), count);
-    let rb = ds.record_bytes();
-    let all: Vec<u64> = (0..count.min(256)).collect();
-    let batch = ds.gather(&all).expect("a converted dataset reads");
-    assert_eq!(batch.as_bytes().len(), all.len() * rb);
-    if let Some(at) = data_at {
-        assert_eq!(batch.as_bytes(), &bytes[at..at + all.len() * rb], "converted records differ from the data");
-    }
-    let _ = Zrecord::open_read_only(&ds_dir).map(|s| s.verify().map(|r| assert!(r.is_ok(), "{:?}", r.problems)));
-    drop(ds);
-    let _ = std::fs::remove_dir_all(&ds_dir);
 }

@@ -4,13 +4,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use loaderx::format::{CHUNK_BYTES_MAX, ENTRY_BYTES, RECORD_BYTES_MAX, chunk_file_name, entry_offset};
 use loaderx::io::{OpenMode, Vfs};
 use loaderx::{Error, Options, Zrecord};
 use loaderx_sim::fs::{Faults, SimFs};
 use loaderx_sim::rng::Rng;
+
+use crate::frames::{Dict, decode};
 
 /// Where the targets build their store.
 pub(crate) const DIR: &str = "/store";
@@ -48,10 +50,11 @@ impl FileModel {
         FileModel { len: bytes.len() as u64, pieces: vec![(0, bytes)] }
     }
 
-    /// Bytes `offset..offset + len`, `None` past the end.
-    pub(crate) fn read(&self, offset: u64, len: usize) -> Option<Vec<u8>> {
+    /// Bytes `offset..offset + len`, `None` past the end or past `visible`
+    /// (the bytes of the file a reader may see).
+    pub(crate) fn read_within(&self, offset: u64, len: usize, visible: u64) -> Option<Vec<u8>> {
         let end = offset.checked_add(len as u64)?;
-        if end > self.len {
+        if end > self.len.min(visible) {
             return None;
         }
         let mut out = vec![0; len];
@@ -118,53 +121,21 @@ impl Model {
             return Expect::Fail("chunk past the tail");
         }
         let Some(file) = self.chunks.get(&chunk) else { return Expect::Fail("chunk file missing") };
-        let visible = FileModel { len: file.len.min(CHUNK_BYTES_MAX), ..file.clone() };
-        let Some(stored) = visible.read(u64::from(offset), phys as usize) else {
+        let Some(stored) = file.read_within(u64::from(offset), phys as usize, CHUNK_BYTES_MAX) else {
             return Expect::Fail("past the chunk's end");
         };
         match codec {
             0 => Expect::Bytes(stored),
-            _ => match zstd_decode(&stored, logic as usize, if codec == 2 { self.dict.as_deref() } else { None }) {
+            _ => match decode(
+                &stored,
+                logic as usize,
+                if codec == 2 { Dict::of(self.dict.as_deref()) } else { Dict::None },
+            ) {
                 Some(plain) => Expect::Bytes(plain),
                 None => Expect::Fail("zstd refuses it or it decodes to another length"),
             },
         }
     }
-}
-
-/// An independent decode (the `zstd` crate's bulk API, not the store's
-/// contexts): exactly `logic` bytes or `None`.
-fn zstd_decode(src: &[u8], logic: usize, dict: Option<&[u8]>) -> Option<Vec<u8>> {
-    let mut d = match dict {
-        Some(dict) => zstd::bulk::Decompressor::with_dictionary(dict).ok()?,
-        None => zstd::bulk::Decompressor::new().ok()?,
-    };
-    let mut out = Vec::with_capacity(logic);
-    match d.decompress_to_buffer(src, &mut out) {
-        Ok(n) if n == logic && out.len() == logic => Some(out),
-        _ => None,
-    }
-}
-
-/// One zstd frame of `plain` (with `dict` if given); `None` if zstd refuses
-/// (a dictionary it cannot load).
-pub(crate) fn compress(plain: &[u8], level: i32, dict: Option<&[u8]>, checksum: bool) -> Option<Vec<u8>> {
-    let mut c = match dict {
-        Some(dict) => zstd::bulk::Compressor::with_dictionary(level, dict).ok()?,
-        None => zstd::bulk::Compressor::new(level).ok()?,
-    };
-    c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(checksum)).ok()?;
-    c.compress(plain).ok()
-}
-
-/// A real trained dictionary (the simulator's training set), made once.
-pub(crate) fn trained_dict() -> &'static [u8] {
-    static DICT: OnceLock<Vec<u8>> = OnceLock::new();
-    DICT.get_or_init(|| {
-        let mut rng = Rng::new(7);
-        let samples: Vec<Vec<u8>> = (0..40).map(|_| loaderx_sim::workload::record(&mut rng, 300)).collect();
-        zstd::dict::from_continuous(&samples.concat(), &[300; 40], 8 << 10).expect("training works")
-    })
 }
 
 /// A simulated filesystem with no faults, and the store directory on it.

@@ -90,6 +90,16 @@ fn schema_corpus() {
     replay("schema");
 }
 
+#[test]
+fn dataset_corpus() {
+    replay("dataset");
+}
+
+#[test]
+fn convert_corpus() {
+    replay("convert");
+}
+
 /// The unfixed findings still fail as reported (their panics are printed:
 /// expected). One that passes was fixed: delete its line in `OPEN_FINDINGS`.
 #[test]

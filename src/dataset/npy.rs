@@ -18,6 +18,37 @@ const NPY_HEADER_BYTES_MAX: u64 = 1 << 20;
 /// parser takes time exponential in the depth (fuzzing finding F5).
 const NPY_HEADER_NESTING_MAX: usize = 8;
 
+/// What a `.npy` file's header says, checked against the file: `count`
+/// records of `record_shape` elements of `dtype` (`record_bytes` each), C
+/// order, starting at `data_offset`, all within the file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NpyHeader {
+    /// The element type (`descr`).
+    pub dtype: DType,
+    /// Records: the first dimension of `shape`.
+    pub count: u64,
+    /// A record's shape: the other dimensions.
+    pub record_shape: Vec<usize>,
+    /// A record's size in bytes (0 when a dimension is 0).
+    pub record_bytes: usize,
+    /// Where the data starts: the header's end.
+    pub data_offset: u64,
+}
+
+/// Reads and checks the header of the `.npy` file at `path` on `vfs`: what
+/// [`write_dataset_npy`](super::write_dataset_npy) would convert, or the
+/// error it would give for the file, without converting.
+pub fn read_npy_header_in(vfs: &dyn Vfs, path: &Path) -> Result<NpyHeader, DatasetError> {
+    let file = NpyFile::open(vfs, path)?;
+    Ok(NpyHeader {
+        dtype: file.dtype,
+        count: file.count,
+        record_shape: file.record_shape.clone(),
+        record_bytes: file.record_bytes,
+        data_offset: file.data_offset,
+    })
+}
+
 /// An opened `.npy` file: `count` records of `record_shape`, C order,
 /// starting at `data_offset`.
 #[derive(Debug)]
@@ -33,24 +64,41 @@ pub(crate) struct NpyFile {
     pub(crate) record_bytes: usize,
 }
 
-/// Checks the header text before `npyz` parses it, for what would hang or
-/// overflow inside the parser: bracket nesting deeper than
-/// [`NPY_HEADER_NESTING_MAX`] (F5), and integers outside quotes whose
-/// product overflows `u64` (F4: `npyz` multiplies the shape's dimensions
-/// unchecked). In a header NumPy writes, those integers are the shape's
-/// dimensions, so their product is the element count. A header this
-/// function cannot locate is left to `npyz`, which refuses it.
-fn precheck_header(head: &[u8]) -> Result<(), String> {
+/// Where the header text of a `.npy` file starts and the length its length
+/// field gives it, for the versions `npyz` reads (1.0: a 16-bit field; 2.0
+/// and 3.0: 32-bit). `None` for a prefix `npyz` refuses before it reads a
+/// length (no magic, another version, cut before the field).
+fn header_text_field(head: &[u8]) -> Option<(usize, usize)> {
     const MAGIC: &[u8] = b"\x93NUMPY";
-    if head.len() < 10 || !head.starts_with(MAGIC) {
-        return Ok(());
+    if !head.starts_with(MAGIC) {
+        return None;
     }
-    let (text_at, text_len) = match head[6] {
-        1 => (10usize, u16::from_le_bytes([head[8], head[9]]) as usize),
-        _ if head.len() >= 12 => (12, u32::from_le_bytes([head[8], head[9], head[10], head[11]]) as usize),
-        _ => return Ok(()),
+    match (head.get(6)?, head.get(7)?) {
+        (1, 0) => Some((10, u16::from_le_bytes([*head.get(8)?, *head.get(9)?]) as usize)),
+        (2, 0) | (3, 0) => Some((12, u32::from_le_bytes(head.get(8..12)?.try_into().ok()?) as usize)),
+        _ => None,
+    }
+}
+
+/// Checks the header before `npyz` parses it, for what would allocate, hang
+/// or overflow inside the parser: a length field that runs past `head` (the
+/// file's first bytes, at most [`NPY_HEADER_BYTES_MAX`]; `npyz` allocates a
+/// buffer of the field's size before reading into it, up to 4 GiB from a
+/// 12-byte file), bracket nesting deeper than [`NPY_HEADER_NESTING_MAX`]
+/// (F5), and integers outside quotes whose product overflows `u64` (F4:
+/// `npyz` multiplies the shape's dimensions unchecked). In a header NumPy
+/// writes, those integers are the shape's dimensions, so their product is
+/// the element count. A header this function cannot locate is left to
+/// `npyz`, which refuses it before reading a length.
+fn precheck_header(head: &[u8]) -> Result<(), String> {
+    let Some((text_at, text_len)) = header_text_field(head) else { return Ok(()) };
+    let Some(text) = text_at.checked_add(text_len).and_then(|end| head.get(text_at..end)) else {
+        return Err(format!(
+            "the header length field says {text_len} bytes, past the end of the file or the \
+             {NPY_HEADER_BYTES_MAX}-byte header limit ({} bytes after the length field)",
+            head.len() - text_at.min(head.len())
+        ));
     };
-    let text = &head[text_at..head.len().min(text_at.saturating_add(text_len))];
     let (mut depth, mut quote, mut escaped) = (0usize, None, false);
     let (mut number, mut in_number, mut product) = (0u64, false, 1u64);
     let mut end_number = |number: u64, in_number: &mut bool| -> Result<(), String> {
@@ -213,5 +261,21 @@ mod tests {
             let err = precheck_header(&header(dict)).unwrap_err();
             assert!(err.contains(why), "{dict}: {err}");
         }
+    }
+
+    #[test]
+    fn precheck_refuses_a_header_length_past_the_bytes_read() {
+        let dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }";
+        let mut v1 = header(dict);
+        v1[8..10].copy_from_slice(&(dict.len() as u16 + 1).to_le_bytes());
+        assert!(precheck_header(&v1).unwrap_err().contains(&format!("says {} bytes", dict.len() + 1)));
+        // Version 2.0: a 32-bit field, 0xFFFF_FFFE in a 12-byte file.
+        let v2 = b"\x93NUMPY\x02\x00\xfe\xff\xff\xff";
+        let err = precheck_header(v2).unwrap_err();
+        assert!(err.contains("says 4294967294 bytes") && err.contains("(0 bytes after"), "{err}");
+        // Exactly the bytes there are passes; cut before the field is left to npyz.
+        assert_eq!(precheck_header(&header(dict)), Ok(()));
+        assert_eq!(header_text_field(b"\x93NUMPY\x02\x00\xfe\xff"), None);
+        assert_eq!(header_text_field(b"\x93NUMPY\x04\x00\xfe\xff\xff\xff"), None);
     }
 }

@@ -238,10 +238,20 @@ pub fn write_dataset_npy(
     npy: impl AsRef<Path>,
     opts: &WriteOptions,
 ) -> Result<u64, DatasetError> {
-    let vfs: Arc<dyn Vfs> = Arc::new(RealFs);
-    let file = NpyFile::open(&*vfs, npy.as_ref())?;
-    let schema = Schema::fixed(file.dtype, file.record_shape.clone(), opts.codec).map_err(|e| e.at(npy.as_ref()))?;
-    let target = open_target(vfs, path.as_ref(), schema, opts)?;
+    write_dataset_npy_in(Arc::new(RealFs), path.as_ref(), npy.as_ref(), opts)
+}
+
+/// [`write_dataset_npy`] on any filesystem implementation (the `.npy` file
+/// and the dataset both on `vfs`).
+pub fn write_dataset_npy_in(
+    vfs: Arc<dyn Vfs>,
+    path: &Path,
+    npy: &Path,
+    opts: &WriteOptions,
+) -> Result<u64, DatasetError> {
+    let file = NpyFile::open(&*vfs, npy)?;
+    let schema = Schema::fixed(file.dtype, file.record_shape.clone(), opts.codec).map_err(|e| e.at(npy))?;
+    let target = open_target(vfs, path, schema, opts)?;
     write_fixed(&target, file.count, &file, opts)
 }
 

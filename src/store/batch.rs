@@ -179,7 +179,16 @@ impl Zrecord {
                 }
             }
         }
-        self.chunks.read_via(reads)?;
+        let read = self.chunks.read_via(reads).and_then(|()| self.unstage(plans, items, buffer));
+        for (plan, _) in plans {
+            self.unchanged(plan)?;
+        }
+        read
+    }
+
+    /// Copies or decodes the staged records of `plans`, read into `buffer`,
+    /// into their slots.
+    fn unstage(&self, plans: &[(ValidEntry, Stage)], items: &mut [(u64, &mut [u8])], buffer: &[u8]) -> Result<()> {
         for ((plan, stage), (_, slot)) in plans.iter().zip(items.iter_mut()) {
             let Stage::Buffer { at, skip, .. } = *stage else { continue };
             let stored = &buffer[at + skip..][..plan.phys() as usize];

@@ -98,20 +98,29 @@ pub(crate) struct ChunkSet {
     writable: bool,
     /// Whether reads may go through the chunk mappings ([`ChunkSet::unmapped`]).
     mapped: bool,
-    slots: Box<[OnceLock<Chunk>]>,
+    /// Chunk `id`'s slot is `slots[id / SLOT_GROUP][id % SLOT_GROUP]`, a
+    /// group allocated on first use: an open costs the group table, not
+    /// [`CHUNKS_MAX`] slots (192 KiB, written at every open).
+    slots: Box<[OnceLock<SlotGroup>]>,
 }
+
+/// Chunk slots allocated together.
+const SLOT_GROUP: usize = 64;
+
+/// [`SLOT_GROUP`] chunk slots.
+type SlotGroup = Box<[OnceLock<Chunk>]>;
+const _: () = assert!((CHUNKS_MAX as usize).is_multiple_of(SLOT_GROUP));
 
 impl std::fmt::Debug for ChunkSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let open: Vec<usize> =
-            self.slots.iter().enumerate().filter(|(_, s)| s.get().is_some()).map(|(i, _)| i).collect();
+        let open: Vec<usize> = (0..CHUNKS_MAX as usize).filter(|&id| self.opened(id as u16).is_some()).collect();
         f.debug_struct("ChunkSet").field("dir", &self.dir).field("open", &open).finish()
     }
 }
 
 impl ChunkSet {
     pub(crate) fn new(vfs: Arc<dyn Vfs>, dir: &Path, writable: bool) -> ChunkSet {
-        let slots = (0..CHUNKS_MAX).map(|_| OnceLock::new()).collect();
+        let slots = (0..CHUNKS_MAX as usize / SLOT_GROUP).map(|_| OnceLock::new()).collect();
         ChunkSet { vfs, dir: dir.to_path_buf(), writable, mapped: true, slots }
     }
 
@@ -127,6 +136,19 @@ impl ChunkSet {
         Error::StoreChanged { path: self.dir.clone(), index, what }
     }
 
+    /// Chunk `id`'s slot, its group allocated if it was not; `None` past the chunk limit.
+    fn slot(&self, id: u16) -> Option<&OnceLock<Chunk>> {
+        let id = usize::from(id);
+        let group = self.slots.get(id / SLOT_GROUP)?.get_or_init(|| (0..SLOT_GROUP).map(|_| OnceLock::new()).collect());
+        Some(&group[id % SLOT_GROUP])
+    }
+
+    /// Chunk `id`'s slot if its group was allocated.
+    fn slot_mut(&mut self, id: u16) -> Option<&mut OnceLock<Chunk>> {
+        let id = usize::from(id);
+        self.slots.get_mut(id / SLOT_GROUP)?.get_mut()?.get_mut(id % SLOT_GROUP)
+    }
+
     /// The filesystem the store lives on.
     pub(crate) fn vfs(&self) -> &dyn Vfs {
         &*self.vfs
@@ -135,7 +157,7 @@ impl ChunkSet {
     /// Chunk `id`, opened on first use; `Ok(None)` if the file does not exist.
     /// Ids past the chunk limit name no file (`Ok(None)`).
     pub(crate) fn get(&self, id: u16) -> io::Result<Option<&Chunk>> {
-        let Some(slot) = self.slots.get(usize::from(id)) else { return Ok(None) };
+        let Some(slot) = self.slot(id) else { return Ok(None) };
         if let Some(chunk) = slot.get() {
             return Ok(Some(chunk));
         }
@@ -149,7 +171,8 @@ impl ChunkSet {
 
     /// Chunk `id` if it is open already (no I/O).
     pub(crate) fn opened(&self, id: u16) -> Option<&Chunk> {
-        self.slots.get(usize::from(id)).and_then(OnceLock::get)
+        let id = usize::from(id);
+        self.slots.get(id / SLOT_GROUP)?.get()?[id % SLOT_GROUP].get()
     }
 
     /// Chunk `id`, created if missing (writer only), and whether it was
@@ -161,7 +184,7 @@ impl ChunkSet {
             return Ok((chunk, false));
         }
         let file = self.vfs.open(&self.dir.join(chunk_file_name(id)), OpenMode::Create)?;
-        Ok((Self::install(&self.slots[usize::from(id)], file)?, true))
+        Ok((Self::install(self.slot(id).expect("a chunk id below CHUNKS_MAX"), file)?, true))
     }
 
     fn install(slot: &OnceLock<Chunk>, file: Box<dyn VfsFile>) -> io::Result<&Chunk> {
@@ -330,7 +353,7 @@ impl ChunkSet {
         if chunk.file.len()? <= len {
             return Ok(());
         }
-        let chunk = self.slots[usize::from(id)].get_mut().expect("opened above");
+        let chunk = self.slot_mut(id).and_then(OnceLock::get_mut).expect("opened above");
         chunk.len.store(len, Ordering::Release); // before the file shrinks
         chunk.file.set_len(len)?;
         chunk.file.sync_all()
@@ -355,7 +378,7 @@ impl ChunkSet {
         for name in self.vfs.list_dir(&self.dir)? {
             let Some(id) = name.strip_suffix(".zr").and_then(|s| s.parse::<u16>().ok()) else { continue };
             if id > last && name == chunk_file_name(id) {
-                if let Some(slot) = self.slots.get_mut(usize::from(id)) {
+                if let Some(slot) = self.slot_mut(id) {
                     slot.take();
                 }
                 self.vfs.remove_file(&self.dir.join(&name))?;

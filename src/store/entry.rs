@@ -70,6 +70,10 @@ impl ValidEntry {
     pub(crate) fn codec(&self) -> Codec {
         self.codec
     }
+    /// True if `entry` is the one that was validated.
+    pub(crate) fn is(&self, entry: &Entry) -> bool {
+        self.entry == *entry
+    }
 }
 
 fn check_fields(entry: &Entry, bounds: Bounds) -> Result<Codec, Invalid> {

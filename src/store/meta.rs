@@ -95,6 +95,15 @@ impl Meta {
         entry
     }
 
+    /// Entries `first..first + out.len()`, in one read of the mapping.
+    pub(crate) fn raw_entries(&self, first: u32, out: &mut [Entry]) {
+        let end = u64::from(first) + out.len() as u64;
+        assert!(end <= u64::from(self.capacity), "entries up to {end} past the table's {} entries", self.capacity);
+        // SAFETY: as `raw_entry`: no thread of this process writes an entry
+        // while another may read it.
+        unsafe { self.map.read(entry_offset(first) as usize, bytemuck::cast_slice_mut(out)) };
+    }
+
     /// Takes the writer lock.
     pub(crate) fn lock_writer(&self) -> Writer<'_> {
         // A panic while holding it leaves nothing half done in memory: the

@@ -16,8 +16,8 @@ use super::readers::{self, Hold};
 use super::{Options, Zrecord};
 use crate::error::{Corruption, Error, Result};
 use crate::format::{
-    CHUNKS_MAX, DICT_FILE, DICT_TMP_FILE, Frontier, HEADER_BYTES, Header, MAGIC, META_BYTES, META_FILE, META_TMP_FILE,
-    RECORDS_MAX, VERSION, entry_offset,
+    CHUNKS_MAX, DICT_FILE, DICT_TMP_FILE, Entry, Frontier, HEADER_BYTES, Header, MAGIC, META_BYTES, META_FILE,
+    META_TMP_FILE, RECORDS_MAX, VERSION, entry_offset,
 };
 use crate::io::{FileKind, LockKind, OpenMode, Vfs, read_exact_at, read_file, write_all_at};
 
@@ -233,6 +233,8 @@ impl Zrecord {
     /// pass over the live entries; the file is then trimmed to its last
     /// readable byte, so the next open takes the O(1) path again.
     fn repair_frontier(&mut self) -> Result<()> {
+        /// Entries read at once (64 KiB).
+        const REPAIR_BLOCK_ENTRIES: usize = 4096;
         let frontier = self.meta.frontier();
         let Some(chunk) = self.chunks.get(frontier.chunk).map_err(|e| self.io("open chunk", e))? else {
             return Ok(());
@@ -244,16 +246,20 @@ impl Zrecord {
         // `far`: where the frontier must be; `keep`: the last readable byte.
         let mut far = frontier;
         let mut keep = u64::from(frontier.offset);
-        for index in 0..self.len() {
-            let entry = self.meta.raw_entry(index);
-            let end = u64::from(entry.loc().offset) + u64::from(entry.phys_length());
-            if !entry.is_unwritten() && entry.loc().chunk == frontier.chunk && end <= chunk_len {
-                keep = keep.max(end);
-                let after = Frontier::after(entry.loc(), entry.phys_length());
-                // A record reaching the last possible chunk's end leaves no
-                // frontier past it: the store is full (appends fail).
-                if after > far && u32::from(after.chunk) < CHUNKS_MAX {
-                    far = after;
+        let mut block = vec![Entry::zeroed(); REPAIR_BLOCK_ENTRIES.min(self.len() as usize)];
+        for first in (0..self.len()).step_by(REPAIR_BLOCK_ENTRIES) {
+            let n = REPAIR_BLOCK_ENTRIES.min((self.len() - first) as usize);
+            self.meta.raw_entries(first, &mut block[..n]);
+            for entry in &block[..n] {
+                let end = u64::from(entry.loc().offset) + u64::from(entry.phys_length());
+                if !entry.is_unwritten() && entry.loc().chunk == frontier.chunk && end <= chunk_len {
+                    keep = keep.max(end);
+                    let after = Frontier::after(entry.loc(), entry.phys_length());
+                    // A record reaching the last possible chunk's end leaves no
+                    // frontier past it: the store is full (appends fail).
+                    if after > far && u32::from(after.chunk) < CHUNKS_MAX {
+                        far = after;
+                    }
                 }
             }
         }

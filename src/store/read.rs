@@ -2,11 +2,22 @@
 //! entry validated ([`ValidEntry`]), the stored bytes found inside their
 //! chunk file, and decoding into a slot of exactly the record's length, so
 //! no output byte is ever left holding anything but its record's bytes.
+//!
+//! A read-only store loads each entry again after its bytes are read
+//! ([`Zrecord::unchanged`]): no writer of this crate changes one under a
+//! reader (the readers' lock), but one that ignores the lock moves a record
+//! by writing its bytes, then its entry, and only then reusing the old
+//! bytes, so an entry that still reads the same after the bytes were read
+//! means they were its record's, and one that changed means they may not
+//! be (`Error::StoreChanged`, never another record's bytes).
 
 use super::Zrecord;
 use super::codec;
 use super::entry::{Bounds, ValidEntry};
 use crate::error::{Error, Result};
+// std's, not `crate::sync`'s: it orders loads of mapped file memory,
+// which loom cannot see.
+use std::sync::atomic::{Ordering, fence};
 
 /// What one read call goes by, loaded once per call: the published length,
 /// then the bounds entries are validated against.
@@ -47,11 +58,34 @@ impl Zrecord {
         }
         // Stays empty (no allocation) on the real filesystem.
         let mut scratch = Vec::new();
-        let src = self.chunks.stored(&valid, &mut scratch)?;
-        codec::decode(valid.codec(), src, dst, self.dict.get()).map_err(|what| Error::Corrupt {
+        let read = self.chunks.stored(&valid, &mut scratch).and_then(|src| {
+            codec::decode(valid.codec(), src, dst, self.dict.get()).map_err(|what| Error::Corrupt {
+                path: self.path.clone(),
+                index: Some(index),
+                what,
+            })
+        });
+        self.unchanged(&valid)?;
+        read
+    }
+
+    /// For a read-only store, after `valid`'s bytes were read: an error if
+    /// its table entry is not the validated one any more (see the module
+    /// comment); the bytes read may then be another record's, and whatever
+    /// else the read found (a decoding failure, a short file) is this.
+    pub(crate) fn unchanged(&self, valid: &ValidEntry) -> Result<()> {
+        if !self.options.read_only {
+            return Ok(()); // the writer: no other writer exists
+        }
+        // The entry's load comes after the loads of the bytes.
+        fence(Ordering::Acquire);
+        if valid.is(&self.meta.raw_entry(valid.index() as u32)) {
+            return Ok(());
+        }
+        Err(Error::StoreChanged {
             path: self.path.clone(),
-            index: Some(index),
-            what,
+            index: Some(valid.index()),
+            what: "its table entry changed while it was read".into(),
         })
     }
 }
