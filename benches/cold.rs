@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo bench -p loaderx --bench cold -- [--dir DIR] [--store-mib 2048]
-//!     [--record-kib 4,12,128] [--codecs raw,zstd] [--modes mapped,batched,auto]
+//!     [--record-kib 4,12,128] [--codecs raw,zstd] [--modes mapped,batched,auto,direct]
 //!     [--batches 40] [--batch 256] [--rounds 4] [--no-fio] [--no-loader]
 //!     [--get-threads 64] [--gets 4096] [--json OUT]
 //! ```
@@ -26,7 +26,10 @@
 //! at once, each call's latency, p50 and p99, cold (evicted first) and warm
 //! (the same records again). The bound: `fio` random
 //! reads of the record size over all the store's chunk files, `--direct=1
-//! --ioengine=io_uring`, queue depths 1 to 128, 4 s each.
+//! --ioengine=io_uring`, queue depths 1 to 128, 4 s each. For a compressed
+//! store, two bounds in logical MiB/s: decode (the same kind of batches
+//! gathered from memory, mapped, on every core) and device (fio at QD32 at
+//! the mean stored record size, times the store's logical/stored ratio).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -62,7 +65,7 @@ fn parse() -> Args {
         store_mib: 2048,
         record_kib: vec![4, 12, 128],
         codecs: vec![Codec::Raw, Codec::Zstd],
-        modes: vec![ReadMode::Mapped, ReadMode::Batched, ReadMode::Auto],
+        modes: vec![ReadMode::Mapped, ReadMode::Batched, ReadMode::Auto, ReadMode::Direct],
         batches: 40,
         batch: 256,
         rounds: 4,
@@ -96,20 +99,11 @@ fn parse() -> Args {
 }
 
 fn mode(name: &str) -> ReadMode {
-    match name {
-        "mapped" => ReadMode::Mapped,
-        "batched" => ReadMode::Batched,
-        "auto" => ReadMode::Auto,
-        other => panic!("unknown mode {other}"),
-    }
+    ReadMode::from_name(name).unwrap_or_else(|| panic!("unknown mode {name}"))
 }
 
 fn mode_name(mode: ReadMode) -> &'static str {
-    match mode {
-        ReadMode::Mapped => "mapped",
-        ReadMode::Batched => "batched",
-        ReadMode::Auto => "auto",
-    }
+    mode.name()
 }
 
 /// What one measurement runs.
@@ -361,6 +355,37 @@ fn measure_gets(args: &Args, path: &Path, n: u64, mode: ReadMode) -> [(f64, f64)
     out
 }
 
+/// The bounds of a compressed store's cold gather, in logical MiB/s: the
+/// decode bound (the same kind of batches, gathered from memory on every
+/// core: the chunk files read in first) and the device bound (fio at QD32
+/// at the mean stored record size, rounded up to 512 bytes, times the
+/// store's ratio of logical to stored bytes).
+fn compressed_bounds(args: &Args, path: &Path, n: u64, len: usize) -> (f64, f64, usize) {
+    let store =
+        Zrecord::open_with(path, Options { read_only: true, read_mode: ReadMode::Mapped, ..Options::default() })
+            .expect("open");
+    let files = chunk_files(path);
+    let mut sink = vec![0u8; 16 << 20];
+    for file in &files {
+        use std::io::Read;
+        let mut f = std::fs::File::open(file).expect("a chunk file");
+        while f.read(&mut sink).expect("read") > 0 {}
+    }
+    let mut out = vec![0u8; args.batch * len];
+    let batches = distinct_batches(n, args.batches, args.batch, 5);
+    let t0 = Instant::now();
+    for batch in &batches {
+        store.gather(batch, &mut out, len).expect("gather");
+    }
+    let decode = (batches.len() * args.batch * len) as f64 / MIB / t0.elapsed().as_secs_f64();
+    let stats = store.stats().expect("stats");
+    let stored_mean = stats.live_bytes / u64::from(store.len()).max(1);
+    let bs = (stored_mean as usize).next_multiple_of(512).max(512);
+    let ratio = stats.logical_bytes as f64 / stats.live_bytes.max(1) as f64;
+    let device = if args.fio { fio(&files, bs, 32).map_or(f64::NAN, |b| b * ratio) } else { f64::NAN };
+    (decode, device, bs)
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -447,6 +472,17 @@ fn main() {
                     codec.name(),
                     mode_name(mode),
                     args.get_threads
+                ));
+            }
+            if codec != Codec::Raw {
+                let (decode, device, bs) = compressed_bounds(&args, &path, n, len);
+                println!(
+                    "{kib:>4} KiB {:<5} bounds (logical MiB/s): decode {decode:.0} (warm mapped gather, all cores), device {device:.0} (fio QD32 at {bs} bytes, times the ratio)",
+                    codec.name()
+                );
+                json.push(format!(
+                    r#"{{"record_kib":{kib},"codec":"{}","decode_bound_mib_s":{decode:.1},"device_bound_mib_s":{device:.1},"device_bound_bs":{bs}}}"#,
+                    codec.name()
                 ));
             }
             if args.fio && codec == Codec::Raw {

@@ -64,6 +64,35 @@ pub enum Error {
         /// The store directory.
         path: PathBuf,
     },
+    /// A delete or compaction, and the store is open for reading elsewhere:
+    /// a read-only open (in another process, or another handle of this
+    /// one) holds the readers' lock. Retry once the readers have closed, or
+    /// wait for them ([`crate::Options::wait`]).
+    ReadersOpen {
+        /// The store directory.
+        path: PathBuf,
+    },
+    /// A read-only open while a delete or compaction runs on the store
+    /// (it holds the readers' lock exclusively). Retry once it has ended,
+    /// or wait for it ([`crate::Options::wait`]).
+    MutationRunning {
+        /// The store directory.
+        path: PathBuf,
+    },
+    /// What a read-only store reads by no longer holds: its files changed
+    /// under it in a way no writer of this crate makes while a reader is
+    /// open (a chunk file shrank, or an entry names bytes the reader has not
+    /// seen): a delete or compaction by a process that takes no readers'
+    /// lock (loaderx 0.7.3's writer, a store whose readers could not take
+    /// the lock), or another program. Not corruption: open the store again.
+    StoreChanged {
+        /// The store directory.
+        path: PathBuf,
+        /// The record, when one read found it.
+        index: Option<u64>,
+        /// What was found.
+        what: String,
+    },
     /// A write on a store opened read-only.
     ReadOnly {
         /// The store directory.
@@ -262,6 +291,26 @@ impl fmt::Display for Error {
                 write!(f, "{}: meta.zr is {len} bytes, its header needs {needed}", path.display())
             }
             Error::Locked { path } => write!(f, "{}: another writer has the store open", path.display()),
+            Error::ReadersOpen { path } => write!(
+                f,
+                "{}: the store is open for reading elsewhere (a read-only open holds the readers' lock); \
+                 close the readers first, or wait for them (--wait)",
+                path.display()
+            ),
+            Error::MutationRunning { path } => write!(
+                f,
+                "{}: a delete or compaction is running on the store; open it once that has ended, or wait for it",
+                path.display()
+            ),
+            Error::StoreChanged { path, index, what } => {
+                let record = index.map(|i| format!("record {i}: ")).unwrap_or_default();
+                write!(
+                    f,
+                    "{}: {record}the store changed under this reader ({what}), as a delete or compaction by a \
+                     process that takes no readers' lock does; open it again",
+                    path.display()
+                )
+            }
             Error::ReadOnly { path } => write!(f, "{}: the store is open read-only", path.display()),
             Error::Poisoned { path } => write!(
                 f,

@@ -19,6 +19,10 @@ pub const DICT_FILE: &str = "dict.zr";
 pub const META_TMP_FILE: &str = "meta.zr.tmp";
 /// The name a new `dict.zr` is written under before it is renamed into place.
 pub const DICT_TMP_FILE: &str = "dict.zr.tmp";
+/// `readers.lock`: an empty file whose `flock` is the readers' lock (shared
+/// by read-only opens, exclusive for a delete or compaction). Not part of
+/// the reference's format, which neither reads nor removes it.
+pub const READERS_LOCK_FILE: &str = "readers.lock";
 
 /// The four magic bytes at the start of `meta.zr`.
 pub const MAGIC: [u8; 4] = *b"ZREC";

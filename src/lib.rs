@@ -13,6 +13,7 @@
 
 pub mod dataset;
 pub mod error;
+mod first_fit;
 pub mod format;
 pub mod io;
 pub mod loader;
@@ -23,5 +24,6 @@ mod sync;
 pub use error::{Corruption, Error, Result};
 pub use format::Codec;
 pub use store::{
-    APPEND_SEGMENT_BYTES_DEFAULT, CompactReport, Options, ReadMode, Stats, VerifyReport, Zrecord, default_dict_size,
+    APPEND_SEGMENT_BYTES_DEFAULT, CompactOptions, CompactPlan, CompactReport, Options, ReadMode, Stats, VerifyReport,
+    Zrecord, default_dict_size,
 };

@@ -429,3 +429,52 @@ fn a_chunk_file_numbered_past_the_limit_is_removed_by_compaction() {
     assert!(!dir.path().join("4097.zr").exists());
     assert!(store.verify().unwrap().is_ok());
 }
+
+/// Opens the store at `dir` (read-only or not) and reads every record.
+fn open_and_read(dir: &Path, read_only: bool) -> Result<(), Error> {
+    let store = Zrecord::open_with(dir, loaderx::Options { read_only, ..loaderx::Options::default() })?;
+    let mut out = vec![0u8; 256 * store.len() as usize];
+    let indices: Vec<u64> = (0..u64::from(store.len())).collect();
+    store.gather(&indices, &mut out, 256)
+}
+
+#[test]
+fn a_fifo_where_a_store_file_belongs_is_refused_without_blocking() {
+    for name in ["meta.zr", "0.zr", "dict.zr"] {
+        let dir = tempfile::tempdir().unwrap();
+        store_of_ten(dir.path(), Codec::Raw);
+        let store = Zrecord::open(dir.path()).unwrap();
+        let sizes = vec![256; 200];
+        let samples: Vec<u8> = (0..200).flat_map(|k| record(k, 256)).collect();
+        store.train_dict(&samples, &sizes, 4 << 10).unwrap();
+        drop(store);
+        let path = dir.path().join(name);
+        std::fs::remove_file(&path).unwrap();
+        common::mkfifo(&path);
+        let _unblock = common::Unblocker::new(&path);
+        for read_only in [true, false] {
+            let err = open_and_read(dir.path(), read_only).unwrap_err();
+            let text = err.to_string();
+            assert!(matches!(err, Error::Io { .. }), "{name}: {text}");
+            assert!(text.contains(&format!("{name} is not a regular file but a FIFO")), "{name}: {text}");
+        }
+    }
+}
+
+#[test]
+fn a_fifo_as_a_schema_or_an_npy_input_is_refused_without_blocking() {
+    use loaderx::dataset::{Dataset, WriteOptions, write_dataset, write_dataset_npy};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    write_dataset(&data, &[1u8, 2, 3, 4, 5, 6], &[2, 3], &WriteOptions::codec(Codec::Raw)).unwrap();
+    let schema = data.join("schema.json");
+    std::fs::remove_file(&schema).unwrap();
+    common::mkfifo(&schema);
+    let npy = dir.path().join("input.npy");
+    common::mkfifo(&npy);
+    let (_a, _b) = (common::Unblocker::new(&schema), common::Unblocker::new(&npy));
+    let Err(err) = Dataset::open(&data) else { panic!("a FIFO schema.json is refused") };
+    assert!(err.to_string().contains("schema.json is not a regular file but a FIFO"), "{err}");
+    let err = write_dataset_npy(dir.path().join("out"), &npy, &WriteOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("input.npy is not a regular file but a FIFO"), "{err}");
+}

@@ -83,6 +83,9 @@ impl VfsFile for FaultyFile {
     fn try_lock(&self, kind: LockKind) -> io::Result<bool> {
         self.0.try_lock(kind)
     }
+    fn lock(&self, kind: LockKind) -> io::Result<()> {
+        self.0.lock(kind)
+    }
     fn map_shared(&self, len: usize, writable: bool) -> io::Result<Box<dyn SharedMap>> {
         Ok(Box::new(FaultyMap(self.0.map_shared(len, writable)?, self.1.clone())))
     }

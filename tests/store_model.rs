@@ -7,15 +7,28 @@
 mod common;
 
 use common::{append_all, assert_matches, model_delete, record};
-use loaderx::{Codec, Zrecord};
+use loaderx::{Codec, CompactOptions, Zrecord};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
 enum Op {
-    Append { codec: u8, sizes: Vec<usize>, seed: u64 },
-    AppendFixed { codec: u8, n: usize, size: usize, seed: u64 },
+    Append {
+        codec: u8,
+        sizes: Vec<usize>,
+        seed: u64,
+    },
+    AppendFixed {
+        codec: u8,
+        n: usize,
+        size: usize,
+        seed: u64,
+    },
     Delete(Vec<u64>),
-    Compact,
+    /// The fill (with a byte budget or not) or the repack.
+    Compact {
+        repack: bool,
+        budget: Option<u64>,
+    },
     Reopen,
     TrainDict,
 }
@@ -28,7 +41,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0u8..3, 1usize..20, 0usize..700, any::<u64>())
             .prop_map(|(codec, n, size, seed)| Op::AppendFixed { codec, n, size, seed }),
         3 => prop::collection::vec(any::<u64>(), 0..10).prop_map(Op::Delete),
-        2 => Just(Op::Compact),
+        2 => (any::<bool>(), prop::option::of(0u64..20_000)).prop_map(|(repack, budget)| Op::Compact { repack, budget: budget.filter(|_| !repack) }),
         1 => Just(Op::Reopen),
         1 => Just(Op::TrainDict),
     ]
@@ -41,6 +54,34 @@ fn codec(tag: u8, has_dict: bool) -> Codec {
         _ if has_dict => Codec::ZstdDict,
         _ => Codec::Zstd,
     }
+}
+
+/// Compacts and checks the result against the plan made before it and
+/// against the model: the live bytes stay, the logical bytes are the
+/// model's, and the chunk bytes are what the plan said. The repack leaves
+/// nothing to reclaim (a store here has one chunk); the fill, run to its
+/// end, leaves a store it would not change again.
+fn compact(store: &mut Zrecord, model: &[Vec<u8>], repack: bool, budget: Option<u64>) {
+    let options = CompactOptions { repack, max_bytes: budget };
+    let before = store.stats().unwrap();
+    let plan = store.compact_plan(options).unwrap();
+    let report = store.compact_with(options, |_, _| {}).unwrap();
+    let after = store.stats().unwrap();
+    assert_eq!(after.logical_bytes, model.iter().map(|r| r.len() as u64).sum::<u64>());
+    assert_eq!(after.live_bytes, before.live_bytes);
+    assert_eq!((report.bytes_before, report.bytes_after), (plan.bytes_before, plan.bytes_after), "{plan:?} {report:?}");
+    assert_eq!(after.chunk_bytes, report.bytes_after);
+    assert_eq!(report.removed_chunks, plan.removed_chunks);
+    if repack {
+        assert_eq!((after.chunks, after.reclaimable), (1, 0), "{after:?}");
+        return;
+    }
+    assert_eq!((report.moved_bytes, report.remaining_bytes), (plan.move_bytes, plan.remaining_bytes));
+    assert!(budget.is_none_or(|b| report.moved_bytes <= b), "{report:?}");
+    // Run to its end the fill leaves nothing for the next; stopped by the
+    // budget, it says what is left, and the next plan finds it.
+    let next = store.compact_plan(CompactOptions::default()).unwrap();
+    assert_eq!(next.move_bytes == 0, report.remaining_bytes == 0, "{next:?} after {report:?}");
 }
 
 fn run(ops: Vec<Op>) {
@@ -70,11 +111,7 @@ fn run(ops: Vec<Op>) {
                 store.delete(&indices).unwrap();
                 model_delete(&mut model, &indices);
             }
-            Op::Compact => {
-                store.compact().unwrap();
-                let stats = store.stats().unwrap();
-                assert!(stats.reclaimable <= (stats.chunks as u64 - 1) * (1 << 20), "{stats:?}");
-            }
+            Op::Compact { repack, budget } => compact(&mut store, &model, repack, budget),
             Op::Reopen => {
                 drop(store);
                 store = Zrecord::open(dir.path()).unwrap();

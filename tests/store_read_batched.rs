@@ -4,18 +4,21 @@
 //! that evicts the store's pages, reads every byte back, and checks that
 //! the device was asked for no more than the records' own pages.
 //!
+//! `ReadMode::Direct` (`O_DIRECT`) gets the same checks on the work disk,
+//! and must leave the page cache as it found it.
+//!
 //! CI runs this file twice: with the engine this machine picks (io_uring
 //! where it works) and with `LOADERX_READ_ENGINE=threads`, the fallback.
 
 mod common;
 
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
 use common::{gathered, record};
 use loaderx::io::ReadEngine;
 use loaderx::io::real::{evict_page_cache, resident_pages};
-use loaderx::{Codec, Error, Options, ReadMode, Zrecord};
+use loaderx::{Codec, Corruption, Error, Options, ReadMode, Zrecord};
 
 fn open(dir: &Path, read_mode: ReadMode) -> Zrecord {
     Zrecord::open_with(dir, Options { read_only: true, read_mode, ..Options::default() }).unwrap()
@@ -104,11 +107,20 @@ fn bad_input_gets_the_same_errors_on_the_batched_path() {
     let mut short = vec![0u8; 2 * 200];
     assert!(matches!(batched.gather(&[1, 2], &mut short, 200), Err(Error::LengthMismatch { .. })));
     // A chunk file truncated under the store: the read ends early, a typed
-    // error (a mapped read would fault).
+    // error that says the store changed (a mapped read would fault).
     let chunk = dir.path().join("0.zr");
     std::fs::OpenOptions::new().write(true).open(&chunk).unwrap().set_len(1000).unwrap();
     let err = batched.gather(&[0, 9], &mut out, 300).unwrap_err();
-    assert!(matches!(err, Error::Io { .. }), "{err}");
+    assert!(matches!(err, Error::StoreChanged { .. }), "{err}");
+    assert!(err.to_string().contains("changed under this reader") && !err.to_string().contains("corrupt"), "{err}");
+    // `refresh` picks up the shorter length: what lies inside it reads,
+    // what lies past it is refused before any read.
+    batched.refresh().unwrap();
+    let mut one = vec![0u8; 300];
+    batched.gather(&[0], &mut one, 300).unwrap();
+    assert_eq!(one, [5u8; 300]);
+    let err = batched.gather(&[9], &mut one, 300).unwrap_err();
+    assert!(matches!(err, Error::Corrupt { what: Corruption::PastChunkEnd { chunk_len: 1000, .. }, .. }), "{err}");
 }
 
 /// A store on the work disk (the temporary directory may be in memory,
@@ -173,5 +185,78 @@ fn a_batch_across_chunk_files_reads_every_record() {
         for (k, &i) in indices.iter().enumerate() {
             assert!(got[k] == records[i as usize], "{mode:?}: record {i}");
         }
+    }
+}
+
+#[test]
+fn direct_reads_return_every_byte_and_leave_the_cache_alone() {
+    // Records of every codec and of sizes around the sector: the last one
+    // ends where the chunk file ends, off a sector boundary, so its
+    // rounded-out read would pass the end (it takes the cached path).
+    let dir = disk_dir();
+    let model = mixed_store(dir.path());
+    let chunk = dir.path().join("0.zr");
+    assert_ne!(std::fs::metadata(&chunk).unwrap().len() % 512, 0, "the store ends off a sector");
+    evict_page_cache(&chunk).unwrap();
+    let store = open(dir.path(), ReadMode::Direct);
+    common::assert_matches(&store, &model);
+    let mut x = 11u64;
+    for _ in 0..20 {
+        let indices: Vec<u64> = (0..97)
+            .map(|_| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (x >> 33) % model.len() as u64
+            })
+            .chain([model.len() as u64 - 1])
+            .collect();
+        let got = gathered(&store, &indices);
+        for (k, &i) in indices.iter().enumerate() {
+            assert!(got[k] == model[i as usize], "record {i}");
+        }
+    }
+    // Everything was read past the cache but the last sector's record.
+    let (resident, pages) = resident_pages(&chunk).unwrap();
+    assert!(resident <= 4 + pages / 100, "{resident} of {pages} pages resident after direct reads");
+}
+
+#[test]
+fn direct_fixed_size_gathers_agree_with_the_mapping() {
+    let dir = disk_dir();
+    let store = Zrecord::open(dir.path()).unwrap();
+    let (n, len) = (2000u64, 4096 + 100);
+    let src: Vec<u8> = (0..n).flat_map(|k| record(k, len)).collect();
+    store.append(&src, n as usize, len, Codec::Zstd).unwrap();
+    store.append(&src, n as usize, len, Codec::Raw).unwrap();
+    drop(store);
+    let indices: Vec<u64> = (0..700).map(|k| (k * 7919) % (2 * n)).collect();
+    let mut want = vec![0u8; indices.len() * len];
+    open(dir.path(), ReadMode::Mapped).gather(&indices, &mut want, len).unwrap();
+    let mut got = vec![0xEEu8; want.len()];
+    open(dir.path(), ReadMode::Direct).gather(&indices, &mut got, len).unwrap();
+    assert!(got == want);
+    // A record just appended by this process is read back right (the
+    // kernel writes dirty pages back before a direct read of them).
+    let store = Zrecord::open_with(dir.path(), Options { read_mode: ReadMode::Direct, ..Options::default() }).unwrap();
+    store.append(&record(99, len), 1, len, Codec::Raw).unwrap();
+    assert_eq!(store.get(2 * n).unwrap(), record(99, len));
+}
+
+#[test]
+fn direct_reads_on_a_filesystem_without_o_direct_are_refused_at_open() {
+    // tmpfs refuses O_DIRECT; /dev/shm is tmpfs on Linux where it exists.
+    let shm = Path::new("/dev/shm");
+    let Ok(dir) = tempfile::tempdir_in(shm) else {
+        println!("no /dev/shm here: nothing to check");
+        return;
+    };
+    drop(Zrecord::open(dir.path()).unwrap());
+    let refused =
+        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(dir.path().join("meta.zr")).is_err();
+    let opened = Zrecord::open_with(dir.path(), Options { read_mode: ReadMode::Direct, ..Options::default() });
+    if refused {
+        let err = opened.unwrap_err();
+        assert!(err.to_string().contains("ReadMode::Direct"), "{err}");
+    } else {
+        opened.unwrap();
     }
 }

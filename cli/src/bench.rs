@@ -10,11 +10,11 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use loaderx::Zrecord;
 use loaderx::dataset::{Dataset, RaggedDataset};
 use loaderx::io::real::evict_page_cache;
 use loaderx::loader::{Column, DataLoader, Stream};
 use loaderx::sampler::{Mode, Sampler};
+use loaderx::{Options as StoreOptions, ReadMode, Zrecord};
 
 use crate::CliResult;
 use crate::out::{CliError, Json, MIB, per_second, print, table};
@@ -28,6 +28,31 @@ pub struct Options {
     pub workers: Option<u32>,
     pub seed: u64,
     pub cold: bool,
+    pub read_mode: ReadModeArg,
+}
+
+/// `--read-mode`: how the store's reads reach records (`ReadMode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReadModeArg {
+    /// Mapped when the batch's records are in memory, batched otherwise.
+    Auto,
+    /// Through the chunk mappings.
+    Mapped,
+    /// Batched reads with many in flight, through the page cache.
+    Batched,
+    /// Batched reads past the page cache (O_DIRECT).
+    Direct,
+}
+
+impl ReadModeArg {
+    fn mode(self) -> ReadMode {
+        match self {
+            ReadModeArg::Auto => ReadMode::Auto,
+            ReadModeArg::Mapped => ReadMode::Mapped,
+            ReadModeArg::Batched => ReadMode::Batched,
+            ReadModeArg::Direct => ReadMode::Direct,
+        }
+    }
 }
 
 impl Options {
@@ -62,11 +87,11 @@ fn sampler_name(opts: &Options) -> &'static str {
 }
 
 fn cache_line(opts: &Options, store: &Zrecord) -> String {
-    let engine = store.read_engine().name();
+    let (engine, mode) = (store.read_engine().name(), opts.read_mode.mode().name());
     if opts.cold {
-        format!("cold: chunk files evicted before each workload (read engine {engine})")
+        format!("cold: chunk files evicted before each workload (read mode {mode}, engine {engine})")
     } else {
-        format!("as found (read engine {engine})")
+        format!("as found (read mode {mode}, engine {engine})")
     }
 }
 
@@ -128,7 +153,8 @@ fn measure(opts: &Options, path: &Path, mut batch: impl FnMut(u64) -> CliResult<
 }
 
 pub fn run(path: &Path, opts: &Options, json: bool) -> CliResult<()> {
-    let store = Zrecord::open_read_only(path)?;
+    let read_mode = opts.read_mode.mode();
+    let store = Zrecord::open_with(path, StoreOptions { read_only: true, read_mode, ..StoreOptions::default() })?;
     let len = u64::from(store.len());
     if len == 0 {
         return Err(CliError::new(format!("{}: the store is empty: nothing to read", path.display())).into());
@@ -140,8 +166,11 @@ pub fn run(path: &Path, opts: &Options, json: bool) -> CliResult<()> {
         Ok(None) => Err("no schema.json (the loader reads datasets)".to_string()),
         Err(e) => Err(format!("schema.json unreadable: {e}")),
         Ok(Some(schema)) => {
-            let stream: Stream =
-                if schema.is_ragged() { RaggedDataset::open(path)?.into() } else { Dataset::open(path)?.into() };
+            let stream: Stream = if schema.is_ragged() {
+                RaggedDataset::open_with(path, read_mode)?.into()
+            } else {
+                Dataset::open_with(path, read_mode)?.into()
+            };
             bench_loader(path, stream, workers, opts).map(Ok)?
         }
     };
@@ -158,6 +187,7 @@ pub fn run(path: &Path, opts: &Options, json: bool) -> CliResult<()> {
             .field("seed", opts.seed)
             .field("cold", opts.cold)
             .field("read_engine", store.read_engine().name())
+            .field("read_mode", read_mode.name())
             .raw("gather", &gather.json().finish())
             .raw("loader", &loader_json)
             .field("loader_skipped", skipped)

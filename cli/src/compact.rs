@@ -2,25 +2,80 @@
 //! terminal and a summary of what it reclaimed. Interrupting it is safe: the
 //! store's compaction is crash-ordered and resumable
 //! (`docs/crash-safety.md`), so the next run (or any open for writing)
-//! picks up from what is on disk.
+//! picks up from what is on disk. Refused while the store is open for
+//! reading elsewhere, unless `--wait`.
 
 use std::path::Path;
 use std::time::Instant;
 
-use loaderx::Zrecord;
+use loaderx::{CompactOptions, Zrecord};
 
 use crate::CliResult;
 use crate::out::{Json, human, print, progress_bar, table};
 
-pub fn run(path: &Path, json: bool) -> CliResult<()> {
-    crate::out::require_store(path)?;
+/// `--max-bytes`: a number of bytes, with an optional K, M, G or T suffix
+/// (powers of 1024).
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let (digits, shift) = match s.trim().char_indices().last() {
+        Some((at, c)) if c.is_ascii_alphabetic() => {
+            let shift = match c.to_ascii_uppercase() {
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                _ => return Err(format!("`{s}`: the suffix must be K, M, G or T")),
+            };
+            (&s.trim()[..at], shift)
+        }
+        _ => (s.trim(), 0),
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("`{s}` is not a number of bytes"))?;
+    n.checked_mul(1 << shift).ok_or_else(|| format!("`{s}` is too large"))
+}
+
+/// `--dry-run`: the plan, nothing changed.
+pub fn plan(path: &Path, options: CompactOptions, json: bool) -> CliResult<()> {
+    crate::out::require_store(path, false)?;
+    let plan = Zrecord::open_read_only(path)?.compact_plan(options)?;
+    let freed = plan.bytes_before.saturating_sub(plan.bytes_after);
+    let text = if json {
+        let mut text = Json::object()
+            .field("store", path.to_string_lossy().as_ref())
+            .field("dry_run", true)
+            .field("repack", options.repack)
+            .field("move_records", plan.move_records)
+            .field("move_bytes", plan.move_bytes)
+            .field("bytes_before", plan.bytes_before)
+            .field("bytes_after", plan.bytes_after)
+            .field("freed_bytes", freed)
+            .field("removed_chunks", plan.removed_chunks)
+            .field("remaining_bytes", plan.remaining_bytes)
+            .finish();
+        text.push('\n');
+        text
+    } else {
+        table(&[
+            ("store", path.display().to_string()),
+            ("plan", if options.repack { "repack (dry run)" } else { "fill (dry run)" }.to_string()),
+            ("would move", format!("{} records, {}", plan.move_records, human(plan.move_bytes))),
+            ("would free", human(freed)),
+            ("chunk bytes", format!("{} -> {}", human(plan.bytes_before), human(plan.bytes_after))),
+            ("removed chunks", plan.removed_chunks.to_string()),
+            ("left for later", human(plan.remaining_bytes)),
+        ])
+    };
+    print(&text)?;
+    Ok(())
+}
+
+pub fn run(path: &Path, options: CompactOptions, wait: bool, json: bool) -> CliResult<()> {
     let started = Instant::now();
-    let mut store = Zrecord::open(path)?;
+    let mut store = crate::out::open_to_mutate(path, wait)?;
     let bar = progress_bar(0, "compact", true);
-    let report = store.compact_with_progress(|settled, live| {
+    let report = store.compact_with(options, |done, total| {
         if let Some(bar) = &bar {
-            bar.set_length(live);
-            bar.set_position(settled);
+            bar.set_length(total);
+            bar.set_position(done);
         }
     });
     if let Some(bar) = &bar {
@@ -40,6 +95,8 @@ pub fn run(path: &Path, json: bool) -> CliResult<()> {
             .field("moved_bytes", report.moved_bytes)
             .field("rounds", report.rounds)
             .field("removed_chunks", report.removed_chunks)
+            .field("remaining_bytes", report.remaining_bytes)
+            .field("reclaimable_bytes", store.stats()?.reclaimable)
             .field("seconds", seconds)
             .finish();
         text.push('\n');
@@ -53,9 +110,22 @@ pub fn run(path: &Path, json: bool) -> CliResult<()> {
             ("moved", format!("{} records, {}", report.moved_records, human(report.moved_bytes))),
             ("rounds", report.rounds.to_string()),
             ("removed chunks", report.removed_chunks.to_string()),
+            ("left", left_line(&report, store.stats()?.reclaimable)),
             ("time", format!("{seconds:.3} s")),
         ])
     };
     print(&text)?;
     Ok(())
+}
+
+/// What a run left: bytes `--max-bytes` held back, and space no hole fill
+/// can take back (a `--repack` can).
+fn left_line(report: &loaderx::CompactReport, reclaimable: u64) -> String {
+    let mut line = format!("{} reclaimable", human(reclaimable));
+    if report.remaining_bytes > 0 {
+        line.push_str(&format!(", {} to move in a later run", human(report.remaining_bytes)));
+    } else if reclaimable > 0 {
+        line.push_str(" (holes smaller than the records after them; --repack takes them back)");
+    }
+    line
 }

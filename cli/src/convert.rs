@@ -108,6 +108,11 @@ pub fn run(input: &Path, output: &Path, codec: CodecArg, dict_size: Option<usize
 /// The record count in a `.npy` header, for the progress bar only (the
 /// library reads the file for real).
 fn npy_records(input: &Path) -> Option<u64> {
+    // Regular files only: opening a FIFO would wait for a writer (the
+    // library refuses anything else with an error naming the file).
+    if !std::fs::metadata(input).ok()?.is_file() {
+        return None;
+    }
     let file = File::open(input).ok()?;
     let header = npyz::NpyHeader::from_reader(BufReader::new(file)).ok()?;
     header.shape().first().copied()

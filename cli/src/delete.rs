@@ -1,11 +1,10 @@
 //! `delete`: the store's swap-with-last delete ([`Zrecord::delete`]), atomic
-//! across a crash. Every index is checked before anything changes.
+//! across a crash. Every index is checked before anything changes. Refused
+//! while the store is open for reading elsewhere, unless `--wait`.
 
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
-
-use loaderx::Zrecord;
 
 use crate::CliResult;
 use crate::out::{CliError, Json, human, print, table};
@@ -13,12 +12,11 @@ use crate::out::{CliError, Json, human, print, table};
 /// Largest `--from-file` read: 2^24 indices of up to 20 digits each, with room.
 const FROM_FILE_BYTES_MAX: u64 = 1 << 30;
 
-pub fn run(path: &Path, mut indices: Vec<u64>, from_file: Option<&Path>, json: bool) -> CliResult<()> {
+pub fn run(path: &Path, mut indices: Vec<u64>, from_file: Option<&Path>, wait: bool, json: bool) -> CliResult<()> {
     if let Some(file) = from_file {
         indices.extend(read_indices(file)?);
     }
-    crate::out::require_store(path)?;
-    let mut store = Zrecord::open(path)?;
+    let mut store = crate::out::open_to_mutate(path, wait)?;
     let before = store.len();
     store.delete(&indices)?;
     let after = store.len();

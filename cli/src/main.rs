@@ -34,7 +34,8 @@ Exit status:
   0  success (for verify: no problem found)
   1  the command failed (store missing or unreadable, index out of range,
      corrupt record, output not writable, another writer has the store
-     open); one line `loaderx: <error>: <cause>` on stderr
+     open, a delete or compaction while the store is open for reading
+     elsewhere); one line `loaderx: <error>: <cause>` on stderr
   2  invalid command line (usage error, reported by the argument parser)
   3  verify found problems (each listed on stdout)";
 
@@ -83,14 +84,32 @@ enum Command {
     ///
     /// Safe to interrupt: Ctrl-C, a kill or a power loss at any point leaves
     /// every record reading back its exact bytes, and running `compact`
-    /// again finishes the job (docs/crash-safety.md, "Compaction"). Run it
-    /// with no other process reading the store: a reader may see a record
-    /// move under it. A progress bar is drawn on stderr when it is a
-    /// terminal.
+    /// again finishes the job (docs/crash-safety.md, "Compaction"). While
+    /// the store is open for reading elsewhere (a read-only open of this
+    /// crate holds the readers' lock), it is refused at once, or with
+    /// --wait runs once every reader has closed; readers that open meanwhile
+    /// wait or are refused in turn. A progress bar is drawn on stderr when
+    /// it is a terminal.
     #[command(after_help = EXIT_CODES)]
     Compact {
         /// The store directory.
         store: PathBuf,
+        /// Move at most this many bytes in this run (K, M, G, T suffixes:
+        /// powers of 1024); run again to go on. The fill only.
+        #[arg(long, value_name = "BYTES", value_parser = compact::parse_bytes, conflicts_with = "repack")]
+        max_bytes: Option<u64>,
+        /// Print the plan (bytes to move, space freed, files removed) and
+        /// change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Repack every record in physical order, as the reference does:
+        /// reclaims every byte, but rewrites everything behind the first
+        /// hole (the default fill moves records from the end into the holes).
+        #[arg(long)]
+        repack: bool,
+        /// Wait for readers elsewhere to close instead of failing.
+        #[arg(long)]
+        wait: bool,
         /// Print one JSON object instead of a summary.
         #[arg(long)]
         json: bool,
@@ -151,6 +170,8 @@ enum Command {
     /// records that were last have new, lower indices. The store's length
     /// drops by the number of distinct indices; the space is reclaimed by
     /// `compact`. Atomic: after a crash the store is as before or as after.
+    /// Refused while the store is open for reading elsewhere (the readers'
+    /// lock), or with --wait run once every reader has closed.
     #[command(after_help = EXIT_CODES)]
     Delete {
         /// The store directory.
@@ -162,6 +183,10 @@ enum Command {
         /// a comment; `-` reads standard input).
         #[arg(long, value_name = "FILE")]
         from_file: Option<PathBuf>,
+        /// Wait for readers elsewhere to close instead of failing (the
+        /// delete is refused while the store is open for reading).
+        #[arg(long)]
+        wait: bool,
         /// Print one JSON object instead of a summary.
         #[arg(long)]
         json: bool,
@@ -196,6 +221,10 @@ enum Command {
         /// workload, and draw no record twice (cyclic batches).
         #[arg(long)]
         cold: bool,
+        /// How reads reach records: auto (by residency), mapped, batched
+        /// (many reads in flight), direct (batched, past the page cache).
+        #[arg(long, value_enum, default_value_t = bench::ReadModeArg::Auto)]
+        read_mode: bench::ReadModeArg,
         /// Print one JSON object instead of a table.
         #[arg(long)]
         json: bool,
@@ -216,7 +245,11 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Stats { store, json } => stats::run(&store, json).map(|()| Done::Ok),
         Command::Verify { store, json } => verify::run(&store, json),
-        Command::Compact { store, json } => compact::run(&store, json).map(|()| Done::Ok),
+        Command::Compact { store, max_bytes, dry_run, repack, wait, json } => {
+            let options = loaderx::CompactOptions { max_bytes, repack };
+            if dry_run { compact::plan(&store, options, json) } else { compact::run(&store, options, wait, json) }
+                .map(|()| Done::Ok)
+        }
         Command::Convert { input, output, codec, dict_size, json } => {
             if dict_size.is_some() && codec != CodecArg::ZstdDict {
                 use clap::CommandFactory;
@@ -228,11 +261,12 @@ fn main() -> ExitCode {
         Command::Cat { store, indices, range, out, npy } => {
             cat::run(&store, &indices, range, out.as_deref(), npy).map(|()| Done::Ok)
         }
-        Command::Delete { store, indices, from_file, json } => {
-            delete::run(&store, indices, from_file.as_deref(), json).map(|()| Done::Ok)
+        Command::Delete { store, indices, from_file, wait, json } => {
+            delete::run(&store, indices, from_file.as_deref(), wait, json).map(|()| Done::Ok)
         }
-        Command::Bench { store, batch_size, batches, seconds, workers, seed, cold, json } => {
-            let opts = bench::Options { batch_size: batch_size as usize, batches, seconds, workers, seed, cold };
+        Command::Bench { store, batch_size, batches, seconds, workers, seed, cold, read_mode, json } => {
+            let opts =
+                bench::Options { batch_size: batch_size as usize, batches, seconds, workers, seed, cold, read_mode };
             bench::run(&store, &opts, json).map(|()| Done::Ok)
         }
     };

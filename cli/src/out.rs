@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use loaderx::Zrecord;
+use loaderx::{Options, Zrecord};
 
 /// An error the CLI itself detects, with the error that caused it if any.
 #[derive(Debug)]
@@ -40,14 +40,22 @@ impl StdError for CliError {
 }
 
 /// Checks that `path` holds a store before a command opens it for writing
-/// (which would create one): a read-only open, which takes no lock. A store
-/// with an interrupted delete or compaction pending passes: the open for
-/// writing finishes it.
-pub fn require_store(path: &Path) -> Result<(), loaderx::Error> {
-    match Zrecord::open_read_only(path) {
+/// (which would create one): a read-only open, which takes no writer's lock
+/// and holds the readers' lock only until it returns (waiting for a delete
+/// or compaction elsewhere if `wait`). A store with an interrupted delete
+/// or compaction pending passes: the open for writing finishes it.
+pub fn require_store(path: &Path, wait: bool) -> Result<(), loaderx::Error> {
+    match Zrecord::open_with(path, Options { read_only: true, wait, ..Options::default() }) {
         Ok(_) | Err(loaderx::Error::RecoveryNeeded { .. }) => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+/// Opens the store at `path` for a delete or compaction, which waits for
+/// readers elsewhere to close if `wait` (and fails at once otherwise).
+pub fn open_to_mutate(path: &Path, wait: bool) -> Result<Zrecord, loaderx::Error> {
+    require_store(path, wait)?;
+    Zrecord::open_with(path, Options { wait, ..Options::default() })
 }
 
 /// `12345 (12.1 KiB)`; below 1 KiB just `N B`.

@@ -105,4 +105,22 @@ fn bench_cold_evicts_and_draws_no_record_twice() {
     let text = ok(&loaderx(&["bench", p, "--batches", "2", "--batch-size", "8", "--cold"]));
     assert!(text.contains("batch          8 records, cyclic indices, seed 42\n"), "{text}");
     assert!(text.contains("cache          cold: chunk files evicted before each workload"), "{text}");
+    for mode in ["mapped", "batched", "direct", "auto"] {
+        let json = ok_json(&loaderx(&[
+            "bench",
+            p,
+            "--batches",
+            "2",
+            "--batch-size",
+            "32",
+            "--cold",
+            "--read-mode",
+            mode,
+            "--json",
+        ]));
+        assert_eq!(json["read_mode"], mode);
+        assert_eq!(json["gather"]["records"], 2 * 32);
+        assert_eq!(json["loader"]["records"], 2 * 32);
+    }
+    assert_usage(&loaderx(&["bench", p, "--read-mode", "fast"]));
 }

@@ -32,12 +32,19 @@ fn compact_reclaims_and_keeps_every_record() {
     assert_eq!(json["bytes_before"], before.chunk_bytes);
     assert_eq!(json["bytes_after"], after.chunk_bytes);
     assert_eq!(json["reclaimed_bytes"], before.chunk_bytes - after.chunk_bytes);
-    assert_eq!(after.reclaimable, 0);
-    assert_eq!(after.chunk_bytes, after.live_bytes);
+    assert_eq!(json["reclaimable_bytes"], after.reclaimable);
+    assert_eq!(json["remaining_bytes"], 0);
+    // Records of varied sizes: the fill frees space, and what it leaves the
+    // repack takes back.
+    assert!(after.reclaimable < before.reclaimable, "{before:?} -> {after:?}");
     assert!(json["moved_records"].as_u64().unwrap() > 0, "{json}");
     assert!(json["seconds"].as_f64().unwrap() >= 0.0);
     assert_eq!(read_all(dir.path()), records);
     ok(&loaderx(&["verify", path_str(dir.path())]));
+    ok(&loaderx(&["compact", path_str(dir.path()), "--repack"]));
+    let repacked = Zrecord::open_read_only(dir.path()).unwrap().stats().unwrap();
+    assert_eq!((repacked.reclaimable, repacked.chunk_bytes), (0, repacked.live_bytes));
+    assert_eq!(read_all(dir.path()), records);
 
     // Nothing left to do: a second run reclaims nothing and moves nothing.
     let text = ok(&loaderx(&["compact", path_str(dir.path())]));
@@ -52,12 +59,52 @@ fn compact_summary_for_people() {
     let dir = tempfile::tempdir().unwrap();
     store_with_holes(dir.path(), 60, Codec::Raw);
     let before = Zrecord::open_read_only(dir.path()).unwrap().stats().unwrap();
-    let out = loaderx(&["compact", path_str(dir.path())]);
+    let out = loaderx(&["compact", path_str(dir.path()), "--repack"]);
     let text = ok(&out);
     assert!(text.contains(&format!("reclaimed      {} (", before.reclaimable)), "{text}");
     assert!(text.contains("records        40\n"), "{text}");
     assert!(text.contains("time           "), "{text}");
     assert!(stderr(&out).is_empty(), "no progress bar off a terminal: {}", stderr(&out));
+}
+
+#[test]
+fn compact_dry_run_and_a_budget() {
+    let _x = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let records: Vec<Vec<u8>> = (0..3000).map(|k| vec![(k % 251) as u8; 1000]).collect();
+    let store = Zrecord::open(dir.path()).unwrap();
+    append_records(&store, &records, Codec::Raw);
+    drop(store);
+    let mut records = records;
+    let doomed: Vec<u64> = (0..3000).filter(|i| i % 10 == 3).collect();
+    Zrecord::open(dir.path()).unwrap().delete(&doomed).unwrap();
+    model_delete(&mut records, &doomed);
+    let p = path_str(dir.path());
+    let before = Zrecord::open_read_only(dir.path()).unwrap().stats().unwrap();
+    let plan = ok_json(&loaderx(&["compact", p, "--dry-run", "--json"]));
+    assert_eq!(plan["dry_run"], true);
+    assert_eq!(plan["freed_bytes"], before.reclaimable);
+    assert!(plan["move_bytes"].as_u64().unwrap() <= before.reclaimable, "{plan}");
+    let text = ok(&loaderx(&["compact", p, "--dry-run"]));
+    assert!(text.contains("would move"), "{text}");
+    assert_eq!(Zrecord::open_read_only(dir.path()).unwrap().stats().unwrap(), before, "a dry run changes nothing");
+    // A budget of 50 KiB: several runs, each moving at most that, each
+    // saying what is left, until nothing is.
+    let mut runs = 0;
+    loop {
+        let json = ok_json(&loaderx(&["compact", p, "--max-bytes", "50K", "--json"]));
+        assert!(json["moved_bytes"].as_u64().unwrap() <= 50 << 10, "{json}");
+        runs += 1;
+        if json["remaining_bytes"] == 0 {
+            break;
+        }
+        assert!(runs < 20, "{json}");
+    }
+    assert!(runs > 2, "{runs} runs");
+    assert_eq!(Zrecord::open_read_only(dir.path()).unwrap().stats().unwrap().reclaimable, 0);
+    assert_eq!(read_all(dir.path()), records);
+    assert_usage(&loaderx(&["compact", p, "--max-bytes", "12Q"]));
+    assert_usage(&loaderx(&["compact", p, "--max-bytes", "1", "--repack"]));
 }
 
 #[test]

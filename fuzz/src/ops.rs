@@ -6,6 +6,7 @@
 //! the real store over `SimFs` and checks every recovered state against its
 //! model (`docs/simulation.md`); a violation is a panic.
 
+use loaderx::CompactOptions;
 use loaderx::io::Vfs;
 use loaderx_sim::fs::{Faults, Persist};
 use loaderx_sim::workload::{Harness, Op, Settings, Violation, store_path};
@@ -100,7 +101,11 @@ fn next_op(u: &mut In, h: &Harness) -> Op {
             Op::Append { codec: u.below(3) as u8, records, fixed }
         }
         6 if !has_dict => Op::TrainDict,
-        6 | 10 | 11 => Op::Compact,
+        6 | 10 => Op::Compact,
+        11 => Op::CompactWith(match u.below(3) {
+            0 => CompactOptions { repack: true, ..CompactOptions::default() },
+            _ => CompactOptions { max_bytes: Some(u.upto(1 << 16) as u64), repack: false },
+        }),
         7..=9 => Op::Delete((0..1 + u.below(8)).map(|_| pick(u, len)).collect()),
         12 | 13 => Op::Gather((0..u.below(17)).map(|_| pick(u, len)).collect()),
         14 => Op::Reopen,

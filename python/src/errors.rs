@@ -45,6 +45,18 @@ class LockedError(ZrecordError):
     """Another writer has the store open."""
 
 
+class BusyError(ZrecordError):
+    """The readers' lock is taken: a delete or compaction while the store is
+    open for reading elsewhere, or a read-only open while one runs. Pass
+    ``wait=True`` to wait instead."""
+
+
+class StoreChangedError(ZrecordError):
+    """The store's files changed under a read-only store (a delete or
+    compaction by a process that takes no readers' lock); not corruption:
+    open the store again."""
+
+
 class ReadOnlyError(ZrecordError):
     """A write on a store opened read-only."""
 
@@ -111,6 +123,8 @@ pub const NAMES: &[&str] = &[
     "StoreIOError",
     "NotAStoreError",
     "LockedError",
+    "BusyError",
+    "StoreChangedError",
     "ReadOnlyError",
     "PoisonedError",
     "RecoveryNeededError",
@@ -186,6 +200,8 @@ pub fn store_error(py: Python<'_>, e: &Error) -> PyErr {
         | Error::MetaMissing { path }
         | Error::MetaTruncated { path, .. } => ("NotAStoreError", path_string(path), None),
         Error::Locked { path } => ("LockedError", path_string(path), None),
+        Error::ReadersOpen { path } | Error::MutationRunning { path } => ("BusyError", path_string(path), None),
+        Error::StoreChanged { path, index, .. } => ("StoreChangedError", path_string(path), *index),
         Error::ReadOnly { path } => ("ReadOnlyError", path_string(path), None),
         Error::Poisoned { path } => ("PoisonedError", path_string(path), None),
         Error::RecoveryNeeded { path } => ("RecoveryNeededError", path_string(path), None),

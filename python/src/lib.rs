@@ -8,6 +8,7 @@
 //! | `Zrecord`, `ZrecordError` and its subclasses | [`store`], [`errors`] |
 //! | `Dataset`, `RaggedDataset`, `pad`, `write_dataset`, `write_ragged` | [`dataset`] |
 //! | `DataLoader` | [`loader`] |
+//! | `pack` | [`pack`] |
 //! | `Zsampler` | [`sampler`] |
 //! | NumPy arrays in and out | [`array`] |
 //! | fork safety of the parallel paths | [`fork`] |
@@ -20,6 +21,7 @@ mod dataset;
 mod errors;
 mod fork;
 mod loader;
+mod pack;
 mod sampler;
 mod store;
 
@@ -36,6 +38,7 @@ fn loaderx_rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sampler::Zsampler>()?;
     m.add_class::<array::TensorOwner>()?;
     m.add_function(wrap_pyfunction!(dataset::pad, m)?)?;
+    m.add_function(wrap_pyfunction!(pack::pack, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::write_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::write_ragged, m)?)?;
     // Before the interpreter finalizes, stop every transform thread (they

@@ -50,7 +50,7 @@ pub fn codec_of(py: Python<'_>, name: &str) -> PyResult<Codec> {
 pub fn read_mode_of(name: &str) -> PyResult<ReadMode> {
     ReadMode::from_name(name).ok_or_else(|| {
         pyo3::exceptions::PyValueError::new_err(format!(
-            "read_mode must be \"auto\", \"mapped\" or \"batched\", not {name:?}"
+            "read_mode must be \"auto\", \"mapped\", \"batched\" or \"direct\", not {name:?}"
         ))
     })
 }
@@ -108,22 +108,41 @@ impl Zrecord {
     /// `read_only=True` opens without the writer's lock and refuses writes.
     /// `read_mode`: how reads reach records ("auto": by residency;
     /// "mapped": through the mapping; "batched": batched reads, for data
-    /// not in memory; see `read_engine()`).
+    /// not in memory, see `read_engine()`; "direct": batched reads past the
+    /// page cache, O_DIRECT, for stores far larger than memory).
+    /// A read-only store holds the readers' lock while it is open (no
+    /// delete or compaction runs meanwhile); `wait=True` makes a read-only
+    /// open wait for a running delete or compaction to end instead of
+    /// raising `BusyError`.
     #[new]
-    #[pyo3(signature = (path, codec = "zstd", read_only = false, read_mode = "auto"))]
-    fn new(py: Python<'_>, path: PathBuf, codec: &str, read_only: bool, read_mode: &str) -> PyResult<Zrecord> {
+    #[pyo3(signature = (path, codec = "zstd", read_only = false, read_mode = "auto", wait = false))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        codec: &str,
+        read_only: bool,
+        read_mode: &str,
+        wait: bool,
+    ) -> PyResult<Zrecord> {
         let codec = codec_of(py, codec)?;
-        let options = Options { read_only, read_mode: read_mode_of(read_mode)?, ..Options::default() };
+        let options = Options { read_only, wait, read_mode: read_mode_of(read_mode)?, ..Options::default() };
         let at = path.clone();
         let store = py.detach(|| loaderx::Zrecord::open_with(&at, options)).map_err(|e| store_error(py, &e))?;
         Ok(Zrecord { inner: RwLock::new(Some(store)), path, codec })
     }
 
-    /// `Zrecord(path, codec, read_only, read_mode)`, by name.
+    /// `Zrecord(path, codec, read_only, read_mode, wait)`, by name.
     #[staticmethod]
-    #[pyo3(signature = (path, codec = "zstd", read_only = false, read_mode = "auto"))]
-    fn open(py: Python<'_>, path: PathBuf, codec: &str, read_only: bool, read_mode: &str) -> PyResult<Zrecord> {
-        Zrecord::new(py, path, codec, read_only, read_mode)
+    #[pyo3(signature = (path, codec = "zstd", read_only = false, read_mode = "auto", wait = false))]
+    fn open(
+        py: Python<'_>,
+        path: PathBuf,
+        codec: &str,
+        read_only: bool,
+        read_mode: &str,
+        wait: bool,
+    ) -> PyResult<Zrecord> {
+        Zrecord::new(py, path, codec, read_only, read_mode, wait)
     }
 
     /// The store's directory.
@@ -284,14 +303,38 @@ impl Zrecord {
     /// Removes records `idxs` (any order, duplicates allowed), swapping the
     /// last records into their places so the index space stays dense.
     /// Atomic. Waits for running reads; nothing else runs meanwhile.
-    fn delete(&self, py: Python<'_>, idxs: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// Raises `BusyError` while the store is open for reading elsewhere (a
+    /// read-only open holds the readers' lock), or with `wait=True` waits
+    /// for every such reader to close.
+    #[pyo3(signature = (idxs, wait = false))]
+    fn delete(&self, py: Python<'_>, idxs: &Bound<'_, PyAny>, wait: bool) -> PyResult<()> {
         let idx = indices(py, idxs, self.len_now()?)?;
-        self.with_mut(py, |s| s.delete(&idx))
+        self.with_mut(py, |s| {
+            s.set_wait(wait);
+            s.delete(&idx)
+        })
     }
 
-    /// Reclaims the space deleted records left, in place; returns what it did.
-    fn compact<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let report = self.with_mut(py, |s| s.compact())?;
+    /// Reclaims the space deleted records left, in place; returns what it
+    /// did. The default fill moves records from the end of the live data
+    /// into the holes (about a byte written per byte freed); `max_bytes`
+    /// caps what one call moves (`remaining_bytes` says what is left);
+    /// `repack=True` packs every record in physical order, as the
+    /// reference does (every byte back, everything behind the first hole
+    /// rewritten). `BusyError` and `wait` as for `delete`.
+    #[pyo3(signature = (max_bytes = None, repack = false, wait = false))]
+    fn compact<'py>(
+        &self,
+        py: Python<'py>,
+        max_bytes: Option<u64>,
+        repack: bool,
+        wait: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let options = loaderx::CompactOptions { max_bytes, repack };
+        let report = self.with_mut(py, |s| {
+            s.set_wait(wait);
+            s.compact_with(options, |_, _| {})
+        })?;
         let d = PyDict::new(py);
         d.set_item("moved_records", report.moved_records)?;
         d.set_item("moved_bytes", report.moved_bytes)?;
@@ -299,6 +342,22 @@ impl Zrecord {
         d.set_item("bytes_before", report.bytes_before)?;
         d.set_item("bytes_after", report.bytes_after)?;
         d.set_item("removed_chunks", report.removed_chunks)?;
+        d.set_item("remaining_bytes", report.remaining_bytes)?;
+        Ok(d)
+    }
+
+    /// What `compact(max_bytes, repack)` would do, changing nothing.
+    #[pyo3(signature = (max_bytes = None, repack = false))]
+    fn compact_plan<'py>(&self, py: Python<'py>, max_bytes: Option<u64>, repack: bool) -> PyResult<Bound<'py, PyDict>> {
+        let options = loaderx::CompactOptions { max_bytes, repack };
+        let plan = self.with(py, |s| s.compact_plan(options))?;
+        let d = PyDict::new(py);
+        d.set_item("move_records", plan.move_records)?;
+        d.set_item("move_bytes", plan.move_bytes)?;
+        d.set_item("bytes_before", plan.bytes_before)?;
+        d.set_item("bytes_after", plan.bytes_after)?;
+        d.set_item("removed_chunks", plan.removed_chunks)?;
+        d.set_item("remaining_bytes", plan.remaining_bytes)?;
         Ok(d)
     }
 

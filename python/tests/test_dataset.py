@@ -228,7 +228,7 @@ def test_every_read_mode_reads_the_same(tmp_path, data, rng):
     rows = [list(rng.integers(0, 8, size=k)) for k in rng.integers(0, 9, size=60)]
     write_ragged(tmp_path / "rg", [np.array(r, dtype=np.int32) for r in rows])
     idx = rng.integers(0, 500, size=200)
-    for mode in ("auto", "mapped", "batched"):
+    for mode in ("auto", "mapped", "batched", "direct"):
         np.testing.assert_array_equal(Dataset(tmp_path / "ds", read_mode=mode)[idx], data[idx])
         values, splits = RaggedDataset(tmp_path / "rg", read_mode=mode)[[3, 0, 59]]
         want = [rows[3], rows[0], rows[59]]

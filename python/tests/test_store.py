@@ -84,6 +84,33 @@ def test_delete_is_swap_with_last_and_compact(tmp_path, rng):
     assert store.verify()["ok"]
 
 
+def test_compact_budget_plan_and_repack(tmp_path, rng):
+    n, size = 400, 1000
+    model = [bytes(r) for r in records(rng, n, size)]
+    store = Zrecord(tmp_path / "b", codec="raw")
+    store.append(np.frombuffer(b"".join(model), dtype=np.uint8), n, size)
+    doomed = list(range(0, n, 5))
+    store.delete(doomed)
+    for i in sorted(set(doomed), reverse=True):
+        model[i] = model[-1]
+        model.pop()
+    plan = store.compact_plan()
+    assert plan["bytes_before"] - plan["bytes_after"] == store.stats()["reclaimable"]
+    assert 0 < plan["move_bytes"] <= store.stats()["reclaimable"]
+    assert store.compact_plan(max_bytes=5000)["remaining_bytes"] == plan["move_bytes"] - 5000
+    first = store.compact(max_bytes=5000)
+    assert first["moved_bytes"] == 5000 and first["remaining_bytes"] > 0
+    while store.compact(max_bytes=5000)["remaining_bytes"] > 0:
+        pass
+    assert store.stats()["reclaimable"] == 0
+    assert store.compact(repack=True)["moved_bytes"] == 0
+    dst = np.empty((len(model), size), dtype=np.uint8)
+    store.gather(np.arange(len(model)), dst, size)
+    assert [bytes(r) for r in dst] == model
+    with pytest.raises(ValueError):
+        store.compact(max_bytes=1, repack=True)
+
+
 def test_dictionary(tmp_path, rng):
     data = np.tile(np.arange(256, dtype=np.uint8), (400, 1)) // rng.integers(1, 4, size=(400, 1), dtype=np.uint8)
     store = Zrecord(tmp_path / "z", codec="zstd_dict")
@@ -121,6 +148,37 @@ def test_reader_sees_appends_after_refresh(tmp_path, rng):
     writer.append(records(rng, 5, 8), 5, 8)
     assert len(reader) == 10
     assert reader.refresh() == 15 and len(reader) == 15
+
+
+def lock_waiters(path):
+    """Flock requests blocked on the file at `path` now (/proc/locks lists
+    them with `->`): how the test knows a wait has begun without timing it."""
+    suffix = ":%d" % path.stat().st_ino
+    with open("/proc/locks") as f:
+        return sum(1 for line in f if "->" in line and any(w.endswith(suffix) for w in line.split()))
+
+
+def test_delete_and_compact_are_refused_or_wait_while_a_reader_is_open(tmp_path, rng):
+    writer = Zrecord(tmp_path / "b")
+    writer.append(records(rng, 10, 8), 10, 8)
+    reader = Zrecord(tmp_path / "b", read_only=True)
+    with pytest.raises(loaderx_rs.BusyError, match="open for reading elsewhere") as e:
+        writer.delete([3])
+    assert e.value.path == str(tmp_path / "b")
+    with pytest.raises(loaderx_rs.BusyError):
+        writer.compact()
+    assert len(writer) == 10
+    done = []
+    waiting = threading.Thread(target=lambda: done.append(writer.delete([3], wait=True)))
+    waiting.start()
+    lock_file = tmp_path / "b" / "readers.lock"
+    while lock_waiters(lock_file) == 0:
+        assert waiting.is_alive(), "the delete returned with a reader open"
+    assert len(reader) == 10
+    reader.close()
+    waiting.join()
+    assert done == [None] and len(writer) == 9
+    writer.compact(wait=True)
 
 
 def test_threads_gather_at_once(tmp_path, rng):

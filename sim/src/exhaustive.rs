@@ -3,6 +3,8 @@
 
 use crate::fs::{Faults, Persist};
 use crate::rng::Rng;
+use loaderx::CompactOptions;
+
 use crate::workload::{Harness, Op, Settings, Violation, record};
 
 /// A short workload: a name and how to build its operations.
@@ -44,7 +46,7 @@ pub fn workloads() -> Vec<Workload> {
             ops: |r| vec![append(r, 1, &[40; 20]), Op::Delete(vec![3, 3, 19, 7, 0])],
         },
         Workload {
-            name: "delete + compact with several moves",
+            name: "delete + fill with several moves",
             near_rollover: false,
             ops: |r| {
                 let sizes: Vec<usize> = (0..24).map(|k| 30 + (k * 53) % 400).collect();
@@ -52,9 +54,27 @@ pub fn workloads() -> Vec<Workload> {
             },
         },
         Workload {
-            name: "compact across chunks (moves into chunk 0)",
+            name: "fill across chunks (moves into chunk 0)",
             near_rollover: true,
             ops: |r| vec![append(r, 0, &[700, 800, 900, 1000, 600, 500]), Op::Delete(vec![0, 1]), Op::Compact],
+        },
+        Workload {
+            name: "fill of many holes under a budget, then the rest",
+            near_rollover: false,
+            ops: |r| {
+                let budget = CompactOptions { max_bytes: Some(700), repack: false };
+                let doomed = vec![1, 3, 5, 8, 9, 12, 20, 21];
+                vec![append(r, 0, &[120; 28]), Op::Delete(doomed), Op::CompactWith(budget), Op::Compact]
+            },
+        },
+        Workload {
+            name: "repack with an evacuation",
+            near_rollover: false,
+            ops: |r| {
+                let sizes: Vec<usize> = (0..16).map(|k| if k % 2 == 0 { 20 } else { 300 }).collect();
+                let repack = CompactOptions { repack: true, ..CompactOptions::default() };
+                vec![append(r, 1, &sizes), Op::Delete(vec![0, 2, 4]), Op::CompactWith(repack)]
+            },
         },
     ]
 }

@@ -182,7 +182,16 @@ struct State {
     durable_names: BTreeMap<PathBuf, Node>,
     pending: Vec<NsOp>,
     inodes: Vec<Option<Inode>>,
+    /// Advisory locks (`flock`) per inode: shared holders, and whether an
+    /// exclusive one is held. Each [`SimFile`] is one open file description:
+    /// it holds at most one lock, released when it is dropped or at a crash.
     locks: BTreeMap<usize, (u32, bool)>,
+    /// Reboots so far: a lock taken before one is gone, and its holder's
+    /// drop must not release a lock taken after it.
+    boots: u64,
+    /// A read-only filesystem: opening for writing, creating, removing and
+    /// renaming fail with `ReadOnlyFilesystem` (`EROFS`).
+    read_only: bool,
     ops: u64,
     crash_at: Option<u64>,
     crashed: bool,
@@ -191,11 +200,17 @@ struct State {
     fault_past_eof: Option<String>,
     /// Batched reads made, and EIOs injected into them.
     batched: (u64, u64),
+    /// Reads of files opened `O_DIRECT` (all aligned, or refused).
+    direct_reads: u64,
     trace: Vec<String>,
     /// Semantic fault points ([`SimFs::arm`]).
     armed: Vec<Armed>,
     /// An armed EIO fired at the current operation (dirty pages dropped?).
     inject_eio: Option<bool>,
+}
+
+fn read_only_error() -> io::Error {
+    io::Error::new(io::ErrorKind::ReadOnlyFilesystem, "read-only filesystem")
 }
 
 fn crash_error() -> io::Error {
@@ -350,11 +365,14 @@ impl SimFs {
             pending: Vec::new(),
             inodes: Vec::new(),
             locks: BTreeMap::new(),
+            read_only: false,
+            boots: 0,
             ops: 0,
             crash_at: None,
             crashed: false,
             fault_past_eof: None,
             batched: (0, 0),
+            direct_reads: 0,
             trace: Vec::new(),
             armed: Vec::new(),
             inject_eio: None,
@@ -377,6 +395,11 @@ impl SimFs {
         self.lock().batched
     }
 
+    /// Reads of files opened `OpenMode::ReadDirect` so far.
+    pub fn direct_reads(&self) -> u64 {
+        self.lock().direct_reads
+    }
+
     /// Crash when the I/O operation count reaches `at` (absolute).
     pub fn arm_crash(&self, at: Option<u64>) {
         self.lock().crash_at = at;
@@ -397,6 +420,12 @@ impl SimFs {
     /// Turns faults on or off (the checker reads with faults off).
     pub fn set_faults(&self, faults: Faults) {
         self.lock().faults = faults;
+    }
+
+    /// Makes the filesystem read-only (`EROFS` for every open for writing
+    /// and every creation, removal or rename), or writable again.
+    pub fn set_read_only(&self, read_only: bool) {
+        self.lock().read_only = read_only;
     }
 
     /// The current fault settings.
@@ -513,6 +542,7 @@ impl SimFs {
             inode.len_dirty = false;
         }
         s.locks.clear();
+        s.boots += 1;
         s.crashed = false;
         s.crash_at = None;
         s.trace.push(format!("reboot ({persist:?})"));
@@ -619,6 +649,9 @@ impl Vfs for SimFs {
             s.trace.push(format!("  open {} failed (injected)", path.display()));
             return Err(io::Error::other("injected open failure"));
         }
+        if s.read_only && !matches!(mode, OpenMode::Read | OpenMode::ReadDirect) {
+            return Err(read_only_error());
+        }
         let id = match s.names.get(path) {
             Some(Node::File(id)) => *id,
             Some(Node::Dir) => return Err(io::Error::other("is a directory")),
@@ -642,11 +675,16 @@ impl Vfs for SimFs {
             None => return Err(io::Error::new(io::ErrorKind::NotFound, format!("{} not found", path.display()))),
         };
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        Ok(Box::new(SimFile { fs: self.clone(), id, name, writable: mode != OpenMode::Read, lock: None.into() }))
+        let writable = !matches!(mode, OpenMode::Read | OpenMode::ReadDirect);
+        let direct = mode == OpenMode::ReadDirect;
+        Ok(Box::new(SimFile { fs: self.clone(), id, name, writable, direct, lock: None.into() }))
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         let mut s = self.lock();
+        if s.read_only {
+            return Err(read_only_error());
+        }
         s.op(IoOp::on(IoKind::Unlink, path))?;
         match s.names.get(path) {
             Some(Node::File(_)) => {
@@ -660,6 +698,9 @@ impl Vfs for SimFs {
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let mut s = self.lock();
+        if s.read_only {
+            return Err(read_only_error());
+        }
         s.op(IoOp { to: Some(to), ..IoOp::on(IoKind::Rename, from) })?;
         let node = s.names.remove(from).ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no such file"))?;
         s.names.insert(to.to_path_buf(), node);
@@ -673,8 +714,16 @@ struct SimFile {
     id: usize,
     name: String,
     writable: bool,
-    lock: Mutex<Option<LockKind>>,
+    /// Opened `OpenMode::ReadDirect`: reads must be aligned to
+    /// [`SIM_DIRECT_ALIGN`] in offset, length and buffer address, as
+    /// `O_DIRECT`'s are (`EINVAL` otherwise).
+    direct: bool,
+    /// The lock this open file holds, and the boot it was taken in.
+    lock: Mutex<Option<(LockKind, u64)>>,
 }
+
+/// The simulated `O_DIRECT` alignment (a 512-byte logical sector).
+pub const SIM_DIRECT_ALIGN: usize = 512;
 
 impl std::fmt::Debug for SimFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -685,8 +734,11 @@ impl std::fmt::Debug for SimFile {
 impl Drop for SimFile {
     fn drop(&mut self) {
         let held = self.lock.get_mut().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(kind) = held {
+        if let Some((kind, boot)) = held {
             let mut s = self.fs.lock();
+            if boot != s.boots {
+                return;
+            }
             if let Some(entry) = s.locks.get_mut(&self.id) {
                 match kind {
                     LockKind::Shared => entry.0 = entry.0.saturating_sub(1),
@@ -711,12 +763,26 @@ impl VfsFile for SimFile {
         if s.crashed {
             return Err(crash_error());
         }
-        let want = if buf.len() > 1 && s.fault(|f| f.short_io) {
-            1 + s.rng.below(buf.len() as u64 - 1)
+        let unit = if self.direct { SIM_DIRECT_ALIGN } else { 1 };
+        s.direct_reads += u64::from(self.direct);
+        let aligned = [offset as usize, buf.len(), buf.as_ptr() as usize].iter().all(|v| v.is_multiple_of(unit));
+        if !aligned {
+            let what = format!("misaligned O_DIRECT read of {} @{offset} +{}", self.name, buf.len());
+            s.trace.push(format!("  {what}"));
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, what));
+        }
+        // A short read stops at a unit boundary, as a direct read does.
+        let units = buf.len() / unit;
+        let want = if units > 1 && s.fault(|f| f.short_io) {
+            (1 + s.rng.below(units as u64 - 1)) as usize * unit
         } else {
-            buf.len() as u64
+            buf.len()
         };
-        Ok(s.inode(self.id).volatile.read(offset, &mut buf[..want as usize]))
+        Ok(s.inode(self.id).volatile.read(offset, &mut buf[..want]))
+    }
+
+    fn direct_alignment(&self) -> usize {
+        SIM_DIRECT_ALIGN
     }
 
     /// The reads complete in an order the run's generator picks, as a
@@ -804,6 +870,8 @@ impl VfsFile for SimFile {
         if s.crashed {
             return Err(crash_error());
         }
+        let held = self.lock.lock().unwrap_or_else(|e| e.into_inner()).is_some();
+        assert!(!held, "the store takes one lock per open file");
         let entry = s.locks.entry(self.id).or_insert((0, false));
         let free = match kind {
             LockKind::Shared => !entry.1,
@@ -814,9 +882,23 @@ impl VfsFile for SimFile {
                 LockKind::Shared => entry.0 += 1,
                 LockKind::Exclusive => entry.1 = true,
             }
-            *self.lock.lock().unwrap_or_else(|e| e.into_inner()) = Some(kind);
+            let boot = s.boots;
+            *self.lock.lock().unwrap_or_else(|e| e.into_inner()) = Some((kind, boot));
         }
         Ok(free)
+    }
+
+    /// As `try_lock`; a conflict is `WouldBlock`: every holder is this
+    /// thread, so a wait would never end.
+    fn lock(&self, kind: LockKind) -> io::Result<()> {
+        if self.try_lock(kind)? {
+            return Ok(());
+        }
+        self.fs.log(format!("  lock {kind:?} of {} would wait forever", self.name));
+        Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            "the lock is held, and the simulator has no other thread to release it",
+        ))
     }
 
     fn map_shared(&self, len: usize, writable: bool) -> io::Result<Box<dyn SharedMap>> {

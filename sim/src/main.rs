@@ -194,7 +194,8 @@ fn main() -> ExitCode {
         }
         let total = &run.tally;
         println!(
-            "seeds {}..{end}: {} violations; {} store ops, {} I/O ops, {} crashes, {} faults, {} states checked ({:.1} s)",
+            "seeds {}..{end}: {} violations; {} store ops, {} I/O ops, {} crashes, {} faults, {} states checked, \
+             {} mutations refused beside a reader ({:.1} s)",
             args.start,
             run.violations.len(),
             total.store_ops,
@@ -202,6 +203,7 @@ fn main() -> ExitCode {
             total.crashes,
             total.faults_hit,
             total.states_checked,
+            total.readers_refused,
             start.elapsed().as_secs_f64()
         );
         summary.seeds += run.seeds;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use loaderx::io::{OpenMode, Vfs};
-use loaderx::{Codec, Error, Options, Zrecord};
+use loaderx::{Codec, CompactOptions, Error, Options, ReadMode, Zrecord};
 
 use crate::fs::{Faults, Persist, SimFs};
 use crate::rng::Rng;
@@ -64,6 +64,11 @@ pub struct Tally {
     /// Batched reads (gathers of records not in memory), and those failed
     /// by an injected EIO.
     pub batched_reads: (u64, u64),
+    /// Reads of chunk files opened `O_DIRECT` (`ReadMode::Direct`).
+    pub direct_reads: u64,
+    /// Deletes and compactions refused while a read-only store (another
+    /// process's, on the same filesystem) held the readers' lock.
+    pub readers_refused: u64,
 }
 
 impl Tally {
@@ -76,6 +81,8 @@ impl Tally {
         self.faults_hit += other.faults_hit;
         self.batched_reads.0 += other.batched_reads.0;
         self.batched_reads.1 += other.batched_reads.1;
+        self.direct_reads += other.direct_reads;
+        self.readers_refused += other.readers_refused;
     }
 }
 
@@ -95,8 +102,10 @@ pub enum Op {
     TrainDict,
     /// `delete` of these indices.
     Delete(Vec<u64>),
-    /// `compact`.
+    /// `compact`: the fill.
     Compact,
+    /// `compact_with`: the repack, or the fill with a byte budget.
+    CompactWith(CompactOptions),
     /// `gather` of these indices, checked.
     Gather(Vec<u64>),
     /// Close and open again.
@@ -107,7 +116,7 @@ pub enum Op {
 
 impl Op {
     fn mutates(&self) -> bool {
-        matches!(self, Op::Append { .. } | Op::TrainDict | Op::Delete(_) | Op::Compact)
+        matches!(self, Op::Append { .. } | Op::TrainDict | Op::Delete(_) | Op::Compact | Op::CompactWith(_))
     }
     fn describe(&self) -> String {
         match self {
@@ -232,9 +241,12 @@ impl Harness {
 
     /// The store's options: segments of a few records, so that an append
     /// spans several (each written, then its writeback started, before the
-    /// next) and a crash can fall between them.
-    fn options() -> Options {
-        Options { append_segment_bytes: SIM_SEGMENT_BYTES, ..Options::default() }
+    /// next) and a crash can fall between them. One open in four reads
+    /// `O_DIRECT` (aligned reads, which the simulated file checks), the
+    /// others choose by residency.
+    fn options(&mut self) -> Options {
+        let read_mode = if self.rng.chance(0.25) { ReadMode::Direct } else { ReadMode::Auto };
+        Options { append_segment_bytes: SIM_SEGMENT_BYTES, read_mode, ..Options::default() }
     }
 
     fn violation(&self, what: impl Into<String>) -> Violation {
@@ -286,7 +298,7 @@ impl Harness {
                     self.fs.arm_crash(Some(at));
                 }
             }
-            let opened = Zrecord::open_in(self.vfs.clone(), &Self::path(), Self::options());
+            let opened = Zrecord::open_in(self.vfs.clone(), &Self::path(), self.options());
             if !self.global_crash {
                 self.fs.arm_crash(None);
             }
@@ -379,7 +391,9 @@ impl Harness {
                 }
                 Op::Delete(picks)
             }
-            12..=14 => Op::Compact,
+            12 => Op::Compact,
+            13 => Op::CompactWith(CompactOptions { repack: true, ..CompactOptions::default() }),
+            14 => Op::CompactWith(CompactOptions { max_bytes: Some(self.rng.below(20_000)), repack: false }),
             15..=16 if len > 0 => Op::Gather((0..1 + self.rng.below(16)).map(|_| self.rng.below(len)).collect()),
             17 => Op::Reopen,
             18 => Op::Crash,
@@ -440,6 +454,9 @@ impl Harness {
                 return self.expect_exactly(&after);
             }
             _ => {}
+        }
+        if matches!(op, Op::Delete(_) | Op::Compact) && !self.global_crash && self.rng.chance(0.2) {
+            self.refused_while_read(&op)?;
         }
         if !self.global_crash {
             self.fs.arm_crash(crash_at);
@@ -504,6 +521,9 @@ impl Harness {
             Op::Compact => {
                 store.compact()?;
             }
+            Op::CompactWith(options) => {
+                store.compact_with(*options, |_, _| {})?;
+            }
             Op::Gather(indices) => {
                 let mut lens = vec![0u32; indices.len()];
                 store.lengths(indices, &mut lens)?;
@@ -525,6 +545,41 @@ impl Harness {
             Op::Reopen | Op::Crash => unreachable!("handled by the caller"),
         }
         Ok(())
+    }
+
+    /// With a read-only store open beside the writer (another process, on
+    /// the same filesystem; faults off), `op`, a delete or a compaction, is
+    /// refused with `ReadersOpen` and changes nothing, and the reader reads
+    /// the model's records.
+    fn refused_while_read(&mut self, op: &Op) -> Check<()> {
+        let faults = self.fs.faults();
+        self.fs.set_faults(Faults::default());
+        let options = Options { read_only: true, ..self.options() };
+        let checked = Zrecord::open_in(self.vfs.clone(), &Self::path(), options)
+            .map_err(|e| format!("a read-only open beside the writer failed: {e}"))
+            .and_then(|reader| {
+                if !reader.holds_readers_lock() {
+                    return Err("the read-only open holds no readers' lock".to_string());
+                }
+                match self.execute(op) {
+                    Err(Error::ReadersOpen { .. }) => {}
+                    other => return Err(format!("{} with a reader open gave {other:?}", op.describe())),
+                }
+                let len = self.model.len() as u64;
+                let index = if len == 0 { None } else { Some(self.rng.below(len)) };
+                match index.map(|i| (i, reader.get(i))) {
+                    Some((i, Ok(bytes))) if bytes != self.model[i as usize] => {
+                        Err(format!("the reader read wrong bytes for record {i}"))
+                    }
+                    Some((i, Err(e))) => Err(format!("the reader could not read record {i}: {e}")),
+                    _ => Ok(()),
+                }
+            });
+        self.fs.set_faults(faults);
+        checked.map_err(|what| self.violation(what))?;
+        self.tally.readers_refused += 1;
+        self.fs.log("  refused while a reader was open".into());
+        self.check_sample()
     }
 
     /// An operation failed (a crash, or an injected fault): recover and
@@ -564,35 +619,38 @@ impl Harness {
             )));
         }
         self.tally.states_checked += 1;
-        if matches!(op, Op::Compact) {
-            self.finish_compaction()?;
+        match op {
+            Op::Compact => self.finish_compaction(false)?,
+            Op::CompactWith(options) => self.finish_compaction(options.repack)?,
+            _ => {}
         }
         Ok(())
     }
 
-    /// Compacting again completes (also when it crashes again) and leaves no
-    /// reclaimable space beyond the chunk-end slack.
-    fn finish_compaction(&mut self) -> Check<()> {
+    /// Compacting again completes (also when it crashes again): a repack
+    /// leaves no reclaimable space beyond the chunk-end slack; a fill
+    /// leaves a store it would not change again.
+    fn finish_compaction(&mut self, repack: bool) -> Check<()> {
+        let options = CompactOptions { repack, ..CompactOptions::default() };
+        let mut last = String::new();
         for _ in 0..50 {
             let arm = self.rng.chance(self.settings.crash);
             let at = arm.then(|| self.fs.ops() + 1 + self.rng.below(40));
             if !self.global_crash {
                 self.fs.arm_crash(at);
             }
-            let result = self.store.as_mut().expect("open").compact();
+            let result = self.store.as_mut().expect("open").compact_with(options, |_, _| {});
             if !self.global_crash {
                 self.fs.arm_crash(None);
             }
             match result {
                 Ok(_) => {
-                    let stats = self.store().stats().map_err(|e| self.violation(format!("stats: {e}")))?;
-                    if stats.reclaimable > u64::from(stats.chunks - 1) * (1 << 20) {
-                        return Err(self.violation(format!("compaction left {stats:?}")));
-                    }
+                    self.check_compacted(repack)?;
                     let model = self.model.clone();
                     return self.expect_exactly(&model);
                 }
-                Err(_) => {
+                Err(e) => {
+                    last = e.to_string();
                     let crashed = self.fs.crashed();
                     if crashed {
                         self.tally.crashes += 1;
@@ -605,7 +663,21 @@ impl Harness {
                 }
             }
         }
-        Err(self.violation("compaction did not complete in 50 attempts"))
+        Err(self.violation(format!("compaction did not complete in 50 attempts; the last: {last}")))
+    }
+
+    /// What a completed compaction leaves (see [`Harness::finish_compaction`]).
+    fn check_compacted(&self, repack: bool) -> Check<()> {
+        let stats = self.store().stats().map_err(|e| self.violation(format!("stats: {e}")))?;
+        if repack && stats.reclaimable > u64::from(stats.chunks - 1) * (1 << 20) {
+            return Err(self.violation(format!("the repack left {stats:?}")));
+        }
+        let plan =
+            self.store().compact_plan(CompactOptions::default()).map_err(|e| self.violation(format!("plan: {e}")))?;
+        if !repack && plan.move_bytes > 0 {
+            return Err(self.violation(format!("the fill stopped short of its fixed point: {plan:?}")));
+        }
+        Ok(())
     }
 
     fn expect_exactly(&mut self, want: &[Vec<u8>]) -> Check<()> {
@@ -656,6 +728,7 @@ impl Harness {
         self.expect_exactly(&model)?;
         self.tally.io_ops = self.fs.ops();
         self.tally.batched_reads = self.fs.batched_reads();
+        self.tally.direct_reads = self.fs.direct_reads();
         Ok(())
     }
 }

@@ -124,6 +124,9 @@ impl VfsFile for LoomFile {
     fn try_lock(&self, kind: LockKind) -> io::Result<bool> {
         self.inner.try_lock(kind)
     }
+    fn lock(&self, kind: LockKind) -> io::Result<()> {
+        self.inner.lock(kind)
+    }
     fn map_shared(&self, len: usize, writable: bool) -> io::Result<Box<dyn SharedMap>> {
         Ok(Box::new(LoomMap { inner: self.inner.map_shared(len, writable)?, slots: StdMutex::new(BTreeMap::new()) }))
     }

@@ -68,6 +68,10 @@ fn ci_campaign_explores_ten_thousand_crash_points() {
     let (batched, failed) = run.tally.batched_reads;
     assert!(batched > 1000 && failed > 10, "{batched} batched reads, {failed} failed");
     println!("{batched} batched reads, {failed} failed by an injected EIO");
+    // A quarter of the opens read O_DIRECT, whose reads the simulated file
+    // refuses unless aligned: a misaligned one would fail a gather.
+    assert!(run.tally.direct_reads > 1000, "{} O_DIRECT reads", run.tally.direct_reads);
+    println!("{} O_DIRECT reads", run.tally.direct_reads);
     assert!(
         summary.crash_total() >= CI_CRASHES_MIN,
         "{summary}: {} crash points in all, fewer than {CI_CRASHES_MIN}; raise CI_SEEDS",

@@ -32,7 +32,11 @@ pub enum FileKind {
     Other,
 }
 
-/// How to open a file.
+/// How to open a file. Every mode opens regular files only: anything else
+/// where a file is expected (a FIFO, a socket, a device, a directory) is
+/// refused with `ErrorKind::InvalidInput`, and an open never waits (the
+/// real filesystem looks before it opens and opens `O_NONBLOCK`, so a FIFO
+/// swapped in between is refused too).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpenMode {
     /// Read only; the file must exist.
@@ -41,6 +45,11 @@ pub enum OpenMode {
     Write,
     /// Read and write, creating an empty file if it is missing (never truncating).
     Create,
+    /// Read only, bypassing the page cache (Linux `O_DIRECT`): every read's
+    /// offset, length and buffer address must be multiples of
+    /// [`VfsFile::direct_alignment`]. A filesystem that cannot (tmpfs, for
+    /// one) refuses the open.
+    ReadDirect,
 }
 
 /// Kinds of advisory lock.
@@ -175,9 +184,22 @@ pub trait VfsFile: Send + Sync + fmt::Debug {
     fn raw_fd(&self) -> Option<i32> {
         None
     }
-    /// Takes an advisory lock without waiting: `Ok(false)` if someone holds a
-    /// conflicting one. Released when the file is closed.
+    /// For a file opened [`OpenMode::ReadDirect`]: the alignment, a power
+    /// of two, of every read's offset, length and buffer address. The
+    /// default is 4096, which every Linux filesystem that supports
+    /// `O_DIRECT` accepts.
+    fn direct_alignment(&self) -> usize {
+        4096
+    }
+    /// Takes an advisory lock (`flock`) without waiting: `Ok(false)` if
+    /// another open file holds a conflicting one. Released when the file is
+    /// closed.
     fn try_lock(&self, kind: LockKind) -> io::Result<bool>;
+    /// Takes an advisory lock as [`VfsFile::try_lock`] does, waiting until
+    /// conflicting holders release theirs. `ErrorKind::Interrupted` if a
+    /// signal interrupts the wait; `ErrorKind::WouldBlock` where waiting can
+    /// never end (the simulator runs one thread).
+    fn lock(&self, kind: LockKind) -> io::Result<()>;
     /// Maps the first `len` bytes shared (the file must be at least that
     /// long), writable if `writable` (the file must be open for writing).
     fn map_shared(&self, len: usize, writable: bool) -> io::Result<Box<dyn SharedMap>>;

@@ -49,7 +49,7 @@ fn io_pool() -> &'static rayon::ThreadPool {
 /// that the next reads come from the device: the cold-cache benchmarks and
 /// tests. Dirty pages are written back first (`fdatasync`).
 pub fn evict_page_cache(path: &Path) -> io::Result<()> {
-    let file = File::open(path)?;
+    let file = open_regular(path, OpenOptions::new().read(true), 0, false)?;
     file.sync_data()?;
     #[cfg(target_os = "linux")]
     {
@@ -68,7 +68,7 @@ pub fn evict_page_cache(path: &Path) -> io::Result<()> {
 /// how many pages it has (`mincore` over a mapping of it): what `fincore`
 /// reports.
 pub fn resident_pages(path: &Path) -> io::Result<(u64, u64)> {
-    let file = File::open(path)?;
+    let file = open_regular(path, OpenOptions::new().read(true), 0, false)?;
     let len = file.metadata()?.len();
     if len == 0 {
         return Ok((0, 0));
@@ -151,6 +151,7 @@ impl Vfs for RealFs {
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn VfsFile>> {
         let mut options = OpenOptions::new();
         options.read(true);
+        let mut flags = 0;
         match mode {
             OpenMode::Read => {}
             OpenMode::Write => {
@@ -159,8 +160,16 @@ impl Vfs for RealFs {
             OpenMode::Create => {
                 options.write(true).create(true).truncate(false);
             }
+            OpenMode::ReadDirect => {
+                #[cfg(target_os = "linux")]
+                {
+                    flags |= libc::O_DIRECT;
+                }
+                #[cfg(not(target_os = "linux"))]
+                return Err(io::Error::new(io::ErrorKind::Unsupported, "O_DIRECT reads are Linux only"));
+            }
         }
-        Ok(Box::new(RealFile { file: options.open(path)? }))
+        Ok(Box::new(RealFile { file: open_regular(path, &mut options, flags, mode == OpenMode::Create)? }))
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
@@ -211,6 +220,10 @@ impl VfsFile for RealFile {
     fn raw_fd(&self) -> Option<i32> {
         use std::os::fd::AsRawFd;
         Some(self.file.as_raw_fd())
+    }
+    #[cfg(target_os = "linux")]
+    fn direct_alignment(&self) -> usize {
+        direct_alignment(&self.file).unwrap_or(4096)
     }
     fn read_batch(&self, reqs: &mut [BatchRead<'_>]) -> Result<(), BatchError> {
         #[cfg(target_os = "linux")]
@@ -263,6 +276,12 @@ impl VfsFile for RealFile {
             Err(fs::TryLockError::Error(e)) => Err(e),
         }
     }
+    fn lock(&self, kind: LockKind) -> io::Result<()> {
+        match kind {
+            LockKind::Shared => self.file.lock_shared(),
+            LockKind::Exclusive => self.file.lock(),
+        }
+    }
     fn map_shared(&self, len: usize, writable: bool) -> io::Result<Box<dyn SharedMap>> {
         if self.len()? < len as u64 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "mapping past the end of the file"));
@@ -287,9 +306,15 @@ impl VfsFile for RealFile {
         // SAFETY: a read-only shared mapping may extend past the end of the
         // file; the store reads only ranges below the file's length (its
         // table entries are validated against the length before any read), so
-        // no access faults as long as no other program truncates the file
-        // while it is open (the assumption every mmap store makes, stated in
-        // docs/format.md). Changing bytes are read as untrusted input.
+        // no access faults as long as nothing truncates the file while it is
+        // mapped: this crate's delete and compaction, the only code of it
+        // that shrinks a chunk file below a live record, hold the readers'
+        // lock exclusively, which every read-only store holds shared, and a
+        // reader that could not take it reads no mapping
+        // (`ChunkSet::unmapped`). Another program (a writer that ignores the
+        // lock) is outside what the store can exclude (docs/format.md,
+        // docs/ARCHITECTURE.md "Concurrency contract"). Changing bytes are
+        // read as untrusted input.
         let map = unsafe { MmapOptions::new().len(len).map(&self.file)? };
         advise_random(&self.file);
         // No read-around on a fault either: a record the residency sample
@@ -434,6 +459,25 @@ fn probe_cached(_file: &File, _offset: u64, _end: u64) -> Option<bool> {
     None
 }
 
+/// The file's `O_DIRECT` alignment (`statx` with `STATX_DIOALIGN`, Linux
+/// 6.1 and later): the larger of the offset and the memory alignment, at
+/// least 512. `None` where the kernel does not say.
+#[cfg(target_os = "linux")]
+fn direct_alignment(file: &File) -> Option<usize> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `statx` is plain old data, for which all zeroes is a value.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: the descriptor is open for the call; the empty path with
+    // AT_EMPTY_PATH names it; `stx` is a valid, writable statx buffer.
+    let rc =
+        unsafe { libc::statx(file.as_raw_fd(), c"".as_ptr(), libc::AT_EMPTY_PATH, libc::STATX_DIOALIGN, &mut stx) };
+    if rc != 0 || stx.stx_mask & libc::STATX_DIOALIGN == 0 || stx.stx_dio_offset_align == 0 {
+        return None;
+    }
+    let align = stx.stx_dio_offset_align.max(stx.stx_dio_mem_align).max(512) as usize;
+    align.is_power_of_two().then_some(align)
+}
+
 /// Tells the kernel that the file is read at random (`POSIX_FADV_RANDOM`):
 /// no read-ahead around the batched reads of a chunk file, so a record that
 /// is not in memory costs the device its own bytes only. A hint: a failure
@@ -447,6 +491,72 @@ fn advise_random(file: &File) {
         let _ = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
     }
     let _ = file;
+}
+
+/// Opens the regular file `path` with `options` and the extra open
+/// `flags`, never waiting: anything else (a FIFO, a socket, a device, a
+/// directory) is refused before it is opened, as it may wait or do
+/// something; the open is `O_NONBLOCK`, so that a FIFO put in place since
+/// the look does not wait for a writer either (refused after it). `create`:
+/// a missing file is no error.
+fn open_regular(path: &Path, options: &mut OpenOptions, mut flags: i32, create: bool) -> io::Result<File> {
+    match fs::metadata(path) {
+        Ok(meta) => regular_only(path, &meta)?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound && create => {}
+        Err(e) => return Err(e),
+    }
+    #[cfg(target_os = "linux")]
+    {
+        flags |= libc::O_NONBLOCK;
+    }
+    std::os::unix::fs::OpenOptionsExt::custom_flags(options, flags);
+    let file = options.open(path)?;
+    regular_only(path, &file.metadata()?)?;
+    blocking(&file)?;
+    Ok(file)
+}
+
+/// `Ok` for a regular file; for anything else, an `InvalidInput` error
+/// naming `path` and saying what it is.
+fn regular_only(path: &Path, meta: &fs::Metadata) -> io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let kind = meta.file_type();
+    let what = if kind.is_file() {
+        return Ok(());
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_dir() {
+        "a directory"
+    } else {
+        "something else"
+    };
+    Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{} is not a regular file but {what}", path.display())))
+}
+
+/// Clears `O_NONBLOCK` from a regular file opened with it: io_uring honours
+/// the flag on regular files too, and would fail a read that must wait for
+/// the device with `EAGAIN`.
+fn blocking(file: &File) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let fd = file.as_raw_fd();
+        // SAFETY: `fcntl` with F_GETFL / F_SETFL takes a descriptor and an
+        // integer and touches no memory of this process; `file` is open.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        // SAFETY: as above.
+        if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    let _ = file;
+    Ok(())
 }
 
 impl ReadMap for RealReadMap {

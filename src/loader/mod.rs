@@ -47,12 +47,14 @@
 
 mod batch;
 mod error;
+mod pack;
 mod worker;
 
 use std::sync::Arc;
 
 pub use batch::{Batch, Column, Stream};
 pub use error::{LoaderError, TransformError};
+pub use pack::{Packed, pack, pack_transform};
 
 use crate::dataset::Pool;
 use crate::sampler::{Mode, Sampler};

@@ -13,6 +13,7 @@
 
 use std::cell::Cell;
 
+use super::chunks::Via;
 use super::codec;
 use super::entry::ValidEntry;
 use super::read::View;
@@ -89,10 +90,11 @@ impl Zrecord {
         if cold { ReadMode::Batched } else { ReadMode::Mapped }
     }
 
-    /// Reads `items` (record index, its slot) on the batched path.
-    pub(crate) fn read_batched(&self, view: View, items: &mut [(u64, &mut [u8])]) -> Result<()> {
+    /// Reads `items` (record index, its slot) on the batched path, through
+    /// the page cache or, in [`ReadMode::Direct`], past it.
+    pub(crate) fn read_batched(&self, view: View, items: &mut [(u64, &mut [u8])], mode: ReadMode) -> Result<()> {
         let mut plans = Vec::with_capacity(items.len());
-        let mut compressed = 0usize;
+        let (mut staged, mut align) = (0usize, 1usize);
         for (index, slot) in items.iter() {
             let valid = self.valid_entry(*index, view)?;
             if valid.logic() as usize != slot.len() {
@@ -103,51 +105,105 @@ impl Zrecord {
                     expected: slot.len() as u64,
                 });
             }
-            if valid.codec() != Codec::Raw {
-                compressed += valid.phys() as usize;
-            }
-            self.chunks.locate(&valid)?; // inside its chunk file, which is open
-            plans.push(valid);
+            let chunk_len = self.chunks.locate(&valid)?.len(); // inside its chunk file, which is open
+            let stage = self.stage(&valid, chunk_len, mode, &mut staged, &mut align)?;
+            plans.push((valid, stage));
         }
         // Taken out for the reads: a read on the I/O thread pool may run
         // another gather's task on this thread while it waits.
         let mut buffer = READ_BUFFER.take();
-        if buffer.len() < compressed {
-            buffer.resize(compressed, 0);
+        if buffer.len() < staged + align {
+            buffer.resize(staged + align, 0);
         }
-        let read = self.read_planned(&plans, items, &mut buffer[..compressed]);
+        let base = buffer.as_ptr().align_offset(align);
+        let read = self.read_planned(&plans, items, &mut buffer[base..base + staged]);
         READ_BUFFER.set(buffer);
         read
     }
 
-    /// Submits the reads of `plans` (raw ones into their slots, compressed
-    /// ones into `buffer`), then decodes the compressed ones.
-    fn read_planned(&self, plans: &[ValidEntry], items: &mut [(u64, &mut [u8])], buffer: &mut [u8]) -> Result<()> {
-        let mut reads: Vec<(u16, BatchRead<'_>)> = Vec::with_capacity(plans.len());
-        let mut decodes: Vec<(&ValidEntry, &mut [u8], std::ops::Range<usize>)> = Vec::new();
-        let mut rest = &mut *buffer;
-        let mut at = 0;
-        for (plan, (_, slot)) in plans.iter().zip(items.iter_mut()) {
-            let offset = u64::from(plan.loc().offset);
-            if plan.codec() == Codec::Raw {
-                reads.push((plan.loc().chunk, BatchRead { offset, buf: slot }));
-            } else {
-                let phys = plan.phys() as usize;
-                let (piece, tail) = std::mem::take(&mut rest).split_at_mut(phys);
-                rest = tail;
-                reads.push((plan.loc().chunk, BatchRead { offset, buf: piece }));
-                decodes.push((plan, &mut **slot, at..at + phys));
-                at += phys;
+    /// Where a validated record's stored bytes are read to; a staged one
+    /// is placed at `*staged` in the read buffer (which it advances), at
+    /// the direct alignment, which `*align` keeps the largest of.
+    fn stage(
+        &self,
+        valid: &ValidEntry,
+        chunk_len: u64,
+        mode: ReadMode,
+        staged: &mut usize,
+        align: &mut usize,
+    ) -> Result<Stage> {
+        let (offset, phys) = (u64::from(valid.loc().offset), valid.phys() as usize);
+        if mode == ReadMode::Direct && phys > 0 {
+            let unit = self.chunks.direct_alignment(valid.loc().chunk)?;
+            let from = offset / unit as u64 * unit as u64;
+            let to = (offset + phys as u64).next_multiple_of(unit as u64);
+            // The sector holding the chunk's last bytes may run past the
+            // file's end: that record goes through the page cache.
+            if to <= chunk_len {
+                let at = staged.next_multiple_of(unit);
+                let len = (to - from) as usize;
+                *staged = at + len;
+                *align = (*align).max(unit);
+                return Ok(Stage::Buffer { via: Via::Direct, from, at, len, skip: (offset - from) as usize });
             }
         }
-        self.chunks.read_many(reads)?;
-        for (valid, slot, range) in decodes {
-            codec::decode(valid.codec(), &buffer[range], slot, self.dict.get()).map_err(|what| Error::Corrupt {
+        if valid.codec() == Codec::Raw {
+            return Ok(Stage::Slot);
+        }
+        let at = *staged;
+        *staged += phys;
+        Ok(Stage::Buffer { via: Via::Cache, from: offset, at, len: phys, skip: 0 })
+    }
+
+    /// Submits the reads of `plans` (into their slots, or into `buffer`),
+    /// then copies or decodes the staged ones into their slots.
+    fn read_planned(
+        &self,
+        plans: &[(ValidEntry, Stage)],
+        items: &mut [(u64, &mut [u8])],
+        buffer: &mut [u8],
+    ) -> Result<()> {
+        let mut reads: Vec<(u16, Via, BatchRead<'_>)> = Vec::with_capacity(plans.len());
+        let (mut rest, mut cursor) = (&mut *buffer, 0);
+        for ((plan, stage), (_, slot)) in plans.iter().zip(items.iter_mut()) {
+            let chunk = plan.loc().chunk;
+            match *stage {
+                Stage::Slot => {
+                    reads.push((chunk, Via::Cache, BatchRead { offset: u64::from(plan.loc().offset), buf: slot }))
+                }
+                Stage::Buffer { via, from, at, len, .. } => {
+                    let (_, tail) = std::mem::take(&mut rest).split_at_mut(at - cursor);
+                    let (piece, tail) = tail.split_at_mut(len);
+                    (rest, cursor) = (tail, at + len);
+                    reads.push((chunk, via, BatchRead { offset: from, buf: piece }));
+                }
+            }
+        }
+        self.chunks.read_via(reads)?;
+        for ((plan, stage), (_, slot)) in plans.iter().zip(items.iter_mut()) {
+            let Stage::Buffer { at, skip, .. } = *stage else { continue };
+            let stored = &buffer[at + skip..][..plan.phys() as usize];
+            if plan.codec() == Codec::Raw {
+                slot.copy_from_slice(stored);
+                continue;
+            }
+            codec::decode(plan.codec(), stored, slot, self.dict.get()).map_err(|what| Error::Corrupt {
                 path: self.path.clone(),
-                index: Some(valid.index()),
+                index: Some(plan.index()),
                 what,
             })?;
         }
         Ok(())
     }
+}
+
+/// Where one record's stored bytes are read to.
+#[derive(Clone, Copy, Debug)]
+enum Stage {
+    /// Straight into its slot (a raw record, through the page cache).
+    Slot,
+    /// `len` bytes at `from` in the chunk file into the read buffer at
+    /// `at`; the record's stored bytes start `skip` bytes in. Then copied
+    /// (raw) or decoded into the slot.
+    Buffer { via: Via, from: u64, at: usize, len: usize, skip: usize },
 }

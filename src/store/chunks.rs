@@ -5,7 +5,13 @@
 //! Invariant: [`Chunk::len`] never exceeds the file's real length, so a read
 //! validated against it never touches the mapping past the end of the file.
 //! It grows after bytes are written or the file extended, and shrinks (under
-//! `&mut`) before the file is truncated.
+//! `&mut`) before the file is truncated. In a read-only store it is the
+//! file's length when the chunk was opened or the store last refreshed
+//! (shorter or longer than before); no writer of this crate shrinks a file
+//! below it while a reader holds the readers' lock (`readers.rs`). A read
+//! that finds a file changed under a read-only store (shorter than this
+//! length, or bytes past it named) is `Error::StoreChanged`, not
+//! corruption.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -23,6 +29,9 @@ pub(crate) struct Chunk {
     file: Box<dyn VfsFile>,
     map: Box<dyn ReadMap>,
     len: AtomicU64,
+    /// The file opened again `O_DIRECT`, on the first direct read
+    /// ([`ReadMode::Direct`](super::ReadMode::Direct)).
+    direct: OnceLock<Box<dyn VfsFile>>,
 }
 
 impl Chunk {
@@ -73,11 +82,22 @@ impl Chunk {
     }
 }
 
+/// How a read reaches a chunk file's bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Via {
+    /// Through the page cache.
+    Cache,
+    /// Past it (`O_DIRECT`), at the chunk's direct alignment.
+    Direct,
+}
+
 /// The set of chunk files of one store.
 pub(crate) struct ChunkSet {
     vfs: Arc<dyn Vfs>,
     dir: PathBuf,
     writable: bool,
+    /// Whether reads may go through the chunk mappings ([`ChunkSet::unmapped`]).
+    mapped: bool,
     /// Chunk `id`'s slot is `slots[id / SLOT_GROUP][id % SLOT_GROUP]`, a
     /// group allocated on first use: an open costs the group table, not
     /// [`CHUNKS_MAX`] slots (192 KiB, written at every open).
@@ -101,7 +121,19 @@ impl std::fmt::Debug for ChunkSet {
 impl ChunkSet {
     pub(crate) fn new(vfs: Arc<dyn Vfs>, dir: &Path, writable: bool) -> ChunkSet {
         let slots = (0..CHUNKS_MAX as usize / SLOT_GROUP).map(|_| OnceLock::new()).collect();
-        ChunkSet { vfs, dir: dir.to_path_buf(), writable, slots }
+        ChunkSet { vfs, dir: dir.to_path_buf(), writable, mapped: true, slots }
+    }
+
+    /// Reads go by positional reads from now on, never through a mapping:
+    /// for a reader without the readers' lock, where a file truncated
+    /// under a mapping would fault (SIGBUS) on the next read of it.
+    pub(crate) fn unmapped(&mut self) {
+        self.mapped = false;
+    }
+
+    /// A read-only store's error for a file found changed under it.
+    fn changed(&self, index: Option<u64>, what: String) -> Error {
+        Error::StoreChanged { path: self.dir.clone(), index, what }
     }
 
     /// Chunk `id`'s slot, its group allocated if it was not; `None` past the chunk limit.
@@ -159,7 +191,7 @@ impl ChunkSet {
         let len = file.len()?.min(CHUNK_BYTES_MAX);
         let map = file.map_read(CHUNK_BYTES_MAX as usize)?;
         // Another thread may have opened it meanwhile: either copy is fine.
-        let _ = slot.set(Chunk { file, map, len: AtomicU64::new(len) });
+        let _ = slot.set(Chunk { file, map, len: AtomicU64::new(len), direct: OnceLock::new() });
         Ok(slot.get().expect("just set"))
     }
 
@@ -170,39 +202,102 @@ impl ChunkSet {
         let corrupt = |what| Error::Corrupt { path: self.dir.clone(), index, what };
         let chunk = self
             .get(loc.chunk)
-            .map_err(|source| Error::Io { path: self.dir.clone(), op: "open chunk", source })?
+            .map_err(|source| Error::Io { path: self.dir.join(chunk_file_name(loc.chunk)), op: "open chunk", source })?
             .ok_or(corrupt(Corruption::ChunkMissing { chunk: loc.chunk }))?;
-        let end = u64::from(loc.offset) + u64::from(valid.phys());
-        if end > chunk.len() {
-            return Err(corrupt(Corruption::PastChunkEnd { chunk: loc.chunk, end, chunk_len: chunk.len() }));
+        let (end, known) = (u64::from(loc.offset) + u64::from(valid.phys()), chunk.len());
+        if end <= known {
+            return Ok(chunk);
         }
-        Ok(chunk)
+        // No writer of this crate points an entry a reader sees past the
+        // length it knows; a file changed since the reader looked is a
+        // change under it (a delete or compaction that took no readers'
+        // lock), the same file is a damaged entry.
+        match chunk.file_len() {
+            Ok(now) if !self.writable && now.min(CHUNK_BYTES_MAX) != known => Err(self.changed(
+                index,
+                format!(
+                    "its bytes end at {end}, past the {known} bytes of {}.zr it knew; the file has {now}",
+                    loc.chunk
+                ),
+            )),
+            _ => Err(corrupt(Corruption::PastChunkEnd { chunk: loc.chunk, end, chunk_len: known })),
+        }
     }
 
     /// The stored bytes of a validated entry, borrowed from the chunk
-    /// mapping where possible; an error if they do not lie inside the file.
+    /// mapping where possible (read into `scratch` for an
+    /// [`unmapped`](ChunkSet::unmapped) set); an error if they do not lie
+    /// inside the file.
     pub(crate) fn stored<'a>(&'a self, valid: &ValidEntry, scratch: &'a mut Vec<u8>) -> Result<&'a [u8]> {
         let chunk = self.locate(valid)?;
-        chunk.map.bytes(u64::from(valid.loc().offset), valid.phys() as usize, scratch).map_err(|source| Error::Io {
-            path: self.dir.clone(),
-            op: "read chunk",
-            source,
-        })
+        let (offset, len) = (u64::from(valid.loc().offset), valid.phys() as usize);
+        let io = |source| Error::Io { path: self.dir.clone(), op: "read chunk", source };
+        if self.mapped {
+            return chunk.map.bytes(offset, len, scratch).map_err(io);
+        }
+        scratch.resize(len, 0);
+        match crate::io::read_exact_at(&*chunk.file, scratch, offset) {
+            Ok(()) => Ok(&scratch[..]),
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof && !self.writable => {
+                Err(self.changed(Some(valid.index()), format!("{}.zr ends before its bytes", valid.loc().chunk)))
+            }
+            Err(e) => Err(io(e)),
+        }
     }
 
     /// Runs positional reads of chunk bytes (chunk id, read), all of whose
-    /// chunks are open (the entries were located), in (chunk, offset) order
-    /// and all in flight together ([`Vfs::read_batch_files`]).
-    pub(crate) fn read_many(&self, mut reads: Vec<(u16, BatchRead<'_>)>) -> Result<()> {
-        reads.sort_unstable_by_key(|(chunk, read)| (*chunk, read.offset));
-        let files: Vec<&dyn VfsFile> =
-            reads.iter().map(|(id, _)| &*self.opened(*id).expect("located chunks are open").file).collect();
-        let mut reads: Vec<BatchRead<'_>> = reads.into_iter().map(|(_, read)| read).collect();
-        self.vfs.read_batch_files(&files, &mut reads).map_err(|e| Error::Io {
-            path: self.dir.clone(),
-            op: "read chunk",
-            source: e.error,
+    /// chunks are open (the entries were located), through the page cache.
+    pub(crate) fn read_many(&self, reads: Vec<(u16, BatchRead<'_>)>) -> Result<()> {
+        self.read_via(reads.into_iter().map(|(chunk, read)| (chunk, Via::Cache, read)).collect())
+    }
+
+    /// Runs positional reads of chunk bytes (chunk id, how, read), all of
+    /// whose chunks are open (the entries were located), in (chunk, via,
+    /// offset) order and all in flight together ([`Vfs::read_batch_files`]).
+    /// A [`Via::Direct`] read must be aligned to its chunk's
+    /// [`ChunkSet::direct_alignment`].
+    pub(crate) fn read_via(&self, mut reads: Vec<(u16, Via, BatchRead<'_>)>) -> Result<()> {
+        reads.sort_unstable_by_key(|(chunk, via, read)| (*chunk, *via == Via::Direct, read.offset));
+        let io = |op, source| Error::Io { path: self.dir.clone(), op, source };
+        let mut files: Vec<&dyn VfsFile> = Vec::with_capacity(reads.len());
+        for &(id, via, _) in &reads {
+            let chunk = self.opened(id).expect("located chunks are open");
+            files.push(match via {
+                Via::Cache => &*chunk.file,
+                Via::Direct => self.direct(id, chunk).map_err(|e| io("open chunk O_DIRECT", e))?,
+            });
+        }
+        let ids: Vec<u16> = reads.iter().map(|(id, _, _)| *id).collect();
+        let mut reads: Vec<BatchRead<'_>> = reads.into_iter().map(|(_, _, read)| read).collect();
+        self.vfs.read_batch_files(&files, &mut reads).map_err(|e| match e.error.kind() {
+            // Every read was validated against the length it knew.
+            io::ErrorKind::UnexpectedEof if !self.writable => {
+                self.changed(None, format!("{}.zr is shorter than it knew", ids[e.index]))
+            }
+            _ => io("read chunk", e.error),
         })
+    }
+
+    /// Chunk `id`'s `O_DIRECT` handle, opened on first use.
+    fn direct<'a>(&self, id: u16, chunk: &'a Chunk) -> io::Result<&'a dyn VfsFile> {
+        if let Some(file) = chunk.direct.get() {
+            return Ok(&**file);
+        }
+        let file = self.vfs.open(&self.dir.join(chunk_file_name(id)), OpenMode::ReadDirect)?;
+        // Another thread may have opened it meanwhile: either handle is fine.
+        let _ = chunk.direct.set(file);
+        Ok(&**chunk.direct.get().expect("just set"))
+    }
+
+    /// The alignment of a [`Via::Direct`] read of chunk `id` (open).
+    pub(crate) fn direct_alignment(&self, id: u16) -> Result<usize> {
+        let chunk = self.opened(id).expect("located chunks are open");
+        let file = self.direct(id, chunk).map_err(|source| Error::Io {
+            path: self.dir.clone(),
+            op: "open chunk O_DIRECT",
+            source,
+        })?;
+        Ok(file.direct_alignment())
     }
 
     /// Whether a validated entry's bytes are in memory (a chunk that cannot
@@ -229,12 +324,14 @@ impl ChunkSet {
         self.vfs.sync_dir(&self.dir)
     }
 
-    /// Brings the known lengths of chunks `0..=last` up to the files' (a
-    /// read-only store, after another process appended).
+    /// Sets the known lengths of chunks `0..=last` to the files' (a
+    /// read-only store, after another process appended, or shrank a file:
+    /// the length goes down as well as up).
     pub(crate) fn refresh(&self, last: u16) -> io::Result<()> {
+        assert!(!self.writable, "a writer's known lengths are its own");
         for id in 0..=last.min(CHUNKS_MAX as u16 - 1) {
             if let Some(chunk) = self.get(id)? {
-                chunk.grew_to(chunk.file.len()?.min(CHUNK_BYTES_MAX));
+                chunk.len.store(chunk.file.len()?.min(CHUNK_BYTES_MAX), Ordering::Release);
             }
         }
         Ok(())
@@ -260,6 +357,18 @@ impl ChunkSet {
         chunk.len.store(len, Ordering::Release); // before the file shrinks
         chunk.file.set_len(len)?;
         chunk.file.sync_all()
+    }
+
+    /// How many chunk files lie past chunk `last` (what
+    /// [`ChunkSet::remove_past`] would remove).
+    pub(crate) fn count_past(&self, last: u16) -> io::Result<u32> {
+        let names = self.vfs.list_dir(&self.dir)?;
+        let past = |name: &String| {
+            name.strip_suffix(".zr")
+                .and_then(|s| s.parse::<u16>().ok())
+                .is_some_and(|id| id > last && *name == chunk_file_name(id))
+        };
+        Ok(names.iter().filter(|n| past(n)).count() as u32)
     }
 
     /// Removes the chunk files past chunk `last` (not yet durable: see

@@ -1,6 +1,8 @@
-//! Compaction: repack live records in physical order, in place, power-loss
-//! safe and resumable. Steps and the argument: `docs/crash-safety.md`,
-//! "Compaction".
+//! Compaction, in place, power-loss safe and resumable: the options, the
+//! plan, and the on-disk steps every compaction runs (rounds of moves, then
+//! the new frontier and the trim). Which records move where is the fill's
+//! choice (`fill.rs`, the default) or the repack's (`repack.rs`). Steps and
+//! the argument: `docs/crash-safety.md`, "Compaction".
 //!
 //! Moves are batched into rounds. Within a round no destination overlaps a
 //! byte that a durable table entry points to: neither the record's own source
@@ -12,25 +14,51 @@
 use super::Zrecord;
 use super::chunks::Chunk;
 use super::entry::assert_committable;
+use super::fill;
 use super::intent::Intent;
 use crate::error::{Corruption, Error, Result};
 use crate::format::{CHUNKS_MAX, Entry, Frontier, Loc};
 use crate::io::BatchRead;
 
 /// Most bytes one round copies before it syncs.
-const ROUND_BYTES_MAX: u64 = 64 << 20;
+pub(super) const ROUND_BYTES_MAX: u64 = 64 << 20;
 
-/// Most rounds sliding records down behind a hole may take per
-/// [`ROUND_BYTES_MAX`] of them. A round can fill only the free space in
-/// front of it, so a hole of `h` bytes slides the data after it in rounds of
-/// `h` bytes: a few small deleted records would cost a round (two syncs)
-/// per few records. Past this, the next round's worth of records is
-/// evacuated past the frontier and brought back down instead: two rounds,
-/// every byte copied twice.
-const SLIDE_ROUNDS_MAX: u64 = 16;
-/// [`Zrecord::compact_with_progress`] reports at least once per this many
-/// records left in place.
-const PROGRESS_RECORDS: usize = 4096;
+/// The repack reports progress at least once per this many records left
+/// in place.
+pub(super) const PROGRESS_RECORDS: usize = 4096;
+
+/// How to compact ([`Zrecord::compact_with`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompactOptions {
+    /// Move at most this many bytes in this run (the fill only); what is
+    /// left is [`CompactReport::remaining_bytes`], for the next run. The
+    /// space behind the last live record is freed whatever the budget.
+    pub max_bytes: Option<u64>,
+    /// Repack every live record in physical order, as the reference does:
+    /// reclaims every deleted byte whatever the record sizes, but rewrites
+    /// everything behind the first hole. The default, the fill, moves
+    /// records from the end of the live data into the holes: about a byte
+    /// written per byte reclaimed (see `fill.rs` for what it leaves).
+    pub repack: bool,
+}
+
+/// What a compaction would do ([`Zrecord::compact_plan`], a dry run).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CompactPlan {
+    /// Records to move.
+    pub move_records: u64,
+    /// Bytes to move (the repack's figure leaves out evacuations, which
+    /// copy some records twice).
+    pub move_bytes: u64,
+    /// Chunk bytes now (see [`crate::Stats::chunk_bytes`]).
+    pub bytes_before: u64,
+    /// Chunk bytes after.
+    pub bytes_after: u64,
+    /// Chunk files that would be removed.
+    pub removed_chunks: u32,
+    /// Bytes a later run would still move (past `max_bytes`).
+    pub remaining_bytes: u64,
+}
 
 /// What a compaction did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -47,126 +75,136 @@ pub struct CompactReport {
     pub bytes_after: u64,
     /// Chunk files removed.
     pub removed_chunks: u32,
+    /// Bytes the fill would still move, had `max_bytes` not stopped it.
+    pub remaining_bytes: u64,
 }
 
 /// Live records sharing one stored extent (more than one only in a store
 /// damaged elsewhere, e.g. by a crash of the reference mid-delete).
-struct Group {
-    loc: Loc,
-    phys: u32,
-    indices: Vec<u32>,
+pub(super) struct Group {
+    pub loc: Loc,
+    pub phys: u32,
+    pub indices: Vec<u32>,
 }
 
-#[derive(Clone, Copy)]
-struct Move {
-    to: Loc,
-    phys: u32,
-    group: usize,
+/// One record's (group's) move: `phys` bytes to `to`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Move {
+    pub to: Loc,
+    pub phys: u32,
+    pub group: usize,
 }
 
 impl Zrecord {
-    /// Reclaims the space deleted records left behind, in place. Safe to
-    /// interrupt at any point, power loss included: every live record keeps
-    /// reading back its exact bytes, and compacting again finishes the job.
+    /// Reclaims the space deleted records left behind, in place (the fill,
+    /// [`CompactOptions::default`]). Safe to interrupt at any point, power
+    /// loss included: every live record keeps reading back its exact bytes,
+    /// and compacting again finishes the job.
     pub fn compact(&mut self) -> Result<CompactReport> {
-        self.compact_with_progress(|_, _| {})
+        self.compact_with(CompactOptions::default(), |_, _| {})
     }
 
-    /// [`compact`](Self::compact), calling `progress(settled_bytes,
-    /// live_bytes)` as it goes: `live_bytes` is the stored size of the live
-    /// records (fixed for the call), `settled_bytes` how much of it, taken in
-    /// physical order, is already where it stays (in place, or moved and
-    /// durable). It never decreases; the first call reports 0 and the last,
-    /// once the compaction is complete, `live_bytes`. Calls come from the
-    /// calling thread after each round of moves (at most 64 MiB) and every
-    /// 4096 records left in place; keep the callback cheap.
-    pub fn compact_with_progress(&mut self, mut progress: impl FnMut(u64, u64)) -> Result<CompactReport> {
+    /// [`compact`](Self::compact), calling `progress(done, total)` as it
+    /// goes, from the calling thread after each round of moves (at most 64
+    /// MiB): for the fill, bytes moved of the bytes it will move; for the
+    /// repack, live bytes settled where they stay of all live bytes. `done`
+    /// never decreases; the first call reports 0, the last `total`.
+    pub fn compact_with_progress(&mut self, progress: impl FnMut(u64, u64)) -> Result<CompactReport> {
+        self.compact_with(CompactOptions::default(), progress)
+    }
+
+    /// Compacts as `options` say, reporting progress as
+    /// [`compact_with_progress`](Self::compact_with_progress) does.
+    pub fn compact_with(&mut self, options: CompactOptions, progress: impl FnMut(u64, u64)) -> Result<CompactReport> {
         self.fail_stop.check_writable()?;
+        let _readers = self.exclude_readers()?; // no reader elsewhere until the end
+        if options.repack {
+            if options.max_bytes.is_some() {
+                return Err(Error::InvalidArgument("max_bytes applies to the fill, not to a repack".into()));
+            }
+            return self.repack(progress);
+        }
+        self.fill(options.max_bytes.unwrap_or(u64::MAX), progress)
+    }
+
+    /// What [`compact_with`](Self::compact_with) would do, without a write.
+    pub fn compact_plan(&self, options: CompactOptions) -> Result<CompactPlan> {
         let bytes_before = self.stats()?.chunk_bytes;
         let mut groups = self.live_groups()?;
-        let live_bytes: u64 = groups.iter().map(|group| u64::from(group.phys)).sum();
-        // Stored bytes of `groups[..g]`.
-        let mut settled = 0u64;
-        progress(settled, live_bytes);
-        let mut report = CompactReport { bytes_before, ..CompactReport::default() };
-        let mut ends = vec![0u64; CHUNKS_MAX as usize + 1];
-        let mut cursor = Frontier::default();
-        let mut round: Vec<Move> = Vec::new();
-        let mut floor = u64::MAX;
-        let mut round_bytes = 0u64;
-        // Evacuations start past the live data (and past the header's
-        // frontier: a damaged header may lie below live records, the
-        // fuzzer's finding F7), so that they reuse one area instead of
-        // growing the store by everything they move. That area is free
-        // again once an evacuated batch is moved back down; `area_in_use` is
-        // set if a record ever stays there, and then evacuations go past the
-        // current frontier instead.
-        let area =
-            groups.iter().map(|group| Frontier::after(group.loc, group.phys)).fold(self.meta.frontier(), Frontier::max);
-        let mut area_in_use = false;
-        let mut g = 0;
-        while g < groups.len() {
-            let group = &groups[g];
-            let src = group.loc.address();
-            let Some((to, next)) = cursor.place(group.phys).filter(|(to, _)| to.address() <= src) else {
-                area_in_use |= group.phys > 0 && src >= area.address();
-                cursor = Frontier::after(group.loc, group.phys); // stays (it cannot move down)
-                note_end(&mut ends, group.loc, group.phys);
-                settled += u64::from(group.phys);
-                g += 1;
-                if round.is_empty() && g % PROGRESS_RECORDS == 0 {
-                    progress(settled, live_bytes);
-                }
-                continue;
-            };
-            let to_end = to.address() + u64::from(group.phys);
-            let fits = to_end <= src && to_end <= floor && round_bytes < ROUND_BYTES_MAX;
-            let small_hole = (src - to.address()) * SLIDE_ROUNDS_MAX < (live_bytes - settled).min(ROUND_BYTES_MAX);
-            if to.address() == src {
-                // Already in place.
-                area_in_use |= group.phys > 0 && src >= area.address();
-            } else if round.is_empty() && (small_hole || !fits) {
-                // It overlaps its own source, or its hole is small: evacuate
-                // it and the records after it (a round's worth) past the
-                // live data, then move them down from there.
-                let base = if area_in_use { None } else { Some(area) };
-                self.evacuate(&mut groups, g, base, &mut report)?;
-                progress(settled, live_bytes);
-                continue;
-            } else if fits {
-                round.push(Move { to, phys: group.phys, group: g });
-                floor = floor.min(src);
-                round_bytes += u64::from(group.phys);
-            } else {
-                self.flush_round(&groups, &round, None, &mut report)?;
-                progress(settled, live_bytes);
-                round.clear();
-                (floor, round_bytes) = (u64::MAX, 0);
-                continue; // the sources are free now: try this record again
+        let (moves, remaining_bytes) = if options.repack {
+            (super::repack::placements(&groups), 0)
+        } else {
+            let plan = fill::plan(&groups, options.max_bytes.unwrap_or(u64::MAX));
+            (plan.moves().copied().collect(), plan.remaining_bytes)
+        };
+        let move_records = moves.iter().map(|m| groups[m.group].indices.len() as u64).sum();
+        let move_bytes = moves.iter().map(|m| u64::from(m.phys)).sum();
+        for m in &moves {
+            groups[m.group].loc = m.to;
+        }
+        let (frontier, ends) = packed(&groups);
+        let bytes_after = (0..frontier.chunk).map(|c| ends[usize::from(c)]).sum::<u64>() + u64::from(frontier.offset);
+        let removed_chunks = self.chunks.count_past(frontier.chunk).map_err(|e| self.io("list store directory", e))?;
+        Ok(CompactPlan { move_records, move_bytes, bytes_before, bytes_after, removed_chunks, remaining_bytes })
+    }
+
+    /// The fill (`fill.rs`): records from the end of the live data into
+    /// the holes, at most `budget` bytes, pass by pass in rounds; then the
+    /// new frontier.
+    fn fill(&mut self, budget: u64, mut progress: impl FnMut(u64, u64)) -> Result<CompactReport> {
+        let bytes_before = self.stats()?.chunk_bytes;
+        let mut groups = self.live_groups()?;
+        let plan = fill::plan(&groups, budget);
+        let total: u64 = plan.moves().map(|m| u64::from(m.phys)).sum();
+        let mut report = CompactReport { bytes_before, remaining_bytes: plan.remaining_bytes, ..Default::default() };
+        progress(0, total);
+        for pass in &plan.passes {
+            // Empty records in the holes this pass fills go first: an entry
+            // never lies inside another record's bytes.
+            let covered = extent_set(pass.iter().map(|m| (m.to.address(), u64::from(m.phys))));
+            self.settle_empty_records(&mut groups, |at| covered.holds(at))?;
+            for round in rounds(pass) {
+                self.flush_round(&groups, round, None, &mut report)?;
+                progress(report.moved_bytes, total);
             }
-            note_end(&mut ends, to, group.phys);
-            cursor = next;
-            // Reported only with no round pending, so every byte reported
-            // as settled is durable where it stays.
-            settled += u64::from(group.phys);
-            g += 1;
-            if round.is_empty() && g % PROGRESS_RECORDS == 0 {
-                progress(settled, live_bytes);
+            for m in pass {
+                groups[m.group].loc = m.to;
             }
         }
-        if !round.is_empty() {
-            self.flush_round(&groups, &round, None, &mut report)?;
-        }
-        self.finish(cursor, &mut ends, &mut report)?;
+        let end = frontier_of(&groups);
+        self.settle_empty_records(&mut groups, |at| at > end.address())?;
+        let (frontier, mut ends) = packed(&groups);
+        self.finish(frontier, &mut ends, &mut report)?;
         report.bytes_after = self.stats()?.chunk_bytes;
         self.debug_check_invariants();
-        progress(live_bytes, live_bytes);
+        progress(total, total);
         Ok(report)
+    }
+
+    /// Repoints the empty records at an address `doomed` says to chunk 0
+    /// offset 0 (one round, no bytes copied; the table changes, so it is
+    /// not counted as moved), where no record's bytes can hold them and no
+    /// frontier lies below.
+    fn settle_empty_records(&mut self, groups: &mut [Group], doomed: impl Fn(u64) -> bool) -> Result<()> {
+        let origin = Loc { chunk: 0, offset: 0 };
+        let moves: Vec<Move> = (0..groups.len())
+            .filter(|&g| groups[g].phys == 0 && groups[g].loc != origin && doomed(groups[g].loc.address()))
+            .map(|group| Move { to: origin, phys: 0, group })
+            .collect();
+        if moves.is_empty() {
+            return Ok(());
+        }
+        let mut uncounted = CompactReport::default();
+        self.flush_round(groups, &moves, None, &mut uncounted)?;
+        for m in &moves {
+            groups[m.group].loc = m.to;
+        }
+        Ok(())
     }
 
     /// The live records grouped by stored extent, in physical order; every
     /// entry validated, overlapping extents refused.
-    fn live_groups(&self) -> Result<Vec<Group>> {
+    pub(super) fn live_groups(&self) -> Result<Vec<Group>> {
         let view = self.view();
         let mut live: Vec<(Loc, u32, u32)> = Vec::with_capacity(view.len as usize);
         for index in 0..view.len {
@@ -195,45 +233,9 @@ impl Zrecord {
         Ok(groups)
     }
 
-    /// Moves the records of groups `g..` (at least one, at most a round's
-    /// worth) past the live data, starting at `base` (the frontier when
-    /// `None`): a record that overlaps its own destination cannot move down
-    /// in place, but from there it can. `base` must have no live record at
-    /// or past it. The frontier is advanced durably (if the batch ends past
-    /// it) before any entry points past it, so an append after a crash
-    /// never overwrites an evacuated record.
-    fn evacuate(
-        &mut self,
-        groups: &mut [Group],
-        g: usize,
-        base: Option<Frontier>,
-        report: &mut CompactReport,
-    ) -> Result<()> {
-        let durable = self.meta.frontier();
-        let mut frontier = base.unwrap_or(durable);
-        debug_assert!(groups.iter().all(|group| group.loc.address() + u64::from(group.phys) <= frontier.address()));
-        let mut round = Vec::new();
-        let mut bytes = 0u64;
-        for (k, group) in groups.iter().enumerate().skip(g) {
-            if !round.is_empty() && bytes + u64::from(group.phys) > ROUND_BYTES_MAX {
-                break;
-            }
-            let (to, next) = frontier.place(group.phys).ok_or_else(|| Error::StoreFull { path: self.path.clone() })?;
-            round.push(Move { to, phys: group.phys, group: k });
-            frontier = next;
-            bytes += u64::from(group.phys);
-        }
-        let beyond = (frontier > durable).then_some(frontier);
-        self.flush_round(groups, &round, beyond, report)?;
-        for m in &round {
-            groups[m.group].loc = m.to;
-        }
-        Ok(())
-    }
-
     /// Copies a round's records, makes them durable, moves the frontier
     /// out to `beyond` if given, then repoints their entries durably.
-    fn flush_round(
+    pub(super) fn flush_round(
         &mut self,
         groups: &[Group],
         round: &[Move],
@@ -323,7 +325,7 @@ impl Zrecord {
 
     /// Commits the packed frontier, then drops what lies past it: later
     /// chunk files and the slack at the end of each remaining chunk.
-    fn finish(&mut self, cursor: Frontier, ends: &mut [u64], report: &mut CompactReport) -> Result<()> {
+    pub(super) fn finish(&mut self, cursor: Frontier, ends: &mut [u64], report: &mut CompactReport) -> Result<()> {
         self.meta.move_frontier(cursor).map_err(|e| self.sync_failed(e))?; // step C3 (H2, H3)
         // Chunk files past the frontier (also any a failed append left).
         report.removed_chunks = self.chunks.remove_past(cursor.chunk).map_err(|e| self.io("remove chunk", e))?;
@@ -339,8 +341,68 @@ impl Zrecord {
     }
 }
 
+/// `moves` cut into rounds of at most [`ROUND_BYTES_MAX`] bytes (at least
+/// one move each).
+fn rounds(moves: &[Move]) -> impl Iterator<Item = &[Move]> {
+    let mut rest = moves;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut bytes = u64::from(rest[0].phys);
+        let mut end = 1;
+        while end < rest.len() && bytes + u64::from(rest[end].phys) <= ROUND_BYTES_MAX {
+            bytes += u64::from(rest[end].phys);
+            end += 1;
+        }
+        let (round, tail) = rest.split_at(end);
+        rest = tail;
+        Some(round)
+    })
+}
+
+/// Disjoint extents (start, length), sorted, for "which one holds this
+/// address strictly inside".
+struct ExtentSet(Vec<(u64, u64)>);
+
+fn extent_set(extents: impl Iterator<Item = (u64, u64)>) -> ExtentSet {
+    let mut v: Vec<(u64, u64)> = extents.filter(|&(_, len)| len > 0).collect();
+    v.sort_unstable();
+    ExtentSet(v)
+}
+
+impl ExtentSet {
+    /// Whether an extent holds `at` past its first byte.
+    fn holds(&self, at: u64) -> bool {
+        let k = self.0.partition_point(|&(start, _)| start < at);
+        k > 0 && self.0[k - 1].0 + self.0[k - 1].1 > at
+    }
+}
+
+/// The frontier right after the last live extent of `groups` (empty
+/// records aside).
+fn frontier_of(groups: &[Group]) -> Frontier {
+    groups
+        .iter()
+        .filter(|g| g.phys > 0)
+        .map(|g| Frontier::after(g.loc, g.phys))
+        .fold(Frontier::default(), Frontier::max)
+}
+
+/// The frontier after `groups` (at their final places) and where each
+/// chunk's last record ends, every group's place included (an empty
+/// record's entry needs its chunk to reach it).
+fn packed(groups: &[Group]) -> (Frontier, Vec<u64>) {
+    let frontier = frontier_of(groups);
+    let mut ends = vec![0u64; CHUNKS_MAX as usize + 1];
+    for g in groups.iter().filter(|g| g.loc.address() <= frontier.address()) {
+        note_end(&mut ends, g.loc, g.phys);
+    }
+    (frontier, ends)
+}
+
 /// Records that chunk `loc.chunk` holds bytes up to `loc.offset + phys`.
-fn note_end(ends: &mut [u64], loc: Loc, phys: u32) {
+pub(super) fn note_end(ends: &mut [u64], loc: Loc, phys: u32) {
     let end = &mut ends[usize::from(loc.chunk)];
     *end = (*end).max(u64::from(loc.offset) + u64::from(phys));
 }

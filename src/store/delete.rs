@@ -65,6 +65,7 @@ impl Zrecord {
         if indices.is_empty() {
             return Ok(());
         }
+        let _readers = self.exclude_readers()?; // no reader elsewhere until the end
         let (new_len, moves) = plan_delete(len, indices);
         let items = moves.iter().map(|&(to, from)| (to, self.meta.raw_entry(from))).collect();
         let intent = Intent { old_len: len, new_len, items };

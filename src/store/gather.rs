@@ -74,9 +74,10 @@ impl Zrecord {
     pub(crate) fn read_all(&self, view: View, mut items: Vec<(u64, &mut [u8])>, total: usize) -> Result<()> {
         let serial = total < PARALLEL_BYTES_MIN;
         let tasks = rayon::current_num_threads() * BATCHED_TASKS_PER_THREAD;
-        if self.read_mode_for(&items, view) == ReadMode::Batched {
+        let mode = self.read_mode_for(&items, view);
+        if mode != ReadMode::Mapped {
             let per_task = if serial { items.len() } else { items.len().div_ceil(tasks) }.max(1);
-            return items.par_chunks_mut(per_task).try_for_each(|task| self.read_batched(view, task));
+            return items.par_chunks_mut(per_task).try_for_each(|task| self.read_batched(view, task, mode));
         }
         let started = std::time::Instant::now();
         let read = if serial {

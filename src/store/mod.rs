@@ -14,7 +14,9 @@
 //! - `frontier.rs`: where a record is placed;
 //! - `fail_stop.rs`: no write after a failed sync;
 //! - `read.rs`: one record read, validated, into exactly its bytes;
-//! - `batch.rs`: the batched read of records not in memory.
+//! - `batch.rs`: the batched read of records not in memory;
+//! - `readers.rs`: the readers' lock (read-only opens against a delete or
+//!   compaction in another process).
 //!
 //! The mutations orchestrate them: `open.rs` (creation, recovery, the
 //! frontier check), `append.rs`, `delete.rs`, `compact.rs`, `dict.rs`; the
@@ -32,11 +34,12 @@ mod batch;
 mod chunks;
 mod codec;
 mod compact;
-pub use compact::CompactReport;
+pub use compact::{CompactOptions, CompactPlan, CompactReport};
 mod delete;
 mod dict;
 mod entry;
 mod fail_stop;
+mod fill;
 mod frontier;
 mod gather;
 mod intent;
@@ -44,6 +47,8 @@ mod invariants;
 mod meta;
 mod open;
 mod read;
+mod readers;
+mod repack;
 mod verify;
 pub use verify::VerifyReport;
 
@@ -63,8 +68,17 @@ pub use dict::default_dict_size;
 /// How to open a store.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Open without writing: no lock, no recovery, every mutation refused.
+    /// Open without writing: no writer's lock, no recovery, every mutation
+    /// refused. A read-only open holds the readers' lock shared while it is
+    /// open, so that no delete or compaction runs meanwhile.
     pub read_only: bool,
+    /// Wait for the readers' lock instead of failing at once: a delete or
+    /// compaction waits for every read-only open elsewhere to close (rather
+    /// than [`Error::ReadersOpen`]), a read-only open for a running delete or
+    /// compaction to end (rather than [`Error::MutationRunning`]). A reader
+    /// that keeps reopening can make a waiting mutation wait for long: the
+    /// lock favours no one.
+    pub wait: bool,
     /// zstd level of codec `zstd` (the reference's: 3).
     pub zstd_level: i32,
     /// zstd level of codec `zstd_dict` (the reference uses 19; the level is
@@ -100,21 +114,32 @@ pub enum ReadMode {
     /// Positional reads of exactly the records' bytes, many in flight
     /// ([`Zrecord::read_engine`]): for data that is not in memory.
     Batched,
+    /// As `Batched`, but past the page cache (`O_DIRECT`): each record's
+    /// bytes rounded out to the device's sector (512 bytes on most disks),
+    /// read into an aligned buffer and copied or decoded into its slot.
+    /// For stores far larger than memory, read once an epoch: the reads
+    /// evict nothing from the page cache and cost the device less than
+    /// whole 4 KiB pages for small compressed records. The trade-off:
+    /// nothing is ever served from memory, even a record just read, and
+    /// raw records take one more copy. The filesystem must support
+    /// `O_DIRECT` (tmpfs does not): [`Zrecord::open_with`] says so.
+    Direct,
 }
 
 impl ReadMode {
-    /// `auto`, `mapped`, `batched`.
+    /// `auto`, `mapped`, `batched`, `direct`.
     pub fn name(self) -> &'static str {
         match self {
             ReadMode::Auto => "auto",
             ReadMode::Mapped => "mapped",
             ReadMode::Batched => "batched",
+            ReadMode::Direct => "direct",
         }
     }
 
     /// The mode named `name`.
     pub fn from_name(name: &str) -> Option<ReadMode> {
-        [ReadMode::Auto, ReadMode::Mapped, ReadMode::Batched].into_iter().find(|m| m.name() == name)
+        [ReadMode::Auto, ReadMode::Mapped, ReadMode::Batched, ReadMode::Direct].into_iter().find(|m| m.name() == name)
     }
 }
 
@@ -125,6 +150,7 @@ impl Default for Options {
     fn default() -> Options {
         Options {
             read_only: false,
+            wait: false,
             zstd_level: 3,
             dict_level: 9,
             min_saving: 0.0,
@@ -178,6 +204,7 @@ pub struct Zrecord {
     dict: OnceLock<Dictionary>,
     fail_stop: FailStop,
     residency: batch::Residency,
+    readers: readers::Hold,
 }
 
 impl Zrecord {
@@ -217,6 +244,11 @@ impl Zrecord {
         self.len() == 0
     }
 
+    /// Sets [`Options::wait`] for the deletes and compactions to come.
+    pub fn set_wait(&mut self, wait: bool) {
+        self.options.wait = wait;
+    }
+
     /// True if the store was opened read-only.
     pub fn is_read_only(&self) -> bool {
         self.options.read_only
@@ -246,8 +278,12 @@ impl Zrecord {
     }
 
     /// For a read-only store: picks up records another process appended
-    /// since open (or the last refresh) and returns the new length. A writer
-    /// sees its own appends at once; this returns its length unchanged.
+    /// since open (or the last refresh), and the chunk files' lengths as
+    /// they are now, shorter ones included, and returns the new length. A
+    /// writer sees its own appends at once; this returns its length
+    /// unchanged. A reader that never refreshes keeps reading what it saw
+    /// at open: no writer of this crate changes it while the reader holds
+    /// the readers' lock ([`Zrecord::holds_readers_lock`]).
     pub fn refresh(&self) -> Result<u32> {
         if !self.options.read_only {
             return Ok(self.len());

@@ -12,6 +12,7 @@ use super::codec::Dictionary;
 use super::fail_stop::FailStop;
 use super::intent::Intent;
 use super::meta::Meta;
+use super::readers::{self, Hold};
 use super::{Options, Zrecord};
 use crate::error::{Corruption, Error, Result};
 use crate::format::{
@@ -26,25 +27,46 @@ const DICT_BYTES_MAX: u64 = 64 << 20;
 pub(super) fn open(vfs: Arc<dyn Vfs>, path: &Path, options: Options) -> Result<Zrecord> {
     let io_err = |op: &'static str| move |source| Error::Io { path: path.to_path_buf(), op, source };
     ensure_store(&*vfs, path, options.read_only)?;
+    // Before anything of the store is read: no delete or compaction runs
+    // from here on, and none is half-way (an intent found below is one a
+    // crash left).
+    let readers = if options.read_only { readers::share(&*vfs, path, options.wait)? } else { Hold::Writer };
     let (meta, meta_len) = open_meta(&*vfs, path, options.read_only)?;
     let intent = meta.read_intent().map_err(io_err("read intent"))?;
     if options.read_only && intent.is_some() {
         return Err(Error::RecoveryNeeded { path: path.to_path_buf() });
     }
     let dict = open_dict(&*vfs, path)?;
+    if options.read_mode == super::ReadMode::Direct {
+        // Refused here, not at the first gather, where the filesystem
+        // cannot read past its cache (tmpfs).
+        vfs.open(&path.join(META_FILE), OpenMode::ReadDirect)
+            .map_err(io_err("open meta.zr O_DIRECT (ReadMode::Direct needs a filesystem with O_DIRECT)"))?;
+    }
     if !options.read_only {
         for leftover in [META_TMP_FILE, DICT_TMP_FILE] {
             remove_if_present(&*vfs, &path.join(leftover)).map_err(io_err("remove leftover file"))?;
         }
     }
+    if !options.read_only {
+        readers::create_file(&*vfs, path);
+    }
+    let mut chunks = ChunkSet::new(vfs, path, !options.read_only);
+    if matches!(readers, Hold::Without { frozen: false }) {
+        // Nothing keeps a delete or compaction elsewhere from truncating a
+        // chunk file under this reader: read no mapping, so that it is an
+        // error and never a fault.
+        chunks.unmapped();
+    }
     let mut store = Zrecord {
         path: path.to_path_buf(),
-        chunks: ChunkSet::new(vfs, path, !options.read_only),
+        chunks,
         fail_stop: FailStop::new(path, options.read_only),
         options,
         meta,
         dict,
         residency: Default::default(),
+        readers,
     };
     if !store.options.read_only {
         store.recover(intent, meta_len)?;

@@ -81,3 +81,97 @@ pub fn gathered(store: &Zrecord, indices: &[u64]) -> Vec<Vec<u8>> {
     store.gather_var(indices, &mut dst, &offsets, &lens).unwrap();
     offsets.iter().zip(&lens).map(|(&at, &l)| dst[at as usize..][..l as usize].to_vec()).collect()
 }
+
+/// A self-describing record: its id (8 bytes), its length (4), then bytes
+/// derived from both, so that any record read back names the one it is, or
+/// shows that it is no record at all ([`identify`]).
+pub fn described(id: u64) -> Vec<u8> {
+    let len = 12 + (id * 37 % 700) as usize;
+    let mut bytes = Vec::with_capacity(len);
+    bytes.extend_from_slice(&id.to_le_bytes());
+    bytes.extend_from_slice(&(len as u32).to_le_bytes());
+    bytes.extend((12..len).map(|k| (id as usize * 31 + k * 7) as u8));
+    bytes
+}
+
+/// The id of a [`described`] record, `None` for bytes that are not one
+/// whole.
+pub fn identify(bytes: &[u8]) -> Option<u64> {
+    let id = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
+    (bytes == described(id).as_slice()).then_some(id)
+}
+
+/// Flock waiters blocked on the file `path` now, from `/proc/locks` (a
+/// blocked request is listed with `->`): how a test knows that a wait has
+/// begun without timing it.
+pub fn lock_waiters(path: &std::path::Path) -> usize {
+    use std::os::unix::fs::MetadataExt;
+    let suffix = format!(":{}", std::fs::metadata(path).expect("the locked file").ino());
+    let locks = std::fs::read_to_string("/proc/locks").expect("/proc/locks");
+    locks
+        .lines()
+        .filter(|line| line.contains("->") && line.split_whitespace().any(|field| field.ends_with(&suffix)))
+        .count()
+}
+
+/// Polls until `done()` or `blocked()`, whichever comes first; true if
+/// `blocked()` did (a bounded wait for a blocking call to show up in
+/// `/proc/locks`, not a timed assertion).
+pub fn until_blocked(mut blocked: impl FnMut() -> bool, mut done: impl FnMut() -> bool) -> bool {
+    loop {
+        if blocked() {
+            return true;
+        }
+        if done() {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+/// Makes a FIFO at `path` (`mkfifo(3)`; not the command: a child process
+/// would hold copies of other tests' store locks until it execs).
+pub fn mkfifo(path: &std::path::Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let name = std::ffi::CString::new(path.as_os_str().as_bytes()).expect("a path without NUL");
+    // SAFETY: `mkfifo` reads the NUL-terminated name, alive for the call.
+    let rc = unsafe { libc::mkfifo(name.as_ptr(), 0o600) };
+    assert_eq!(rc, 0, "mkfifo {}: {}", path.display(), std::io::Error::last_os_error());
+}
+
+/// While alive, opens the FIFO at `path` for writing whenever a reader has
+/// it open, and closes it at once: code that blocked opening it for reading
+/// (the bug) then goes on and reads an empty file, so a test of the FIFO
+/// case fails on its assertions instead of hanging.
+pub struct Unblocker {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Unblocker {
+    pub fn new(path: &std::path::Path) -> Unblocker {
+        use std::os::unix::fs::OpenOptionsExt;
+        use std::sync::atomic::Ordering;
+        /// Linux's `O_NONBLOCK`: an open for writing fails (ENXIO) while no
+        /// reader has the FIFO open, instead of waiting for one.
+        const O_NONBLOCK: i32 = 0o4000;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (flag, path) = (stop.clone(), path.to_path_buf());
+        let thread = std::thread::spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                let _ = std::fs::OpenOptions::new().write(true).custom_flags(O_NONBLOCK).open(&path);
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        });
+        Unblocker { stop, thread: Some(thread) }
+    }
+}
+
+impl Drop for Unblocker {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
