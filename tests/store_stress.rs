@@ -119,6 +119,9 @@ fn readers_and_writers_then_delete_compact_reopen() {
     store.delete(&doomed).unwrap();
     let report = store.compact().unwrap();
     assert!(report.moved_records > 0);
+    assert_eq!(store.compact_plan(loaderx::CompactOptions::default()).unwrap().move_bytes, 0, "the fill is done");
+    let repack = loaderx::CompactOptions { repack: true, ..Default::default() };
+    store.compact_with(repack, |_, _| {}).unwrap();
     assert_eq!(store.stats().unwrap().reclaimable, 0);
     let left: BTreeSet<(u32, u32)> = read_all(&store).into_iter().collect();
     assert_eq!(left, &expected - &gone);

@@ -34,7 +34,10 @@ fn delete_and_compact_with_wait_run_once_the_reader_closes() {
     let dir = tempfile::tempdir().unwrap();
     make_store(dir.path(), 20, Codec::Zstd);
     let lock_file = dir.path().join("readers.lock");
-    for args in [vec!["delete", path_str(dir.path()), "3", "--wait"], vec!["compact", path_str(dir.path()), "--wait"]] {
+    for args in [
+        vec!["delete", path_str(dir.path()), "3", "--wait"],
+        vec!["compact", path_str(dir.path()), "--repack", "--wait"],
+    ] {
         let reader = Zrecord::open_read_only(dir.path()).unwrap();
         let len = reader.len();
         let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_loaderx"));
