@@ -7,6 +7,7 @@ use super::Zrecord;
 use super::codec;
 use super::entry::{Bounds, ValidEntry};
 use crate::error::{Error, Result};
+use crate::format::Entry;
 
 /// What one read call goes by, loaded once per call: the published length,
 /// then the bounds entries are validated against.
@@ -31,7 +32,12 @@ impl Zrecord {
         if index >= u64::from(view.len) {
             return Err(Error::IndexOutOfRange { path: self.path.clone(), index, len: view.len });
         }
-        ValidEntry::check(&self.path, index, self.meta.raw_entry(index as u32), view.bounds)
+        self.check_entry(index, self.meta.raw_entry(index as u32), view)
+    }
+
+    /// `entry`, read at `index`, checked against `view`.
+    pub(crate) fn check_entry(&self, index: u64, entry: Entry, view: View) -> Result<ValidEntry> {
+        ValidEntry::check(&self.path, index, entry, view.bounds)
     }
 
     /// Decodes record `index` into `dst`, which must be exactly its length.
