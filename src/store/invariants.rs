@@ -62,7 +62,7 @@ impl Zrecord {
             .is_some_and(|c| u64::from(valid.loc().offset) + u64::from(valid.phys()) <= c.len());
         // A record ending at the last possible chunk's very end (written
         // by the reference) is past every frontier the format can hold.
-        let unrepresentable = end % CHUNK_BYTES_MAX == 0 && u32::from(frontier.chunk) + 1 >= CHUNKS_MAX;
+        let unrepresentable = end.is_multiple_of(CHUNK_BYTES_MAX) && u32::from(frontier.chunk) + 1 >= CHUNKS_MAX;
         assert!(
             !inside || end <= frontier.address() || unrepresentable,
             "Invariant F: record {} ends at {end}, past the frontier {frontier:?}",
