@@ -114,8 +114,8 @@ pub(crate) fn compress(plain: &[u8], level: i32, dict: Dict, checksum: bool) -> 
     })
 }
 
-/// The frame of generated plain `k` (see [`plain`]), computed on first use
-/// and kept: `dict` is none or the trained one.
+/// The frame of generated plain `k` (see [`plain`]) with the trained
+/// dictionary or none, computed on first use and kept.
 pub(crate) fn plain_frame(k: usize, level: i32, trained: bool, checksum: bool) -> &'static [u8] {
     type Key = (usize, i32, bool, bool);
     static KEPT: OnceLock<Mutex<HashMap<Key, &'static [u8]>>> = OnceLock::new();

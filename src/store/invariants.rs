@@ -6,7 +6,11 @@
 //! ends at or below the frontier), and that no chunk's known length exceeds
 //! its file's.
 
+use bytemuck::Zeroable;
+
 use super::Zrecord;
+use super::entry::ValidEntry;
+use crate::format::{CHUNK_BYTES_MAX, CHUNKS_MAX, Entry, Frontier};
 
 impl Zrecord {
     /// [`Zrecord::check_invariants`] in builds with debug assertions.
@@ -18,27 +22,26 @@ impl Zrecord {
 
     /// Panics if an invariant does not hold.
     pub(crate) fn check_invariants(&self) {
-        use crate::format::{CHUNK_BYTES_MAX, CHUNKS_MAX};
+        /// Entries read at once (64 KiB).
+        const BLOCK_ENTRIES: usize = 4096;
         let view = self.view();
         let frontier = self.meta.frontier();
-        for index in 0..u64::from(view.len) {
-            // Entries that do not validate or lie outside their file are
-            // unreadable (damaged input, a typed error), not a broken
-            // invariant. Only chunks already open are looked at: the check
-            // makes no I/O that could change what a simulation does next.
-            let Ok(valid) = self.valid_entry(index, view) else { continue };
-            let end = valid.loc().address() + u64::from(valid.phys());
-            let inside = self
-                .chunks
-                .opened(valid.loc().chunk)
-                .is_some_and(|c| u64::from(valid.loc().offset) + u64::from(valid.phys()) <= c.len());
-            // A record ending at the last possible chunk's very end (written
-            // by the reference) is past every frontier the format can hold.
-            let unrepresentable = end % CHUNK_BYTES_MAX == 0 && u32::from(frontier.chunk) + 1 >= CHUNKS_MAX;
-            assert!(
-                !inside || end <= frontier.address() || unrepresentable,
-                "Invariant F: record {index} ends at {end}, past the frontier {frontier:?}"
-            );
+        let mut block = vec![Entry::zeroed(); BLOCK_ENTRIES.min(view.len as usize)];
+        for first in (0..view.len).step_by(BLOCK_ENTRIES) {
+            let n = BLOCK_ENTRIES.min((view.len - first) as usize);
+            self.meta.raw_entries(first, &mut block[..n]);
+            for (k, &entry) in block[..n].iter().enumerate() {
+                // Entries that do not validate are unreadable (damaged
+                // input, a typed error), not a broken invariant; unwritten
+                // ones (most of a sparse table) are skipped before their
+                // error is built.
+                let index = u64::from(first) + k as u64;
+                if entry.is_unwritten() {
+                    continue;
+                }
+                let Ok(valid) = self.check_entry(index, entry, view) else { continue };
+                self.check_invariant_f(&valid, frontier);
+            }
         }
         for id in 0..=frontier.chunk {
             if let Some(chunk) = self.chunks.opened(id) {
@@ -46,6 +49,25 @@ impl Zrecord {
                 assert!(chunk.len() <= file_len, "chunk {id}: known length {} past the file's {file_len}", chunk.len());
             }
         }
+    }
+
+    /// Invariant F for one readable record: it ends at or below the frontier
+    /// if it lies inside its file. Only chunks already open are looked at:
+    /// the check makes no I/O that could change what a simulation does next.
+    fn check_invariant_f(&self, valid: &ValidEntry, frontier: Frontier) {
+        let end = valid.loc().address() + u64::from(valid.phys());
+        let inside = self
+            .chunks
+            .opened(valid.loc().chunk)
+            .is_some_and(|c| u64::from(valid.loc().offset) + u64::from(valid.phys()) <= c.len());
+        // A record ending at the last possible chunk's very end (written
+        // by the reference) is past every frontier the format can hold.
+        let unrepresentable = end.is_multiple_of(CHUNK_BYTES_MAX) && u32::from(frontier.chunk) + 1 >= CHUNKS_MAX;
+        assert!(
+            !inside || end <= frontier.address() || unrepresentable,
+            "Invariant F: record {} ends at {end}, past the frontier {frontier:?}",
+            valid.index()
+        );
     }
 }
 

@@ -15,6 +15,7 @@ use super::Zrecord;
 use super::codec;
 use super::entry::{Bounds, ValidEntry};
 use crate::error::{Error, Result};
+use crate::format::Entry;
 // std's, not `crate::sync`'s: it orders loads of mapped file memory,
 // which loom cannot see.
 use std::sync::atomic::{Ordering, fence};
@@ -42,7 +43,12 @@ impl Zrecord {
         if index >= u64::from(view.len) {
             return Err(Error::IndexOutOfRange { path: self.path.clone(), index, len: view.len });
         }
-        ValidEntry::check(&self.path, index, self.meta.raw_entry(index as u32), view.bounds)
+        self.check_entry(index, self.meta.raw_entry(index as u32), view)
+    }
+
+    /// `entry`, read at `index`, checked against `view`.
+    pub(crate) fn check_entry(&self, index: u64, entry: Entry, view: View) -> Result<ValidEntry> {
+        ValidEntry::check(&self.path, index, entry, view.bounds)
     }
 
     /// Decodes record `index` into `dst`, which must be exactly its length.
