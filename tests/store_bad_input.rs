@@ -385,6 +385,33 @@ fn a_frontier_below_live_records_is_raised_before_anything_is_written() {
 }
 
 #[test]
+fn a_frontier_below_live_records_of_a_later_chunk_is_raised_before_anything_is_written() {
+    // Fuzzing finding F9: a header whose frontier is in chunk 0 while live
+    // records sit in chunk 1 (a file that exists). The next append rolled
+    // over into chunk 1 at offset 0 and wrote over them; a raw record then
+    // read back the appended bytes. A writer's open raises the frontier
+    // past them first.
+    let dir = tempfile::tempdir().unwrap();
+    drop(Zrecord::open(dir.path()).unwrap());
+    let meta = dir.path().join("meta.zr");
+    poke(&meta, 8, &(((4u64 << 30) - 1000) as u32).to_le_bytes()); // near chunk 0's end
+    let store = Zrecord::open(dir.path()).unwrap();
+    store.append(&(0..3).flat_map(|k| record(k, 256)).collect::<Vec<u8>>(), 3, 256, Codec::Raw).unwrap();
+    store.append(&(3..8).flat_map(|k| record(k, 256)).collect::<Vec<u8>>(), 5, 256, Codec::Raw).unwrap();
+    assert_eq!(store.stats().unwrap().chunks, 2, "records in chunk 1");
+    drop(store);
+    // The damage: the frontier back to chunk 0 (its last usable offset).
+    poke(&meta, 8, &u32::MAX.to_le_bytes());
+    poke(&meta, 6, &0u16.to_le_bytes());
+    let store = Zrecord::open(dir.path()).unwrap();
+    store.append(&record(8, 256), 1, 256, Codec::Raw).unwrap();
+    for k in 0..9 {
+        assert_eq!(store.get(k).unwrap(), record(k, 256), "record {k} after the append");
+    }
+    assert!(store.verify().unwrap().is_ok());
+}
+
+#[test]
 fn a_record_ending_at_the_chunks_last_byte_moves_the_frontier_to_the_next_chunk() {
     // The reference may fill a chunk to its very end; no frontier offset in
     // that chunk lies past such a record, so a writer's open puts the
@@ -416,17 +443,19 @@ fn a_record_ending_at_the_chunks_last_byte_moves_the_frontier_to_the_next_chunk(
 }
 
 #[test]
-fn a_chunk_file_numbered_past_the_limit_is_removed_by_compaction() {
-    // `4097.zr` is no chunk the format can name; compaction removes chunk
-    // files past the frontier, and this one must not trip it.
+fn a_chunk_file_numbered_past_the_limit_is_removed_by_a_writers_open() {
+    // `4097.zr` is no chunk the format can name; a writer's open removes
+    // the chunk files past the frontier that no readable record is in
+    // (and a compaction would), and this one must not trip it.
     let dir = tempfile::tempdir().unwrap();
     store_of_ten(dir.path(), Codec::Zstd);
     std::fs::write(dir.path().join("4097.zr"), b"stray").unwrap();
+    drop(Zrecord::open_read_only(dir.path()).unwrap());
+    assert!(dir.path().join("4097.zr").exists(), "a reader removes nothing");
     let mut store = Zrecord::open(dir.path()).unwrap();
-    store.delete(&[3]).unwrap();
-    let report = store.compact().unwrap();
-    assert_eq!(report.removed_chunks, 1);
     assert!(!dir.path().join("4097.zr").exists());
+    store.delete(&[3]).unwrap();
+    assert_eq!(store.compact().unwrap().removed_chunks, 0);
     assert!(store.verify().unwrap().is_ok());
 }
 

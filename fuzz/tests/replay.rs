@@ -27,9 +27,8 @@ const HANG_SECONDS: u64 = 2;
 /// still fail as described, which keeps this test green until the fix; a
 /// fix makes `open_findings_still_reproduce` fail, and then its line goes,
 /// and the file is an ordinary regression input from then on.
-/// F1 to F8 are fixed (docs/fuzzing.md); F9 is open.
-const OPEN_FINDINGS: &[(&str, &str, Fails)] =
-    &[("open", "finding-f9-entry-past-the-tail-chunk-overwritten", Fails::OverflowPanic("Invariant F"))];
+/// F1 to F9 are fixed (docs/fuzzing.md).
+const OPEN_FINDINGS: &[(&str, &str, Fails)] = &[];
 
 fn corpus(target: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus").join(target)

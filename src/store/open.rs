@@ -217,33 +217,34 @@ impl Zrecord {
         Ok(())
     }
 
-    /// Raises the frontier past any readable record of the last chunk that
-    /// ends beyond it. A sound store has none; a damaged header (the
-    /// fuzzer's finding F7) would otherwise let the next append or
-    /// compaction write over those records, and a raw record would then
-    /// read back another record's bytes. Records in chunks past the last,
-    /// or past their chunk file's end, are unreadable anyway (a typed error)
-    /// and left alone.
+    /// Raises the frontier past any readable record that ends beyond it: in
+    /// the last chunk, or in a chunk file past it. A sound store has none;
+    /// a damaged header (the fuzzer's findings F7 and F9) would otherwise
+    /// let the next append or compaction write over those records (an
+    /// append that rolls over into a chunk past the last writes from its
+    /// offset 0), and a raw record would then read back another record's
+    /// bytes. Records past their chunk file's end are unreadable (a typed
+    /// error) and left alone.
     ///
     /// O(1) in the normal case: a record can end past the frontier only if
-    /// the last chunk file does, and this crate leaves it no longer than
-    /// the frontier (appends write up to it, compaction trims to it). A
-    /// longer file (an append that crashed before its commit, the
-    /// reference's chunk preallocated to 4 GiB, a damaged header) costs one
-    /// pass over the live entries; the file is then trimmed to its last
-    /// readable byte, so the next open takes the O(1) path again.
+    /// the last chunk file does, or a chunk file past it exists, and this
+    /// crate leaves neither (appends write up to the frontier, compaction
+    /// trims to it and removes the files past it). Otherwise (an append
+    /// that crashed before its commit, the reference's chunk preallocated
+    /// to 4 GiB, a damaged header) it costs one pass over the live entries;
+    /// the last chunk file is then trimmed to its last readable byte and
+    /// the files past the last chunk, which no readable record is in, are
+    /// removed.
     fn repair_frontier(&mut self) -> Result<()> {
         /// Entries read at once (64 KiB).
         const REPAIR_BLOCK_ENTRIES: usize = 4096;
         let frontier = self.meta.frontier();
-        let Some(chunk) = self.chunks.get(frontier.chunk).map_err(|e| self.io("open chunk", e))? else {
-            return Ok(());
-        };
-        let chunk_len = chunk.len();
-        if chunk_len <= u64::from(frontier.offset) {
+        let chunk_len = self.chunks.get(frontier.chunk).map_err(|e| self.io("open chunk", e))?.map(|c| c.len());
+        let past = self.chunks.count_past(frontier.chunk).map_err(|e| self.io("list store directory", e))? > 0;
+        if !past && chunk_len.is_none_or(|len| len <= u64::from(frontier.offset)) {
             return Ok(());
         }
-        // `far`: where the frontier must be; `keep`: the last readable byte.
+        // `far`: where the frontier must be; `keep`: the last chunk's last readable byte.
         let mut far = frontier;
         let mut keep = u64::from(frontier.offset);
         let mut block = vec![Entry::zeroed(); REPAIR_BLOCK_ENTRIES.min(self.len() as usize)];
@@ -251,24 +252,38 @@ impl Zrecord {
             let n = REPAIR_BLOCK_ENTRIES.min((self.len() - first) as usize);
             self.meta.raw_entries(first, &mut block[..n]);
             for entry in &block[..n] {
-                let end = u64::from(entry.loc().offset) + u64::from(entry.phys_length());
-                if !entry.is_unwritten() && entry.loc().chunk == frontier.chunk && end <= chunk_len {
+                let (loc, end) = (entry.loc(), u64::from(entry.loc().offset) + u64::from(entry.phys_length()));
+                if entry.is_unwritten() || loc.chunk < frontier.chunk || !self.readable_end(loc.chunk, end)? {
+                    continue;
+                }
+                if loc.chunk == frontier.chunk {
                     keep = keep.max(end);
-                    let after = Frontier::after(entry.loc(), entry.phys_length());
-                    // A record reaching the last possible chunk's end leaves no
-                    // frontier past it: the store is full (appends fail).
-                    if after > far && u32::from(after.chunk) < CHUNKS_MAX {
-                        far = after;
-                    }
+                }
+                let after = Frontier::after(loc, entry.phys_length());
+                // A record reaching the last possible chunk's end leaves no
+                // frontier past it: the store is full (appends fail).
+                if after > far && u32::from(after.chunk) < CHUNKS_MAX {
+                    far = after;
                 }
             }
         }
         self.meta.move_frontier(far).map_err(|e| self.sync_failed(e))?;
-        if keep < chunk_len {
+        if chunk_len.is_some_and(|len| keep < len) {
             // Nothing a durable entry points to lies past `keep`.
             self.chunks.trim(frontier.chunk, keep).map_err(|e| self.io("trim chunk", e))?;
         }
+        // Nor in the files past the (new) last chunk: removed, so that the
+        // next open takes the O(1) path again.
+        if self.chunks.remove_past(far.chunk).map_err(|e| self.io("remove chunk", e))? > 0 {
+            self.chunks.sync_dir().map_err(|e| self.sync_failed(e))?;
+        }
         Ok(())
+    }
+
+    /// Whether chunk `id` exists and holds bytes up to `end`.
+    fn readable_end(&self, id: u16, end: u64) -> Result<bool> {
+        let chunk = self.chunks.get(id).map_err(|e| self.io("open chunk", e))?;
+        Ok(chunk.is_some_and(|c| end <= c.len()))
     }
 
     /// Makes durable everything a writer open presents: the state a process
