@@ -29,9 +29,10 @@ pub(crate) struct Chunk {
     file: Box<dyn VfsFile>,
     map: Box<dyn ReadMap>,
     len: AtomicU64,
-    /// The file opened again `O_DIRECT`, on the first direct read
+    /// The file opened again `O_DIRECT`, with its direct alignment (asked
+    /// once: `statx`), on the first direct read
     /// ([`ReadMode::Direct`](super::ReadMode::Direct)).
-    direct: OnceLock<Box<dyn VfsFile>>,
+    direct: OnceLock<(Box<dyn VfsFile>, usize)>,
 }
 
 impl Chunk {
@@ -264,7 +265,7 @@ impl ChunkSet {
             let chunk = self.opened(id).expect("located chunks are open");
             files.push(match via {
                 Via::Cache => &*chunk.file,
-                Via::Direct => self.direct(id, chunk).map_err(|e| io("open chunk O_DIRECT", e))?,
+                Via::Direct => &*self.direct(id, chunk).map_err(|e| io("open chunk O_DIRECT", e))?.0,
             });
         }
         let ids: Vec<u16> = reads.iter().map(|(id, _, _)| *id).collect();
@@ -279,25 +280,26 @@ impl ChunkSet {
     }
 
     /// Chunk `id`'s `O_DIRECT` handle, opened on first use.
-    fn direct<'a>(&self, id: u16, chunk: &'a Chunk) -> io::Result<&'a dyn VfsFile> {
-        if let Some(file) = chunk.direct.get() {
-            return Ok(&**file);
+    fn direct<'a>(&self, id: u16, chunk: &'a Chunk) -> io::Result<&'a (Box<dyn VfsFile>, usize)> {
+        if let Some(direct) = chunk.direct.get() {
+            return Ok(direct);
         }
         let file = self.vfs.open(&self.dir.join(chunk_file_name(id)), OpenMode::ReadDirect)?;
+        let align = file.direct_alignment();
         // Another thread may have opened it meanwhile: either handle is fine.
-        let _ = chunk.direct.set(file);
-        Ok(&**chunk.direct.get().expect("just set"))
+        let _ = chunk.direct.set((file, align));
+        Ok(chunk.direct.get().expect("just set"))
     }
 
     /// The alignment of a [`Via::Direct`] read of chunk `id` (open).
     pub(crate) fn direct_alignment(&self, id: u16) -> Result<usize> {
         let chunk = self.opened(id).expect("located chunks are open");
-        let file = self.direct(id, chunk).map_err(|source| Error::Io {
+        let (_, align) = self.direct(id, chunk).map_err(|source| Error::Io {
             path: self.dir.clone(),
             op: "open chunk O_DIRECT",
             source,
         })?;
-        Ok(file.direct_alignment())
+        Ok(*align)
     }
 
     /// Whether a validated entry's bytes are in memory (a chunk that cannot
