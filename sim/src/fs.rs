@@ -22,7 +22,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use loaderx::io::{BatchError, BatchRead, FileKind, LockKind, OpenMode, ReadMap, SharedMap, Vfs, VfsFile};
+use loaderx::io::{BatchError, BatchRead, FileKind, LockKind, OpenMode, ReadMap, SharedMap, Then, Vfs, VfsFile};
 
 use crate::point::{Action, Armed, IoKind, IoOp, Point};
 use crate::rng::Rng;
@@ -789,7 +789,7 @@ impl VfsFile for SimFile {
     /// ring's do; each may come back short (and continue). An injected EIO
     /// (at most one per batch, with the `eio_read` chance per batch) fails
     /// one read, which fails the batch.
-    fn read_batch(&self, reqs: &mut [BatchRead<'_>]) -> Result<(), BatchError> {
+    fn read_batch(&self, reqs: &mut [BatchRead<'_>], then: Then<'_>) -> Result<(), BatchError> {
         let mut order: Vec<usize> = (0..reqs.len()).collect();
         let failing = {
             let mut s = self.fs.lock();
@@ -809,6 +809,7 @@ impl VfsFile for SimFile {
                 return Err(BatchError { index, error: io::Error::other("injected EIO on a batched read") });
             }
             loaderx::io::read_exact_at(self, req.buf, req.offset).map_err(|error| BatchError { index, error })?;
+            then(index, req);
         }
         Ok(())
     }

@@ -91,7 +91,27 @@ pub struct BatchRead<'a> {
     pub offset: u64,
     /// Where to; filled whole, or the batch fails.
     pub buf: &'a mut [u8],
+    /// Where the batch's [`Then`] puts what it makes of `buf` (a decoded
+    /// record); empty for a read that is its own result.
+    pub out: &'a mut [u8],
 }
+
+impl<'a> BatchRead<'a> {
+    /// A read of `buf.len()` bytes at `offset` into `buf`, with no `out`.
+    pub fn new(offset: u64, buf: &'a mut [u8]) -> Self {
+        BatchRead { offset, buf, out: &mut [] }
+    }
+}
+
+/// What a batch does with each read once its bytes are in: `then(k, read)`
+/// for read `k`, once per read that completed whole, on the calling thread
+/// or an I/O thread, while other reads of the batch may still be in flight
+/// (so decoding overlaps the device's work). Never called after the batch
+/// returns; not called for reads that complete after one has failed.
+pub type Then<'t> = &'t (dyn Fn(usize, &mut BatchRead<'_>) + Sync);
+
+/// The [`Then`] that does nothing: the reads are the results.
+pub const NOTHING: Then<'static> = &|_, _| {};
 
 /// A failed batch: the first request that failed, and why.
 #[derive(Debug)]
@@ -126,15 +146,21 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     /// [`VfsFile::read_batch`] over several files at once: read `k` from
     /// `files[k]`, all in flight together where the implementation can (a
     /// store's chunk files are 4 GiB each, so one gather's records span
-    /// many). The default runs each run of consecutive reads of one file as
-    /// one batch; `BatchError::index` is a position in `reads`.
-    fn read_batch_files(&self, files: &[&dyn VfsFile], reads: &mut [BatchRead<'_>]) -> Result<(), BatchError> {
+    /// many), `then` run on each as it completes. The default runs each run
+    /// of consecutive reads of one file as one batch; `BatchError::index` is
+    /// a position in `reads`.
+    fn read_batch_files(
+        &self,
+        files: &[&dyn VfsFile],
+        reads: &mut [BatchRead<'_>],
+        then: Then<'_>,
+    ) -> Result<(), BatchError> {
         let mut start = 0;
         while start < reads.len() {
             let same = |k: &usize| std::ptr::addr_eq(files[*k], files[start]);
             let end = (start..reads.len()).find(|k| !same(k)).unwrap_or(reads.len());
             files[start]
-                .read_batch(&mut reads[start..end])
+                .read_batch(&mut reads[start..end], &|k, read| then(start + k, read))
                 .map_err(|e| BatchError { index: start + e.index, error: e.error })?;
             start = end;
         }
@@ -169,12 +195,13 @@ pub trait VfsFile: Send + Sync + fmt::Debug {
     /// Reads every request of `reqs` whole (a short read continues where it
     /// stopped), with as many in flight as the implementation can, and
     /// returns once every read has completed, failed ones included: no read
-    /// writes into a buffer after the call returns. Reads past the end of
-    /// the file fail with `UnexpectedEof`. The default reads one after
-    /// another.
-    fn read_batch(&self, reqs: &mut [BatchRead<'_>]) -> Result<(), BatchError> {
+    /// writes into a buffer after the call returns. `then` runs on each read
+    /// as it completes ([`Then`]). Reads past the end of the file fail with
+    /// `UnexpectedEof`. The default reads one after another.
+    fn read_batch(&self, reqs: &mut [BatchRead<'_>], then: Then<'_>) -> Result<(), BatchError> {
         for (index, req) in reqs.iter_mut().enumerate() {
             read_exact_at(self, req.buf, req.offset).map_err(|error| BatchError { index, error })?;
+            then(index, req);
         }
         Ok(())
     }

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use memmap2::{Mmap, MmapMut, MmapOptions};
 
-use super::{BatchError, BatchRead, FileKind, LockKind, OpenMode, ReadEngine, ReadMap, SharedMap, Vfs, VfsFile};
+use super::{BatchError, BatchRead, FileKind, LockKind, OpenMode, ReadEngine, ReadMap, SharedMap, Then, Vfs, VfsFile};
 
 /// Threads of the pool [`ReadEngine::Threads`] reads on: reads in flight.
 const IO_THREADS: usize = 32;
@@ -184,25 +184,39 @@ impl Vfs for RealFs {
         read_engine()
     }
 
-    fn read_batch_files(&self, files: &[&dyn VfsFile], reads: &mut [BatchRead<'_>]) -> Result<(), BatchError> {
+    fn read_batch_files(
+        &self,
+        files: &[&dyn VfsFile],
+        reads: &mut [BatchRead<'_>],
+        then: Then<'_>,
+    ) -> Result<(), BatchError> {
         let fds: Option<Vec<i32>> = files.iter().map(|f| f.raw_fd()).collect();
         #[cfg(target_os = "linux")]
         if read_engine() == ReadEngine::IoUring
             && let Some(fds) = &fds
-            && super::uring::read_batch(&|k| fds[k], reads)?
+            && super::uring::read_batch(&|k| fds[k], reads, then)?
         {
             return Ok(());
         }
         let _ = fds;
         use rayon::prelude::*;
         io_pool().install(|| {
-            reads.par_iter_mut().zip(files.par_iter()).enumerate().with_max_len(1).try_for_each(
-                |(index, (req, file))| {
-                    super::read_exact_at(*file, req.buf, req.offset).map_err(|error| BatchError { index, error })
-                },
-            )
+            reads
+                .par_iter_mut()
+                .zip(files.par_iter())
+                .enumerate()
+                .with_max_len(1)
+                .try_for_each(|(index, (req, file))| pool_read(*file, index, req, then))
         })
     }
+}
+
+/// One read of a batch on the I/O thread pool, then its [`Then`] on the
+/// same thread (the pool's threads decode while others wait on the device).
+fn pool_read(file: &dyn VfsFile, index: usize, req: &mut BatchRead<'_>, then: Then<'_>) -> Result<(), BatchError> {
+    super::read_exact_at(file, req.buf, req.offset).map_err(|error| BatchError { index, error })?;
+    then(index, req);
+    Ok(())
 }
 
 #[derive(Debug)]
@@ -225,20 +239,21 @@ impl VfsFile for RealFile {
     fn direct_alignment(&self) -> usize {
         direct_alignment(&self.file).unwrap_or(4096)
     }
-    fn read_batch(&self, reqs: &mut [BatchRead<'_>]) -> Result<(), BatchError> {
+    fn read_batch(&self, reqs: &mut [BatchRead<'_>], then: Then<'_>) -> Result<(), BatchError> {
         #[cfg(target_os = "linux")]
         if read_engine() == ReadEngine::IoUring {
             use std::os::fd::AsRawFd;
             let fd = self.file.as_raw_fd();
-            if super::uring::read_batch(&|_| fd, reqs)? {
+            if super::uring::read_batch(&|_| fd, reqs, then)? {
                 return Ok(());
             }
         }
         use rayon::prelude::*;
         io_pool().install(|| {
-            reqs.par_iter_mut().enumerate().with_max_len(1).try_for_each(|(index, req)| {
-                super::read_exact_at(self, req.buf, req.offset).map_err(|error| BatchError { index, error })
-            })
+            reqs.par_iter_mut()
+                .enumerate()
+                .with_max_len(1)
+                .try_for_each(|(index, req)| pool_read(self, index, req, then))
         })
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {

@@ -1,6 +1,8 @@
 //! Batched positional reads on Linux io_uring: a batch's reads are queued
 //! on this thread's ring and submitted together, up to [`RING_ENTRIES`] in
-//! flight; short reads continue where they stopped.
+//! flight; short reads continue where they stopped. Each completed read's
+//! [`Then`] runs after the queue has been refilled and submitted, so the
+//! device works on the next reads while this thread decodes.
 //!
 //! The safety argument rests on one rule: [`read_batch`] does not return,
 //! and does not unwind, while a read it submitted is in flight. The kernel
@@ -8,8 +10,9 @@
 //! and the buffers are borrowed (`&mut`) for the whole call, so no buffer is
 //! freed, moved or read by anyone else while the kernel may write it. The
 //! [`Drain`] guard enforces the rule on every exit, an early error and a
-//! panic included; if the ring cannot be drained at all, the process aborts
-//! rather than free memory the kernel may still write.
+//! panic included (one in a [`Then`] too); if the ring cannot be drained at
+//! all, the process aborts rather than free memory the kernel may still
+//! write. A [`Then`] only ever sees a read that is no longer in flight.
 
 use std::cell::RefCell;
 use std::io;
@@ -17,7 +20,7 @@ use std::os::fd::RawFd;
 
 use io_uring::{IoUring, opcode, types};
 
-use super::{BatchError, BatchRead};
+use super::{BatchError, BatchRead, Then};
 
 /// Submission queue entries of each thread's ring: the most reads one
 /// thread keeps in flight.
@@ -43,11 +46,15 @@ pub(crate) fn available() -> bool {
 /// Reads every request whole, request `i` from descriptor `fd_of(i)`, on
 /// this thread's ring; `Ok(false)` if this thread has no ring (the caller
 /// falls back).
-pub(crate) fn read_batch(fd_of: &dyn Fn(usize) -> RawFd, reqs: &mut [BatchRead<'_>]) -> Result<bool, BatchError> {
+pub(crate) fn read_batch(
+    fd_of: &dyn Fn(usize) -> RawFd,
+    reqs: &mut [BatchRead<'_>],
+    then: Then<'_>,
+) -> Result<bool, BatchError> {
     RING.with_borrow_mut(|slot| {
         let ring = slot.get_or_insert_with(|| IoUring::new(RING_ENTRIES).ok());
         match ring {
-            Some(ring) => run(ring, fd_of, reqs).map(|()| true),
+            Some(ring) => run(ring, fd_of, reqs, then).map(|()| true),
             None => Ok(false),
         }
     })
@@ -75,29 +82,35 @@ impl Drop for Drain<'_> {
     }
 }
 
-fn run(ring: &mut IoUring, fd_of: &dyn Fn(usize) -> RawFd, reqs: &mut [BatchRead<'_>]) -> Result<(), BatchError> {
-    // Bytes of each request read so far; `pending` lists what to (re)submit.
+fn run(
+    ring: &mut IoUring,
+    fd_of: &dyn Fn(usize) -> RawFd,
+    reqs: &mut [BatchRead<'_>],
+    then: Then<'_>,
+) -> Result<(), BatchError> {
+    // Bytes of each request read so far; `pending` lists what to (re)submit,
+    // `complete` what is read whole and waits for its `then`.
     let mut done = vec![0usize; reqs.len()];
     // Empty reads are done already (a read of 0 bytes would look like EOF).
     let mut pending: Vec<usize> = (0..reqs.len()).rev().filter(|&i| !reqs[i].buf.is_empty()).collect();
+    let mut complete: Vec<usize> = (0..reqs.len()).filter(|&i| reqs[i].buf.is_empty()).collect();
     let mut failed: Option<BatchError> = None;
     let mut drain = Drain { ring, in_flight: 0 };
     loop {
         while failed.is_none() && drain.in_flight < RING_ENTRIES as usize {
             let Some(i) = pending.pop() else { break };
-            let req = &mut reqs[i];
-            let rest = &mut req.buf[done[i]..];
-            let len = u32::try_from(rest.len()).expect("a record fits a u32");
-            let read = opcode::Read::new(types::Fd(fd_of(i)), rest.as_mut_ptr(), len)
-                .offset(req.offset + done[i] as u64)
-                .build()
-                .user_data(i as u64);
-            // SAFETY: the buffer is `reqs[i].buf`, borrowed mutably for this
-            // whole call and not touched until the read completes; `Drain`
-            // keeps the call from returning before it does (module docs).
-            // The queue has room: at most `RING_ENTRIES` are in flight.
-            unsafe { drain.ring.submission().push(&read) }.expect("room in the submission queue");
-            drain.in_flight += 1;
+            submit(&mut drain, fd_of(i), &mut reqs[i], done[i], i);
+        }
+        if failed.is_none() && !complete.is_empty() {
+            // The refilled queue goes to the kernel before the decoding.
+            if let Err(error) = submit_now(drain.ring) {
+                failed.get_or_insert(BatchError { index: 0, error });
+                break;
+            }
+            for i in complete.drain(..) {
+                then(i, &mut reqs[i]);
+            }
+            continue;
         }
         if drain.in_flight == 0 {
             break;
@@ -116,9 +129,7 @@ fn run(ring: &mut IoUring, fd_of: &dyn Fn(usize) -> RawFd, reqs: &mut [BatchRead
             match cqe.result() {
                 n if n > 0 => {
                     done[i] += n as usize;
-                    if done[i] < reqs[i].buf.len() {
-                        pending.push(i);
-                    }
+                    if done[i] < reqs[i].buf.len() { pending.push(i) } else { complete.push(i) }
                 }
                 0 => {
                     let error = io::Error::new(io::ErrorKind::UnexpectedEof, "file ends early");
@@ -133,4 +144,30 @@ fn run(ring: &mut IoUring, fd_of: &dyn Fn(usize) -> RawFd, reqs: &mut [BatchRead
     }
     drop(drain);
     failed.map_or(Ok(()), Err)
+}
+
+/// Queues the rest of request `i` (its first `done` bytes are read).
+fn submit(drain: &mut Drain<'_>, fd: RawFd, req: &mut BatchRead<'_>, done: usize, i: usize) {
+    let rest = &mut req.buf[done..];
+    let len = u32::try_from(rest.len()).expect("a record fits a u32");
+    let read = opcode::Read::new(types::Fd(fd), rest.as_mut_ptr(), len)
+        .offset(req.offset + done as u64)
+        .build()
+        .user_data(i as u64);
+    // SAFETY: the buffer is `reqs[i].buf`, borrowed mutably for the whole
+    // batch and not touched until the read completes (its `then` runs only
+    // after); `Drain` keeps the batch from returning before it does (module
+    // docs). The queue has room: at most `RING_ENTRIES` are in flight.
+    unsafe { drain.ring.submission().push(&read) }.expect("room in the submission queue");
+    drain.in_flight += 1;
+}
+
+/// Hands the queued reads to the kernel without waiting for any.
+fn submit_now(ring: &mut IoUring) -> io::Result<()> {
+    loop {
+        match ring.submit() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            other => return other.map(drop),
+        }
+    }
 }

@@ -2,7 +2,8 @@
 //! in flight ([`crate::io::VfsFile::read_batch`]: io_uring, or a pool of
 //! I/O threads) instead of one page fault at a time. A raw record is read
 //! straight into its slot; a compressed one into this thread's reused read
-//! buffer, then decoded into its slot. Every entry is validated and located
+//! buffer, then decoded into its slot as soon as its read completes, while
+//! the batch's other reads are in flight. Every entry is validated and located
 //! inside its chunk file first, as on the mapped path (`read.rs`), and a
 //! slot must be exactly its record's length, so no slot ever holds bytes
 //! that are not its record's.
@@ -12,6 +13,7 @@
 //! store has been found in memory many gathers in a row ([`Residency`]).
 
 use std::cell::Cell;
+use std::sync::OnceLock;
 
 use super::chunks::Via;
 use super::codec;
@@ -155,8 +157,9 @@ impl Zrecord {
         Ok(Stage::Buffer { via: Via::Cache, from: offset, at, len: phys, skip: 0 })
     }
 
-    /// Submits the reads of `plans` (into their slots, or into `buffer`),
-    /// then copies or decodes the staged ones into their slots.
+    /// Submits the reads of `plans` (into their slots, or into `buffer`);
+    /// each staged record is copied or decoded into its slot as soon as its
+    /// read completes, while the others are still in flight.
     fn read_planned(
         &self,
         plans: &[(ValidEntry, Stage)],
@@ -168,41 +171,42 @@ impl Zrecord {
         for ((plan, stage), (_, slot)) in plans.iter().zip(items.iter_mut()) {
             let chunk = plan.loc().chunk;
             match *stage {
-                Stage::Slot => {
-                    reads.push((chunk, Via::Cache, BatchRead { offset: u64::from(plan.loc().offset), buf: slot }))
-                }
+                Stage::Slot => reads.push((chunk, Via::Cache, BatchRead::new(u64::from(plan.loc().offset), slot))),
                 Stage::Buffer { via, from, at, len, .. } => {
                     let (_, tail) = std::mem::take(&mut rest).split_at_mut(at - cursor);
                     let (piece, tail) = tail.split_at_mut(len);
                     (rest, cursor) = (tail, at + len);
-                    reads.push((chunk, via, BatchRead { offset: from, buf: piece }));
+                    reads.push((chunk, via, BatchRead { offset: from, buf: piece, out: slot }));
                 }
             }
         }
-        let read = self.chunks.read_via(reads).and_then(|()| self.unstage(plans, items, buffer));
+        let failed = OnceLock::new();
+        let read = self.chunks.read_via(reads, &|k, read| {
+            if let Err(e) = self.unstage(&plans[k], read) {
+                let _ = failed.set(e);
+            }
+        });
         for (plan, _) in plans {
             self.unchanged(plan)?;
         }
-        read
+        read?;
+        failed.into_inner().map_or(Ok(()), Err)
     }
 
-    /// Copies or decodes the staged records of `plans`, read into `buffer`,
-    /// into their slots.
-    fn unstage(&self, plans: &[(ValidEntry, Stage)], items: &mut [(u64, &mut [u8])], buffer: &[u8]) -> Result<()> {
-        for ((plan, stage), (_, slot)) in plans.iter().zip(items.iter_mut()) {
-            let Stage::Buffer { at, skip, .. } = *stage else { continue };
-            let stored = &buffer[at + skip..][..plan.phys() as usize];
-            if plan.codec() == Codec::Raw {
-                slot.copy_from_slice(stored);
-                continue;
-            }
-            codec::decode(plan.codec(), stored, slot, self.dict.get()).map_err(|what| Error::Corrupt {
-                path: self.path.clone(),
-                index: Some(plan.index()),
-                what,
-            })?;
+    /// Copies or decodes a staged record of `plan`, read into `read.buf`,
+    /// into its slot (`read.out`); nothing for a record read into its slot.
+    fn unstage(&self, (plan, stage): &(ValidEntry, Stage), read: &mut BatchRead<'_>) -> Result<()> {
+        let Stage::Buffer { skip, .. } = *stage else { return Ok(()) };
+        let stored = &read.buf[skip..][..plan.phys() as usize];
+        if plan.codec() == Codec::Raw {
+            read.out.copy_from_slice(stored);
+            return Ok(());
         }
-        Ok(())
+        codec::decode(plan.codec(), stored, read.out, self.dict.get()).map_err(|what| Error::Corrupt {
+            path: self.path.clone(),
+            index: Some(plan.index()),
+            what,
+        })
     }
 }
 

@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 use super::entry::ValidEntry;
 use crate::error::{Corruption, Error, Result};
 use crate::format::{CHUNK_BYTES_MAX, CHUNKS_MAX, Frontier, chunk_file_name};
-use crate::io::{BatchRead, OpenMode, ReadMap, Vfs, VfsFile};
+use crate::io::{BatchRead, NOTHING, OpenMode, ReadMap, Then, Vfs, VfsFile};
 use crate::sync::{AtomicU64, Ordering};
 
 /// One open chunk file.
@@ -249,28 +249,31 @@ impl ChunkSet {
     /// Runs positional reads of chunk bytes (chunk id, read), all of whose
     /// chunks are open (the entries were located), through the page cache.
     pub(crate) fn read_many(&self, reads: Vec<(u16, BatchRead<'_>)>) -> Result<()> {
-        self.read_via(reads.into_iter().map(|(chunk, read)| (chunk, Via::Cache, read)).collect())
+        self.read_via(reads.into_iter().map(|(chunk, read)| (chunk, Via::Cache, read)).collect(), NOTHING)
     }
 
     /// Runs positional reads of chunk bytes (chunk id, how, read), all of
     /// whose chunks are open (the entries were located), in (chunk, via,
-    /// offset) order and all in flight together ([`Vfs::read_batch_files`]).
-    /// A [`Via::Direct`] read must be aligned to its chunk's
+    /// offset) order and all in flight together ([`Vfs::read_batch_files`]),
+    /// with `then(k, read)` for read `k` of `reads` as it completes. A
+    /// [`Via::Direct`] read must be aligned to its chunk's
     /// [`ChunkSet::direct_alignment`].
-    pub(crate) fn read_via(&self, mut reads: Vec<(u16, Via, BatchRead<'_>)>) -> Result<()> {
-        reads.sort_unstable_by_key(|(chunk, via, read)| (*chunk, *via == Via::Direct, read.offset));
+    pub(crate) fn read_via(&self, reads: Vec<(u16, Via, BatchRead<'_>)>, then: Then<'_>) -> Result<()> {
+        let mut reads: Vec<(usize, (u16, Via, BatchRead<'_>))> = reads.into_iter().enumerate().collect();
+        reads.sort_unstable_by_key(|(_, (chunk, via, read))| (*chunk, *via == Via::Direct, read.offset));
         let io = |op, source| Error::Io { path: self.dir.clone(), op, source };
         let mut files: Vec<&dyn VfsFile> = Vec::with_capacity(reads.len());
-        for &(id, via, _) in &reads {
+        for &(_, (id, via, _)) in &reads {
             let chunk = self.opened(id).expect("located chunks are open");
             files.push(match via {
                 Via::Cache => &*chunk.file,
                 Via::Direct => &*self.direct(id, chunk).map_err(|e| io("open chunk O_DIRECT", e))?.0,
             });
         }
-        let ids: Vec<u16> = reads.iter().map(|(id, _, _)| *id).collect();
-        let mut reads: Vec<BatchRead<'_>> = reads.into_iter().map(|(_, _, read)| read).collect();
-        self.vfs.read_batch_files(&files, &mut reads).map_err(|e| match e.error.kind() {
+        let (order, ids): (Vec<usize>, Vec<u16>) = reads.iter().map(|(k, (id, _, _))| (*k, *id)).unzip();
+        let mut reads: Vec<BatchRead<'_>> = reads.into_iter().map(|(_, (_, _, read))| read).collect();
+        let then: Then<'_> = &|k, read| then(order[k], read);
+        self.vfs.read_batch_files(&files, &mut reads, then).map_err(|e| match e.error.kind() {
             // Every read was validated against the length it knew.
             io::ErrorKind::UnexpectedEof if !self.writable => {
                 self.changed(None, format!("{}.zr is shorter than it knew", ids[e.index]))

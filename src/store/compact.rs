@@ -282,7 +282,7 @@ impl Zrecord {
         for source in &sources {
             self.chunks.locate(source)?; // inside its chunk file, which is open
             let (piece, tail) = std::mem::take(&mut rest).split_at_mut(source.phys() as usize);
-            reads.push((source.loc().chunk, BatchRead { offset: u64::from(source.loc().offset), buf: piece }));
+            reads.push((source.loc().chunk, BatchRead::new(u64::from(source.loc().offset), piece)));
             rest = tail;
         }
         self.chunks.read_many(reads)?;
