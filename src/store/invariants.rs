@@ -6,11 +6,9 @@
 //! ends at or below the frontier), and that no chunk's known length exceeds
 //! its file's.
 
-use bytemuck::Zeroable;
-
 use super::Zrecord;
 use super::entry::ValidEntry;
-use crate::format::{CHUNK_BYTES_MAX, CHUNKS_MAX, Entry, Frontier};
+use crate::format::{CHUNK_BYTES_MAX, CHUNKS_MAX, Frontier};
 
 impl Zrecord {
     /// [`Zrecord::check_invariants`] in builds with debug assertions.
@@ -22,27 +20,16 @@ impl Zrecord {
 
     /// Panics if an invariant does not hold.
     pub(crate) fn check_invariants(&self) {
-        /// Entries read at once (64 KiB).
-        const BLOCK_ENTRIES: usize = 4096;
         let view = self.view();
         let frontier = self.meta.frontier();
-        let mut block = vec![Entry::zeroed(); BLOCK_ENTRIES.min(view.len as usize)];
-        for first in (0..view.len).step_by(BLOCK_ENTRIES) {
-            let n = BLOCK_ENTRIES.min((view.len - first) as usize);
-            self.meta.raw_entries(first, &mut block[..n]);
-            for (k, &entry) in block[..n].iter().enumerate() {
-                // Entries that do not validate are unreadable (damaged
-                // input, a typed error), not a broken invariant; unwritten
-                // ones (most of a sparse table) are skipped before their
-                // error is built.
-                let index = u64::from(first) + k as u64;
-                if entry.is_unwritten() {
-                    continue;
-                }
-                let Ok(valid) = self.check_entry(index, entry, view) else { continue };
+        let Ok(()) = self.meta.try_for_each_written_entry(view.len, |index, entry| {
+            // Entries that do not validate are unreadable (damaged input, a
+            // typed error), not a broken invariant.
+            if let Ok(valid) = self.check_entry(u64::from(index), entry, view) {
                 self.check_invariant_f(&valid, frontier);
             }
-        }
+            Ok::<(), std::convert::Infallible>(())
+        });
         for id in 0..=frontier.chunk {
             if let Some(chunk) = self.chunks.opened(id) {
                 let file_len = chunk.file_len().unwrap_or(u64::MAX);

@@ -301,14 +301,19 @@ impl Zrecord {
     pub fn stats(&self) -> Result<Stats> {
         let len = self.len();
         let mut stats = Stats { records: len, ..Stats::default() };
-        for index in 0..len {
-            let entry = self.meta.raw_entry(index);
+        // An unwritten entry (in a damaged table only) counts as a raw
+        // record of 0 bytes, as its bytes say.
+        let mut written = 0;
+        let Ok(()) = self.meta.try_for_each_written_entry(len, |_, entry| {
+            written += 1;
             stats.live_bytes += u64::from(entry.phys_length());
             stats.logical_bytes += u64::from(entry.logic_length());
             if let Some(slot) = stats.codec_records.get_mut(usize::from(entry.codec)) {
                 *slot += 1;
             }
-        }
+            Ok::<(), std::convert::Infallible>(())
+        });
+        stats.codec_records[0] += len - written;
         let frontier = self.meta.frontier();
         stats.chunk_bytes = self.chunks.bytes_below(frontier).map_err(|e| self.io("open chunk", e))?;
         stats.reclaimable = stats.chunk_bytes.saturating_sub(stats.live_bytes);

@@ -16,8 +16,8 @@ use super::readers::{self, Hold};
 use super::{Options, Zrecord};
 use crate::error::{Corruption, Error, Result};
 use crate::format::{
-    CHUNKS_MAX, DICT_FILE, DICT_TMP_FILE, Entry, Frontier, HEADER_BYTES, Header, MAGIC, META_BYTES, META_FILE,
-    META_TMP_FILE, RECORDS_MAX, VERSION, entry_offset,
+    CHUNKS_MAX, DICT_FILE, DICT_TMP_FILE, Frontier, HEADER_BYTES, Header, MAGIC, META_BYTES, META_FILE, META_TMP_FILE,
+    RECORDS_MAX, VERSION, entry_offset,
 };
 use crate::io::{FileKind, LockKind, OpenMode, Vfs, read_exact_at, read_file, write_all_at};
 
@@ -236,8 +236,6 @@ impl Zrecord {
     /// the files past the last chunk, which no readable record is in, are
     /// removed.
     fn repair_frontier(&mut self) -> Result<()> {
-        /// Entries read at once (64 KiB).
-        const REPAIR_BLOCK_ENTRIES: usize = 4096;
         let frontier = self.meta.frontier();
         let chunk_len = self.chunks.get(frontier.chunk).map_err(|e| self.io("open chunk", e))?.map(|c| c.len());
         let past = self.chunks.count_past(frontier.chunk).map_err(|e| self.io("list store directory", e))? > 0;
@@ -247,26 +245,22 @@ impl Zrecord {
         // `far`: where the frontier must be; `keep`: the last chunk's last readable byte.
         let mut far = frontier;
         let mut keep = u64::from(frontier.offset);
-        let mut block = vec![Entry::zeroed(); REPAIR_BLOCK_ENTRIES.min(self.len() as usize)];
-        for first in (0..self.len()).step_by(REPAIR_BLOCK_ENTRIES) {
-            let n = REPAIR_BLOCK_ENTRIES.min((self.len() - first) as usize);
-            self.meta.raw_entries(first, &mut block[..n]);
-            for entry in &block[..n] {
-                let (loc, end) = (entry.loc(), u64::from(entry.loc().offset) + u64::from(entry.phys_length()));
-                if entry.is_unwritten() || loc.chunk < frontier.chunk || !self.readable_end(loc.chunk, end)? {
-                    continue;
-                }
-                if loc.chunk == frontier.chunk {
-                    keep = keep.max(end);
-                }
-                let after = Frontier::after(loc, entry.phys_length());
-                // A record reaching the last possible chunk's end leaves no
-                // frontier past it: the store is full (appends fail).
-                if after > far && u32::from(after.chunk) < CHUNKS_MAX {
-                    far = after;
-                }
+        self.meta.try_for_each_written_entry(self.len(), |_, entry| {
+            let (loc, end) = (entry.loc(), u64::from(entry.loc().offset) + u64::from(entry.phys_length()));
+            if loc.chunk < frontier.chunk || !self.readable_end(loc.chunk, end)? {
+                return Ok(());
             }
-        }
+            if loc.chunk == frontier.chunk {
+                keep = keep.max(end);
+            }
+            let after = Frontier::after(loc, entry.phys_length());
+            // A record reaching the last possible chunk's end leaves no
+            // frontier past it: the store is full (appends fail).
+            if after > far && u32::from(after.chunk) < CHUNKS_MAX {
+                far = after;
+            }
+            Ok(())
+        })?;
         self.meta.move_frontier(far).map_err(|e| self.sync_failed(e))?;
         if chunk_len.is_some_and(|len| keep < len) {
             // Nothing a durable entry points to lies past `keep`.
