@@ -14,8 +14,10 @@ use crate::error::{Error, Result};
 /// loom, which must see every thread).
 const PARALLEL_BYTES_MIN: usize = if cfg!(loom) { usize::MAX } else { 128 << 10 };
 
-/// Tasks per thread a batched gather is cut into: one task's records are
-/// decoded while another's reads are in flight.
+/// Tasks per thread a batched gather is cut into. Records are decoded as
+/// their reads complete (`batch.rs`); a second task per thread keeps the
+/// device busy while the first's last reads drain. One task per thread
+/// measured no better (`docs/benchmarks.md`, "Cold cache").
 const BATCHED_TASKS_PER_THREAD: usize = 2;
 
 impl Zrecord {
