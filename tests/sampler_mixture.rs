@@ -231,11 +231,10 @@ fn bad_weights_and_schedules_are_refused() {
         seg(&[(0, vec![1.0]), (5, vec![1.0]), (5, vec![2.0])]),
         SamplerError::ScheduleOrder { segment: 2, start: 5, after: Some(5) }
     );
-    assert_eq!(seg(&[(0, vec![1.0, 2.0]), (5, vec![1.0])]), SamplerError::WeightCount {
-        segment: 1,
-        expected: 2,
-        got: 1
-    });
+    assert_eq!(
+        seg(&[(0, vec![1.0, 2.0]), (5, vec![1.0])]),
+        SamplerError::WeightCount { segment: 1, expected: 2, got: 1 }
+    );
     assert!(matches!(seg(&[(0, vec![1.0]), (3, vec![f64::NAN])]), SamplerError::BadWeight { segment: 1, .. }));
     assert_eq!(seg(&[(0, vec![1.0]), (u64::MAX, vec![1.0])]), SamplerError::PositionOverflow { step: u64::MAX });
     assert_eq!(Schedule::new(0, &[(0, vec![1.0])]).unwrap_err(), SamplerError::ZeroBatch);

@@ -150,6 +150,33 @@ impl Dataset {
         Ok(out)
     }
 
+    /// One batch of several datasets' records, part after part (a
+    /// mixture's batch), each gathered straight into its place. The
+    /// datasets must share dtype and shape. An error names the part.
+    pub(crate) fn gather_parts(
+        parts: &[(&Dataset, &[u64])],
+        pool: Option<&Arc<Pool>>,
+    ) -> Result<Tensor, (usize, DatasetError)> {
+        let Some(&(first, _)) = parts.first() else {
+            return Err((0, DatasetError::InvalidArgument("a batch of no part".into())));
+        };
+        for (k, &(dataset, _)) in parts.iter().enumerate() {
+            if (dataset.dtype(), dataset.shape()) != (first.dtype(), first.shape()) {
+                let why = format!("{} holds other records than {}", dataset.path().display(), first.path().display());
+                return Err((k, DatasetError::InvalidArgument(why)));
+            }
+        }
+        let records = parts.iter().map(|(_, indices)| indices.len()).sum();
+        let mut out = Tensor::pooled(first.dtype(), &first.batch_shape(records), pool).map_err(|e| (0, e))?;
+        let mut rest = out.as_bytes_mut();
+        for (k, &(dataset, indices)) in parts.iter().enumerate() {
+            let (dst, tail) = rest.split_at_mut(indices.len() * first.record_bytes);
+            dataset.gather_bytes(indices, dst).map_err(|e| (k, e))?;
+            rest = tail;
+        }
+        Ok(out)
+    }
+
     /// Record `index`, a tensor of the record's shape.
     pub fn get(&self, index: u64) -> Result<Tensor, DatasetError> {
         let mut out = self.gather(&[index])?;

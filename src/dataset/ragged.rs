@@ -304,21 +304,53 @@ impl RaggedDataset {
     }
 
     pub(crate) fn gather_pooled(&self, indices: &[u64], pool: Option<&Arc<Pool>>) -> Result<Ragged, DatasetError> {
-        let lens = self.byte_lengths(indices)?;
-        let mut offsets = Vec::with_capacity(indices.len());
-        let mut row_splits = Vec::with_capacity(indices.len() + 1);
+        RaggedDataset::gather_parts(&[(self, indices)], pool).map_err(|(_, e)| e)
+    }
+
+    /// One packed batch of several datasets' records, part after part
+    /// (a mixture's batch), each decoded straight into its place. The
+    /// datasets must share dtype and item shape. An error names the part.
+    pub(crate) fn gather_parts(
+        parts: &[(&RaggedDataset, &[u64])],
+        pool: Option<&Arc<Pool>>,
+    ) -> Result<Ragged, (usize, DatasetError)> {
+        let Some(&(first, _)) = parts.first() else {
+            return Err((0, DatasetError::InvalidArgument("a batch of no part".into())));
+        };
+        let records: usize = parts.iter().map(|(_, indices)| indices.len()).sum();
+        let mut lens = Vec::with_capacity(parts.len());
+        let mut row_splits = Vec::with_capacity(records + 1);
         let mut at = 0u64;
         row_splits.push(0);
-        for &len in &lens {
-            offsets.push(at);
-            at += u64::from(len);
-            row_splits.push(at / self.row_bytes as u64);
+        for (k, &(dataset, indices)) in parts.iter().enumerate() {
+            if (dataset.dtype(), dataset.item_shape()) != (first.dtype(), first.item_shape()) {
+                let why = format!("{} holds other rows than {}", dataset.path().display(), first.path().display());
+                return Err((k, DatasetError::InvalidArgument(why)));
+            }
+            let part = dataset.byte_lengths(indices).map_err(|e| (k, e))?;
+            for &len in &part {
+                at += u64::from(len);
+                row_splits.push(at / first.row_bytes as u64);
+            }
+            lens.push(part);
         }
-        let total_rows = usize::try_from(at / self.row_bytes as u64)
-            .map_err(|_| DatasetError::InvalidArgument("batch too large".into()))?;
-        let shape: Vec<usize> = std::iter::once(total_rows).chain(self.item_shape().iter().copied()).collect();
-        let mut values = Tensor::pooled(self.dtype(), &shape, pool)?;
-        self.store.gather_var(indices, values.as_bytes_mut(), &offsets, &lens)?;
+        let total_rows = usize::try_from(at / first.row_bytes as u64)
+            .map_err(|_| (0, DatasetError::InvalidArgument("batch too large".into())))?;
+        let shape: Vec<usize> = std::iter::once(total_rows).chain(first.item_shape().iter().copied()).collect();
+        let mut values = Tensor::pooled(first.dtype(), &shape, pool).map_err(|e| (0, e))?;
+        let mut rest = values.as_bytes_mut();
+        for (k, (&(dataset, indices), part)) in parts.iter().zip(&lens).enumerate() {
+            let bytes: usize = part.iter().map(|&l| l as usize).sum();
+            let (dst, tail) = rest.split_at_mut(bytes);
+            let mut offsets = Vec::with_capacity(part.len());
+            let mut offset = 0u64;
+            for &len in part {
+                offsets.push(offset);
+                offset += u64::from(len);
+            }
+            dataset.store.gather_var(indices, dst, &offsets, part).map_err(|e| (k, e.into()))?;
+            rest = tail;
+        }
         Ok(Ragged { values, row_splits })
     }
 

@@ -27,8 +27,8 @@
 //! methods are sequential); this one is exact in integer arithmetic and
 //! costs O(sources) for any `n`, with no replay.
 //!
-//! Weights are positive and finite. Integer weights (up to 2^53) are used
-//! as they are; weights that are whole at some power of ten up to 10^9
+//! Weights are positive and finite. Integer weights (up to 2^53, summing
+//! below 2^62) are used as they are; weights that are whole at some power of ten up to 10^9
 //! (0.7, 0.3: to a few units in the last place) are scaled to those
 //! integers; any other set is scaled so the
 //! largest is 2^40 and rounded (each proportion then within 2^-40 of the
@@ -171,7 +171,9 @@ fn integer_weights(weights: &[f64]) -> Result<Vec<u64>, SamplerError> {
     let max = weights.iter().copied().fold(0.0, f64::max);
     for digits in 0..=9 {
         let scale = 10f64.powi(digits);
-        if max * scale > EXACT {
+        // Each whole weight exact in an f64, and their sum (every node's
+        // weight) below 2^62, so that `share` stays inside a u128.
+        if max * scale > EXACT || max * scale * weights.len() as f64 > (1u64 << 62) as f64 {
             break;
         }
         let whole: Option<Vec<u64>> = weights
@@ -192,7 +194,11 @@ fn integer_weights(weights: &[f64]) -> Result<Vec<u64>, SamplerError> {
         .enumerate()
         .map(|(source, &w)| {
             let scaled = (w / max * SCALE).round();
-            if scaled < 1.0 { Err(SamplerError::BadWeight { segment: 0, source, weight: w }) } else { Ok(scaled as u64) }
+            if scaled < 1.0 {
+                Err(SamplerError::BadWeight { segment: 0, source, weight: w })
+            } else {
+                Ok(scaled as u64)
+            }
         })
         .collect()
 }
