@@ -103,6 +103,12 @@ impl Mixture {
         &self.schedule
     }
 
+    /// Checks the sources against each other and the weights, as `build`
+    /// does (which checks them again against its batch size and hosts).
+    pub fn check(&self) -> Result<(), LoaderError> {
+        self.clone().plan(1, Mode::Iid, 0).map(|_| ())
+    }
+
     /// Checks the sources against each other and makes the sampler.
     pub(super) fn plan(self, batch: usize, mode: Mode, seed: u64) -> Result<Mixed, LoaderError> {
         let Some((first, _)) = self.sources.first() else {
