@@ -338,6 +338,7 @@ impl RaggedDataset {
             .map_err(|_| (0, DatasetError::InvalidArgument("batch too large".into())))?;
         let shape: Vec<usize> = std::iter::once(total_rows).chain(first.item_shape().iter().copied()).collect();
         let mut values = Tensor::pooled(first.dtype(), &shape, pool).map_err(|e| (0, e))?;
+        let mut slots = Vec::with_capacity(parts.len());
         let mut rest = values.as_bytes_mut();
         for (k, (&(dataset, indices), part)) in parts.iter().zip(&lens).enumerate() {
             let bytes: usize = part.iter().map(|&l| l as usize).sum();
@@ -348,9 +349,10 @@ impl RaggedDataset {
                 offsets.push(offset);
                 offset += u64::from(len);
             }
-            dataset.store.gather_var(indices, dst, &offsets, part).map_err(|e| (k, e.into()))?;
+            slots.push(Slot { part: k, dataset, indices, lens: part, offsets, dst });
             rest = tail;
         }
+        gather_slots(&mut slots)?;
         Ok(Ragged { values, row_splits })
     }
 
@@ -394,5 +396,28 @@ impl RaggedDataset {
     /// Record `index` as a `[rows, *item_shape]` tensor.
     pub fn get(&self, index: u64) -> Result<Tensor, DatasetError> {
         Ok(self.gather(&[index])?.values)
+    }
+}
+
+/// A part of a [`RaggedDataset::gather_parts`], its bytes laid out.
+struct Slot<'a> {
+    part: usize,
+    dataset: &'a RaggedDataset,
+    indices: &'a [u64],
+    lens: &'a [u32],
+    offsets: Vec<u64>,
+    dst: &'a mut [u8],
+}
+
+/// Gathers every slot, the parts at once (halves joined on rayon's pool).
+fn gather_slots(slots: &mut [Slot<'_>]) -> Result<(), (usize, DatasetError)> {
+    match slots {
+        [] => Ok(()),
+        [s] => s.dataset.store.gather_var(s.indices, s.dst, &s.offsets, s.lens).map_err(|e| (s.part, e.into())),
+        _ => {
+            let (a, b) = slots.split_at_mut(slots.len() / 2);
+            let (ra, rb) = crate::sync::join(|| gather_slots(a), || gather_slots(b));
+            ra.and(rb)
+        }
     }
 }
