@@ -43,7 +43,7 @@ fn fixture() -> Fixture {
     let p = |n: &str| dir.path().join(n);
     write_dataset(p("f32"), &vec![0f32; 500], &[], &opts).unwrap();
     write_dataset(p("pairs"), &vec![0i64; 1000], &[2], &opts).unwrap();
-    write_ragged(p("ragged"), &[], &vec![vec![1i64]; 500], &opts).unwrap();
+    write_ragged(p("ragged"), &[], vec![vec![1i64]; 500], &opts).unwrap();
     Fixture {
         f32s: Arc::new(Dataset::open(p("f32")).unwrap()),
         pairs: Arc::new(Dataset::open(p("pairs")).unwrap()),

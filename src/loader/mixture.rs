@@ -42,9 +42,12 @@ use crate::sampler::{Draw, MixedSampler, Mode};
 /// streams. See the [module docs](self).
 #[derive(Clone, Debug)]
 pub struct Mixture {
-    sources: Vec<(Vec<(String, Stream)>, Option<Mode>)>,
+    sources: Vec<Source>,
     schedule: Vec<(u64, Vec<f64>)>,
 }
+
+/// One source: its streams by name, and its mode if not the loader's.
+type Source = (Vec<(String, Stream)>, Option<Mode>);
 
 impl Mixture {
     /// A mixture with `weights` from step 0 on, one per source (added with
