@@ -28,11 +28,10 @@
 //! costs O(sources) for any `n`, with no replay.
 //!
 //! Weights are positive and finite. Integer weights (up to 2^53, summing
-//! below 2^62) are used as they are; weights that are whole at some power of ten up to 10^9
-//! (0.7, 0.3: to a few units in the last place) are scaled to those
-//! integers; any other set is scaled so the
-//! largest is 2^40 and rounded (each proportion then within 2^-40 of the
-//! given one).
+//! below 2^62) are used as they are; weights that are whole at some power
+//! of ten up to 10^9 (0.7, 0.3: to a few units in the last place) are
+//! scaled to those integers; any other set is scaled so the largest is
+//! 2^40 and rounded (each proportion then within 2^-40 of the given one).
 
 use super::error::SamplerError;
 
