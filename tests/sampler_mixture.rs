@@ -17,6 +17,7 @@ fn weight_sets() -> Vec<Vec<f64>> {
         vec![1.0, 2.0, 100.0],
         vec![1.0, 10.0, 100.0, 1000.0],
         vec![1e-3, 1.0, 1.0, 2.0],
+        vec![1.0, 2.0, 4.0, 8.0],
         vec![0.37, std::f64::consts::PI, 2.0, 0.001, 9.5],
         vec![1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
     ]
@@ -81,12 +82,12 @@ fn every_window_of_steps_is_within_the_bound() {
 }
 
 #[test]
-fn two_sources_are_within_one_and_three_within_two() {
+fn two_sources_are_within_one_and_three_or_four_within_two() {
     for weights in weight_sets() {
         let a = Allocation::new(&weights).unwrap();
         let limit = match weights.len() {
             2 => 1.0,
-            3 => 2.0,
+            3 | 4 => 2.0,
             _ => continue,
         };
         for i in 0..weights.len() {

@@ -3,8 +3,9 @@
 //! proportions.
 //!
 //! The sources are the leaves of a binary tree built by Huffman's rule
-//! (the two lightest nodes merged first, ties to the lower index), each
-//! node weighing the sum of its leaves. The root's count is `n`; a node's
+//! (the two lightest nodes merged first, ties to the lower index; for four
+//! sources, the pairing of two pairs instead when its largest bound is
+//! smaller), each node weighing the sum of its leaves. The root's count is `n`; a node's
 //! count `N` goes to its children as `round(N * w_left / w)` (half up) and
 //! the rest. So:
 //!
@@ -18,9 +19,10 @@
 //!   share by less than its [`bound`](Allocation::bound), `sum over the
 //!   nodes from the source up to a child of the root of w_i / w_node`: each
 //!   rounding on the way adds less than one to the window's error, scaled
-//!   by the share of the source below it. Two sources: below 1. Three:
-//!   below 2. Huffman's rule makes node weights grow at least like the
-//!   Fibonacci numbers up the tree, so every bound is below 3.36.
+//!   by the share of the source below it. Two sources: below 1. Three or
+//!   four: below 2 (every source at depth 2 at most). Huffman's rule makes
+//!   node weights grow at least like the Fibonacci numbers up the tree, so
+//!   every bound is below 3.36.
 //!
 //! No closed form gives every count within 1 of exact at every `n` for
 //! three or more sources and keeps them monotone (the house-monotone quota
@@ -67,9 +69,10 @@ impl Allocation {
     pub fn new(weights: &[f64]) -> Result<Allocation, SamplerError> {
         let integers = integer_weights(weights)?;
         let sources = integers.len();
-        let mut nodes: Vec<Node> = integers.iter().map(|&weight| Node { weight, children: None }).collect();
+        let leaves: Vec<Node> = integers.iter().map(|&weight| Node { weight, children: None }).collect();
         // Huffman: repeatedly merge the two lightest open nodes (lower node
         // number first on ties). O(sources^2), once per weight vector.
+        let mut nodes = leaves.clone();
         let mut open: Vec<usize> = (0..sources).collect();
         while open.len() > 1 {
             let a = take_lightest(&mut open, &nodes);
@@ -78,7 +81,28 @@ impl Allocation {
             nodes.push(Node { weight, children: Some((a, b)) });
             open.push(nodes.len() - 1);
         }
-        Ok(Allocation { nodes, sources })
+        let mut best = Allocation { nodes, sources };
+        // Four sources: each pairing puts every source at depth 2, where
+        // its bound is below 2 (Huffman's chain can reach 2.5); the pairing
+        // with the smallest largest bound is taken if it beats Huffman's.
+        if sources == 4 {
+            for (a, b, c, d) in [(0, 1, 2, 3), (0, 2, 1, 3), (0, 3, 1, 2)] {
+                let mut nodes = leaves.clone();
+                let (left, right) = (integers[a] + integers[b], integers[c] + integers[d]);
+                nodes.push(Node { weight: left, children: Some((a, b)) });
+                nodes.push(Node { weight: right, children: Some((c, d)) });
+                nodes.push(Node { weight: left + right, children: Some((4, 5)) });
+                let pairing = Allocation { nodes, sources };
+                if pairing.largest_bound() < best.largest_bound() {
+                    best = pairing;
+                }
+            }
+        }
+        Ok(best)
+    }
+
+    fn largest_bound(&self) -> f64 {
+        (0..self.sources).filter_map(|i| self.bound(i)).fold(0.0, f64::max)
     }
 
     /// The number of sources.
@@ -218,12 +242,24 @@ mod tests {
 
     #[test]
     fn a_huffman_tree_merges_the_lightest_first() {
-        let a = Allocation::new(&[1.0, 10.0, 100.0, 1000.0]).unwrap();
+        let a = Allocation::new(&[1.0, 10.0, 100.0, 1000.0, 10000.0]).unwrap();
         let weights: Vec<u64> = a.nodes.iter().map(|n| n.weight).collect();
-        assert_eq!(weights, [1, 10, 100, 1000, 11, 111, 1111]);
-        assert!((a.bound(1).unwrap() - (1.0 + 10.0 / 11.0 + 10.0 / 111.0)).abs() < 1e-12);
-        assert_eq!(a.bound(3).unwrap(), 1.0);
-        assert_eq!(a.bound(4), None);
+        assert_eq!(weights, [1, 10, 100, 1000, 10000, 11, 111, 1111, 11111]);
+        assert!((a.bound(1).unwrap() - (1.0 + 10.0 / 11.0 + 10.0 / 111.0 + 10.0 / 1111.0)).abs() < 1e-12);
+        assert_eq!(a.bound(4).unwrap(), 1.0);
+        assert_eq!(a.bound(5), None);
+    }
+
+    #[test]
+    fn four_sources_take_a_pairing_when_huffman_chains_them() {
+        // Huffman: ((1, 1000), 1000), 2000): source 1 at depth 3, bound 2.4985.
+        let a = Allocation::new(&[1.0, 1000.0, 1000.0, 2000.0]).unwrap();
+        let weights: Vec<u64> = a.nodes.iter().map(|n| n.weight).collect();
+        assert_eq!(weights, [1, 1000, 1000, 2000, 1001, 3000, 4001]);
+        assert!(a.largest_bound() < 2.0);
+        // Where Huffman is already better, it stays.
+        let b = Allocation::new(&[1.0, 1.0, 1.0, 100.0]).unwrap();
+        assert_eq!(b.nodes.iter().map(|n| n.weight).collect::<Vec<_>>(), [1, 1, 1, 100, 2, 3, 103]);
     }
 
     #[test]
