@@ -4,10 +4,10 @@
 //! (one dataset per stream name). Each step's samples are shared out among
 //! the sources by the [`MixedSampler`] (proportions exact over every window
 //! of steps, up to a bound: below 1 sample for two sources, 2 for three
-//! or four); each source's
-//! records come from its own sampler, in its own mode. The loader's batch
-//! holds this host's samples source after source, one column per stream
-//! name, and [`Batch::source`] says which source each record is from.
+//! or four); each source's records come from its own sampler, in its own
+//! mode. The loader's batch holds this host's samples source after source,
+//! one column per stream name, and [`Batch::source`] says which source
+//! each record is from.
 //!
 //! ```
 //! use loaderx::dataset::{Dataset, WriteOptions, write_dataset};
