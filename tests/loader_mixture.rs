@@ -300,3 +300,49 @@ fn bad_mixtures_are_refused() {
     let mut far = loader(mixture(&f, &[1.0, 1.0]), 8).start_step(u64::MAX).build().unwrap();
     assert!(matches!(far.next_batch().unwrap_err(), LoaderError::Sampler(SamplerError::PositionOverflow { .. })));
 }
+
+#[test]
+fn a_bad_record_of_one_source_is_the_error_of_its_step_naming_the_source() {
+    let f = fixture();
+    let dir = tempfile::tempdir().unwrap();
+    let values: Vec<i64> = (0..10).collect();
+    write_dataset(dir.path(), &values, &[], &WriteOptions::default()).unwrap();
+    // Record 10 has the wrong length for the schema's `<i8` scalars.
+    loaderx::Zrecord::open(dir.path()).unwrap().append(&[0u8; 4], 1, 4, loaderx::Codec::Raw).unwrap();
+    let bad = Arc::new(Dataset::open(dir.path()).unwrap());
+    let m = Mixture::new([1.0, 1.0]).source([("v", f.v[0].clone())]).source_in_mode([("v", bad)], Mode::Sequential);
+    // Batch 4, two per source: source 1's records 0, 1 | 2, 3 | ... | 10 at step 5.
+    let mut l = DataLoader::builder().mixture(m).batch_size(4).num_workers(2).build().unwrap();
+    for step in 0..5 {
+        assert_eq!(l.next_batch().unwrap().step(), step);
+    }
+    match l.next_batch().unwrap_err() {
+        LoaderError::Gather { step: 5, stream, source: loaderx::dataset::DatasetError::Store(e) } => {
+            assert_eq!(stream, "v (source 1)");
+            assert!(matches!(e, loaderx::Error::LengthMismatch { index: 10, .. }), "{e}");
+        }
+        e => panic!("{e}"),
+    }
+    assert!(matches!(l.next_batch().unwrap_err(), LoaderError::Stopped));
+}
+
+#[test]
+fn a_transform_sees_the_source_and_packing_works_on_a_mixture() {
+    let f = fixture();
+    let m = Mixture::new([1.0, 1.0]).source([("t", f.t[0].clone())]).source([("t", f.t[2].clone())]);
+    let l = DataLoader::builder()
+        .mixture(m)
+        .batch_size(32)
+        .transform(|b: Batch| {
+            assert_eq!(b.source().map(<[u32]>::len), Some(32));
+            loaderx::loader::pack_transform("t", 16, false)(b)
+        })
+        .build()
+        .unwrap();
+    for b in take(l, 5) {
+        assert_eq!(b.source().unwrap().len(), 32, "the source survives the transform");
+        let tokens = b.dense("t").unwrap();
+        assert_eq!(tokens.shape()[1], 16);
+        assert!(b.dense("t_segment_ids").is_some());
+    }
+}
