@@ -7,11 +7,13 @@
 //! ```
 //!
 //! Loader: 20,000 records of 4,096 bytes (1,024 mildly compressible
-//! float32), batch 256, 4 workers, cyclic; the mixture's sources hold the
-//! same records split 10,000 / 3,334 / 6,666. Each round times `--batches`
-//! batches of each loader, the order alternating round to round, after a
-//! warm-up of 50 batches; the figure is the median per-round ratio of the
-//! mixture's time per batch to the single dataset's (and its range), in
+//! float32), batch 256, 4 workers, cyclic; three loaders: the dataset, a
+//! mixture of that one dataset (weight 1: the mixture's own machinery), and
+//! a mixture of three datasets holding the same records split 10,000 /
+//! 3,334 / 6,666. Each round times `--batches` batches of each loader, the
+//! order rotating round to round, after a warm-up of 50 batches; the figure
+//! is the median per-round ratio of a mixture's time per batch to the
+//! single dataset's (and its range), in
 //! wall time and in the process's CPU time (all threads: less sensitive
 //! to other work on a shared machine).
 //! Sampler: `MixedSampler::draw` against `ShardedSampler::fill` of the
@@ -62,7 +64,11 @@ fn time_batches(loader: &mut DataLoader, n: usize) -> Res<(f64, f64)> {
     Ok((t0.elapsed().as_secs_f64() / n as f64, (cpu_seconds() - c0) / n as f64))
 }
 
-fn loaders(dir: &std::path::Path, codec: Codec) -> Res<(DataLoader, DataLoader)> {
+/// The loaders compared: one dataset, a mixture of that one dataset (the
+/// mixture's own machinery), a mixture of three parts of it.
+const NAMES: [&str; 3] = ["one dataset", "mixture of 1", "mixture of 3"];
+
+fn loaders(dir: &std::path::Path, codec: Codec) -> Res<Vec<DataLoader>> {
     let data = common::float_data(RECORDS, FLOATS);
     let opts = WriteOptions { codec, ..WriteOptions::default() };
     let whole = dir.join(format!("whole-{codec:?}"));
@@ -76,37 +82,42 @@ fn loaders(dir: &std::path::Path, codec: Codec) -> Res<(DataLoader, DataLoader)>
     }
     let builder = || DataLoader::builder().batch_size(BATCH).num_workers(4).mode(Mode::Cyclic).seed(3);
     let one = builder().stream("x", Dataset::open(&whole)?).build()?;
+    let single = builder().mixture(Mixture::new([1.0]).source([("x", Dataset::open(&whole)?)])).build()?;
     let mixed = builder().mixture(mixture).build()?;
-    Ok((one, mixed))
+    Ok(vec![one, single, mixed])
 }
 
 fn bench_loader(codec: Codec, rounds: usize, batches: usize) -> Res<()> {
     let dir = tempfile::tempdir()?;
-    let (mut one, mut mixed) = loaders(dir.path(), codec)?;
-    time_batches(&mut one, 50)?;
-    time_batches(&mut mixed, 50)?;
-    let mut rows: [Vec<f64>; 6] = Default::default(); // wall one, mixed, ratio; cpu one, mixed, ratio
+    let mut loaders = loaders(dir.path(), codec)?;
+    for l in &mut loaders {
+        time_batches(l, 50)?;
+    }
+    // [loader] -> per-round (wall, cpu) seconds per batch.
+    let mut times: Vec<Vec<(f64, f64)>> = vec![Vec::new(); loaders.len()];
     for round in 0..rounds {
-        let (a, b) = if round % 2 == 0 {
-            let a = time_batches(&mut one, batches)?;
-            (a, time_batches(&mut mixed, batches)?)
-        } else {
-            let b = time_batches(&mut mixed, batches)?;
-            (time_batches(&mut one, batches)?, b)
-        };
-        for (k, v) in [a.0 * 1e6, b.0 * 1e6, b.0 / a.0, a.1 * 1e6, b.1 * 1e6, b.1 / a.1].into_iter().enumerate() {
-            rows[k].push(v);
+        // The order rotates: each loader goes first, second and third in turn.
+        for k in 0..loaders.len() {
+            let at = (round + k) % loaders.len();
+            let t = time_batches(&mut loaders[at], batches)?;
+            times[at].push(t);
         }
     }
     let range = |v: &[f64]| v.iter().fold((f64::MAX, f64::MIN), |(l, h), &r| (l.min(r), h.max(r)));
-    for (what, at) in [("wall", 0), ("cpu", 3)] {
-        let (lo, hi) = range(&rows[at + 2]);
-        println!(
-            "loader {codec:?} {what}: one dataset {:.0} us/batch, mixture of 3 {:.0} us/batch, mixture / one {:.3} (range {lo:.3}..{hi:.3}, {rounds} rounds)",
-            median(rows[at].clone()),
-            median(rows[at + 1].clone()),
-            median(rows[at + 2].clone()),
-        );
+    for (what, pick) in [("wall", 0), ("cpu", 1)] {
+        let of = |k: usize| -> Vec<f64> { times[k].iter().map(|t| if pick == 0 { t.0 } else { t.1 }).collect() };
+        let mut line = format!("loader {codec:?} {what}: {} {:.0} us/batch", NAMES[0], median(of(0)) * 1e6);
+        for k in 1..loaders.len() {
+            let ratios: Vec<f64> = of(k).iter().zip(of(0)).map(|(x, one)| x / one).collect();
+            let (lo, hi) = range(&ratios);
+            line += &format!(
+                "; {} {:.0} us/batch, / one {:.3} (range {lo:.3}..{hi:.3})",
+                NAMES[k],
+                median(of(k)) * 1e6,
+                median(ratios.clone())
+            );
+        }
+        println!("{line} ({rounds} rounds)");
     }
     Ok(())
 }
