@@ -251,7 +251,9 @@ enum Source {
 
 /// An endless loader over named streams (the reference's
 /// `loaderx.DataLoader`): each batch is a dict with one entry per stream,
-/// every stream gathered at the same indices. Extra keyword arguments:
+/// every stream gathered at the same indices. `streams` may also be a
+/// `Mixture` (several sources by weights; each batch's `source` names the
+/// source of each record). Extra keyword arguments:
 /// `shard_index` / `shard_count` (this host's slice of every global batch)
 /// and `start_step` (resume where a run stopped: `loader.step`).
 ///

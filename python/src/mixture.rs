@@ -61,10 +61,12 @@ impl Mixture {
         Ok(mixture)
     }
 
-    /// The sources: a list of stream dicts.
+    /// The sources: a new list of new stream dicts (changing them does not
+    /// change the mixture).
     #[getter]
-    fn sources<'py>(&self, py: Python<'py>) -> Bound<'py, PyList> {
-        self.sources.bind(py).clone()
+    fn sources<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let copies = self.sources.bind(py).iter().map(|d| d.call_method0("copy")).collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, copies)
     }
 
     /// The weights from step 0.

@@ -137,6 +137,8 @@ def test_a_source_may_sample_in_its_own_mode(sources):
 
 def test_a_mixture_and_its_loader_pickle(sources):
     mixture = Mixture(sources, [3, 1, 2], schedule=[(7, [1, 1, 1])], modes=[None, 2, 1])
+    mixture.sources[0]["w"] = sources[0]["v"]
+    assert list(mixture.sources[0]) == ["v", "t"], "the sources are copies"
     back = pickle.loads(pickle.dumps(mixture))
     assert (back.weights, back.schedule, back.modes, len(back)) == ([3, 1, 2], [(7, [1, 1, 1])], [None, 2, 1], 3)
     loader = DataLoader(mixture, num_workers=1, batch_size=16, mode=2, seed=1)
