@@ -304,7 +304,34 @@ impl RaggedDataset {
     }
 
     pub(crate) fn gather_pooled(&self, indices: &[u64], pool: Option<&Arc<Pool>>) -> Result<Ragged, DatasetError> {
-        RaggedDataset::gather_parts(&[(self, indices)], pool).map_err(|(_, e)| e)
+        let lens = self.byte_lengths(indices)?;
+        let mut offsets = Vec::with_capacity(indices.len());
+        let mut row_splits = Vec::with_capacity(indices.len() + 1);
+        let mut at = 0u64;
+        row_splits.push(0);
+        for &len in &lens {
+            offsets.push(at);
+            at += u64::from(len);
+            row_splits.push(at / self.row_bytes as u64);
+        }
+        let total_rows = usize::try_from(at / self.row_bytes as u64)
+            .map_err(|_| DatasetError::InvalidArgument("batch too large".into()))?;
+        let shape: Vec<usize> = std::iter::once(total_rows).chain(self.item_shape().iter().copied()).collect();
+        let mut values = Tensor::pooled(self.dtype(), &shape, pool)?;
+        self.store.gather_var(indices, values.as_bytes_mut(), &offsets, &lens)?;
+        Ok(Ragged { values, row_splits })
+    }
+
+    /// The records `indices` into `dst`, record `k` at `offsets[k]`, of
+    /// `lens[k]` bytes (the store's `gather_var`).
+    fn gather_var_into(
+        &self,
+        indices: &[u64],
+        dst: &mut [u8],
+        offsets: &[u64],
+        lens: &[u32],
+    ) -> Result<(), DatasetError> {
+        Ok(self.store.gather_var(indices, dst, offsets, lens)?)
     }
 
     /// One packed batch of several datasets' records, part after part
@@ -413,7 +440,7 @@ struct Slot<'a> {
 fn gather_slots(slots: &mut [Slot<'_>]) -> Result<(), (usize, DatasetError)> {
     match slots {
         [] => Ok(()),
-        [s] => s.dataset.store.gather_var(s.indices, s.dst, &s.offsets, s.lens).map_err(|e| (s.part, e.into())),
+        [s] => s.dataset.gather_var_into(s.indices, s.dst, &s.offsets, s.lens).map_err(|e| (s.part, e)),
         _ => {
             let (a, b) = slots.split_at_mut(slots.len() / 2);
             let (ra, rb) = crate::sync::join(|| gather_slots(a), || gather_slots(b));
