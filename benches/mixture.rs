@@ -107,12 +107,11 @@ fn bench_loader(codec: Codec, rounds: usize, batches: usize) -> Res<()> {
     for (what, pick) in [("wall", 0), ("cpu", 1)] {
         let of = |k: usize| -> Vec<f64> { times[k].iter().map(|t| if pick == 0 { t.0 } else { t.1 }).collect() };
         let mut line = format!("loader {codec:?} {what}: {} {:.0} us/batch", NAMES[0], median(of(0)) * 1e6);
-        for k in 1..loaders.len() {
+        for (k, name) in NAMES.iter().enumerate().skip(1) {
             let ratios: Vec<f64> = of(k).iter().zip(of(0)).map(|(x, one)| x / one).collect();
             let (lo, hi) = range(&ratios);
             line += &format!(
-                "; {} {:.0} us/batch, / one {:.3} (range {lo:.3}..{hi:.3})",
-                NAMES[k],
+                "; {name} {:.0} us/batch, / one {:.3} (range {lo:.3}..{hi:.3})",
                 median(of(k)) * 1e6,
                 median(ratios.clone())
             );

@@ -110,7 +110,7 @@ fn check_mixture(u: &mut In<'_>, seed: u64) {
     };
     assert_eq!(whole.indices.len(), batch);
     assert!(whole.sources.iter().zip(&whole.indices).all(|(&s, &i)| i < lens[s as usize]));
-    let hosts = (1..=batch).filter(|h| batch % h == 0).nth(u.below(4) as usize).unwrap_or(1);
+    let hosts = (1..=batch).filter(|&h| batch.is_multiple_of(h)).nth(u.below(4) as usize).unwrap_or(1);
     let mut joined = vec![Vec::new(); sources];
     for h in 0..hosts {
         let part = global.shard(h, hosts).expect("a divisor").draw(step).expect("inside the global batch");
