@@ -171,11 +171,35 @@ class TensorOwner:
 class Batch(dict[str, Any]):
     indices: npt.NDArray[np.uint64]
     step: int
+    source: Optional[npt.NDArray[np.uint32]]
+
+@final
+class Mixture:
+    """Sources of streams mixed by weights, in place of a DataLoader's stream dict."""
+    def __new__(
+        cls,
+        sources: Iterable[Union[Mapping[str, Union[Dataset, RaggedDataset]], Iterable[tuple[str, Union[Dataset, RaggedDataset]]]]],
+        weights: Sequence[float],
+        *,
+        schedule: Sequence[tuple[int, Sequence[float]]] = ...,
+        modes: Optional[Sequence[Optional[int]]] = None,
+    ) -> Mixture: ...
+    @property
+    def sources(self) -> list[dict[str, Union[Dataset, RaggedDataset]]]: ...
+    @property
+    def weights(self) -> list[float]: ...
+    @property
+    def schedule(self) -> list[tuple[int, list[float]]]: ...
+    @property
+    def modes(self) -> list[Optional[int]]: ...
+    def __len__(self) -> int: ...
 
 class DataLoader:
     def __init__(
         self,
-        streams: Union[Mapping[str, Union[Dataset, RaggedDataset]], Iterable[tuple[str, Union[Dataset, RaggedDataset]]]],
+        streams: Union[
+            Mapping[str, Union[Dataset, RaggedDataset]], Iterable[tuple[str, Union[Dataset, RaggedDataset]]], Mixture
+        ],
         num_workers: int = 4,
         batch_size: int = 256,
         prefetch_size: int = 4,

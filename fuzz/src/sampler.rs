@@ -4,11 +4,14 @@
 //! once; cyclic: no index twice within a cycle, every index once when the
 //! batch divides the length); `fill`, `batch`, iteration, `seek` and `nth`
 //! agree (seek equals iteration); shards are exactly the slices of the global
-//! batch; the permutation is a bijection.
+//! batch; the permutation is a bijection. Then, from the bytes left, a
+//! mixture: arbitrary weights (refused unless finite and positive), sample
+//! numbers and steps; counts that sum to `n` and grow by one source a
+//! sample, draws whose hosts' shares make the global one, indices in range.
 
 use std::collections::BTreeSet;
 
-use loaderx::sampler::{Mode, Permutation, Sampler, SamplerError};
+use loaderx::sampler::{Allocation, MixedSampler, Mode, Permutation, Sampler, SamplerError};
 
 use crate::input::In;
 
@@ -57,6 +60,69 @@ pub fn sampler(data: &[u8]) {
     }
     check(len, batch, mode, seed, step, count, index, back);
     check_permutation(len, seed, step);
+    check_mixture(&mut u, seed);
+}
+
+/// A mixture from the input's remaining bytes.
+fn check_mixture(u: &mut In<'_>, seed: u64) {
+    let sources = 1 + u.below(6) as usize;
+    let weights: Vec<f64> = (0..sources)
+        .map(|_| match u.below(4) {
+            0 => f64::from_bits(u.u64()),
+            1 => u.below(1000) as f64,
+            _ => 1.0 + u.below(1 << 20) as f64 / 1024.0,
+        })
+        .collect();
+    let allocation = match Allocation::new(&weights) {
+        Ok(a) => a,
+        Err(SamplerError::BadWeight { source, weight, .. }) => {
+            assert_eq!(weight.to_bits(), weights[source].to_bits());
+            assert!(
+                !(weight.is_finite() && weight > 0.0) || weight < 1e-12 * weights.iter().copied().fold(0.0, f64::max)
+            );
+            return;
+        }
+        Err(e) => panic!("{weights:?}: {e}"),
+    };
+    let n = match u.below(3) {
+        0 => u.below(1 << 16),
+        1 => u64::MAX - u.below(1 << 16),
+        _ => u.u64() & (u64::MAX >> 1),
+    };
+    let (mut before, mut after) = (vec![0; sources], vec![0; sources]);
+    allocation.counts(n, &mut before).expect("one slot per source");
+    assert_eq!(before.iter().sum::<u64>(), n);
+    if n < u64::MAX {
+        allocation.counts(n + 1, &mut after).expect("one slot per source");
+        let grew: Vec<usize> = (0..sources).filter(|&i| after[i] != before[i]).collect();
+        assert_eq!(grew.len(), 1, "{weights:?} at {n}");
+        assert_eq!(after[grew[0]], before[grew[0]] + 1);
+    }
+    let lens: Vec<u64> = (0..sources).map(|_| 1 + u.below(5000)).collect();
+    let modes: Vec<Mode> =
+        (0..sources).map(|_| [Mode::Sequential, Mode::Iid, Mode::Cyclic][u.below(3) as usize]).collect();
+    let batch = 1 + u.below(64) as usize;
+    let global = MixedSampler::new(&lens, &modes, seed, batch, &[(0, weights)]).expect("checked weights");
+    let step = if u.bool() { u.below(1 << 20) } else { u.u64() };
+    let Ok(whole) = global.draw(step) else {
+        assert!(u128::from(step) * batch as u128 + batch as u128 > u128::from(u64::MAX));
+        return;
+    };
+    assert_eq!(whole.indices.len(), batch);
+    assert!(whole.sources.iter().zip(&whole.indices).all(|(&s, &i)| i < lens[s as usize]));
+    let hosts = (1..=batch).filter(|&h| batch.is_multiple_of(h)).nth(u.below(4) as usize).unwrap_or(1);
+    let mut joined = vec![Vec::new(); sources];
+    for h in 0..hosts {
+        let part = global.shard(h, hosts).expect("a divisor").draw(step).expect("inside the global batch");
+        for (&s, &i) in part.sources.iter().zip(&part.indices) {
+            joined[s as usize].push(i);
+        }
+    }
+    for (s, joined) in joined.iter().enumerate() {
+        let of: Vec<u64> =
+            whole.sources.iter().zip(&whole.indices).filter(|(x, _)| **x as usize == s).map(|(_, i)| *i).collect();
+        assert_eq!(*joined, of, "source {s} over {hosts} hosts");
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

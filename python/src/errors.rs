@@ -257,6 +257,9 @@ pub fn loader_error(py: Python<'_>, e: &LoaderError) -> PyErr {
         LoaderError::NoStreams
         | LoaderError::DuplicateStream(_)
         | LoaderError::LengthMismatch(_)
+        | LoaderError::NoSources
+        | LoaderError::SourceStreams { .. }
+        | LoaderError::SourceSchema { .. }
         | LoaderError::InvalidArgument(_) => PyValueError::new_err(message),
         LoaderError::Sampler(e) => sampler_error(e),
         LoaderError::Gather { step, source, .. } => {

@@ -8,6 +8,7 @@
 //! | `Zrecord`, `ZrecordError` and its subclasses | [`store`], [`errors`] |
 //! | `Dataset`, `RaggedDataset`, `pad`, `write_dataset`, `write_ragged` | [`dataset`] |
 //! | `DataLoader` | [`loader`] |
+//! | `Mixture` | [`mixture`] |
 //! | `pack` | [`pack`] |
 //! | `Zsampler` | [`sampler`] |
 //! | NumPy arrays in and out | [`array`] |
@@ -24,6 +25,7 @@ mod dataset;
 mod errors;
 mod fork;
 mod loader;
+mod mixture;
 mod pack;
 mod pickle;
 mod sampler;
@@ -39,6 +41,7 @@ fn loaderx_rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::Dataset>()?;
     m.add_class::<dataset::RaggedDataset>()?;
     m.add_class::<loader::DataLoader>()?;
+    m.add_class::<mixture::Mixture>()?;
     m.add("Batch", loader::batch_class(m.py())?)?;
     m.add_class::<sampler::Zsampler>()?;
     m.add_class::<array::TensorOwner>()?;

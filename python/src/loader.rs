@@ -35,12 +35,13 @@ use crate::array::{from_tensor, i64_array};
 use crate::dataset::{Dataset, RaggedDataset};
 use crate::errors::{loader_error, value_error};
 use crate::fork;
+use crate::mixture::Mixture;
 use crate::sampler::mode_of;
 
 /// A stream's name and the NumPy dtype of its batches.
-struct StreamColumn {
-    name: String,
-    dtype: Py<PyArrayDescr>,
+pub(crate) struct StreamColumn {
+    pub(crate) name: String,
+    pub(crate) dtype: Py<PyArrayDescr>,
 }
 
 /// A batch of the crate's loader as the reference's dict of NumPy arrays
@@ -50,9 +51,10 @@ struct StreamColumn {
 const BATCH_PY: &std::ffi::CStr = cr#"
 class Batch(dict):
     """A batch: one entry per stream, plus ``indices`` (uint64, the records
-    it holds, in order) and ``step`` (its step) as attributes."""
+    it holds, in order), ``step`` (its step) and ``source`` (a mixture's:
+    uint32, the source of each record; otherwise None) as attributes."""
 
-    __slots__ = ("indices", "step")
+    __slots__ = ("indices", "step", "source")
 "#;
 
 static BATCH_CLASS: pyo3::sync::PyOnceLock<Py<PyType>> = pyo3::sync::PyOnceLock::new();
@@ -72,6 +74,10 @@ fn to_dict<'py>(py: Python<'py>, mut batch: Batch, columns: &[StreamColumn]) -> 
     let dict = batch_class(py)?.call0()?.cast_into::<PyDict>()?;
     dict.setattr("indices", numpy::PyArray1::from_slice(py, batch.indices()))?;
     dict.setattr("step", batch.step())?;
+    match batch.source() {
+        Some(source) => dict.setattr("source", numpy::PyArray1::from_slice(py, source))?,
+        None => dict.setattr("source", py.None())?,
+    }
     for column in columns {
         let value = match batch.remove(&column.name) {
             Some(Column::Dense(t)) => from_tensor(py, t, column.dtype.bind(py))?,
@@ -245,7 +251,9 @@ enum Source {
 
 /// An endless loader over named streams (the reference's
 /// `loaderx.DataLoader`): each batch is a dict with one entry per stream,
-/// every stream gathered at the same indices. Extra keyword arguments:
+/// every stream gathered at the same indices. `streams` may also be a
+/// `Mixture` (several sources by weights; each batch's `source` names the
+/// source of each record). Extra keyword arguments:
 /// `shard_index` / `shard_count` (this host's slice of every global batch)
 /// and `start_step` (resume where a run stopped: `loader.step`).
 ///
@@ -267,7 +275,8 @@ pub struct DataLoader {
 
 /// A loader's arguments, but `start_step` (pickling).
 struct Config {
-    streams: Py<PyDict>,
+    /// The stream dict (a copy), or the `Mixture`.
+    streams: Py<PyAny>,
     num_workers: usize,
     batch_size: usize,
     prefetch_size: usize,
@@ -278,7 +287,7 @@ struct Config {
     shard_count: usize,
 }
 
-fn streams_of<'py>(streams: &Bound<'py, PyAny>) -> PyResult<Vec<(String, Bound<'py, PyAny>)>> {
+pub(crate) fn streams_of<'py>(streams: &Bound<'py, PyAny>) -> PyResult<Vec<(String, Bound<'py, PyAny>)>> {
     let items = if streams.hasattr("items")? { streams.call_method0("items")? } else { streams.clone() };
     let mut out = Vec::new();
     for item in items.try_iter()? {
@@ -350,22 +359,31 @@ impl DataLoader {
             // In a fork child the global rayon pool has no threads: decode
             // on the workers' own (fork.rs).
             .inline_gathers(fork::forked());
-        let mut columns = Vec::new();
-        let kept = PyDict::new(py);
-        for (name, stream) in streams_of(streams)? {
-            kept.set_item(&name, &stream)?;
-            let (stream, dtype) = stream_of(py, &name, &stream)?;
-            builder = builder.stream(name.clone(), stream);
-            columns.push(StreamColumn { name, dtype });
-        }
-        if columns.is_empty() {
-            return Err(value_error("need at least one stream"));
-        }
+        let (builder, columns, kept) = match streams.cast::<Mixture>() {
+            Ok(mixture) => {
+                let (mixture, columns) = mixture.get().parts(py)?;
+                (builder.mixture(mixture), columns, streams.clone().unbind())
+            }
+            Err(_) => {
+                let mut columns = Vec::new();
+                let kept = PyDict::new(py);
+                for (name, stream) in streams_of(streams)? {
+                    kept.set_item(&name, &stream)?;
+                    let (stream, dtype) = stream_of(py, &name, &stream)?;
+                    builder = builder.stream(name.clone(), stream);
+                    columns.push(StreamColumn { name, dtype });
+                }
+                if columns.is_empty() {
+                    return Err(value_error("need at least one stream"));
+                }
+                (builder, columns, kept.into_any().unbind())
+            }
+        };
         let loader = py.detach(|| builder.build()).map_err(|e| loader_error(py, &e))?;
         let batch_len = loader.batch_len();
         let columns = Arc::new(columns);
         let config = Config {
-            streams: kept.unbind(),
+            streams: kept,
             num_workers,
             batch_size,
             prefetch_size,
@@ -486,7 +504,7 @@ impl DataLoader {
 
 /// A stream's crate handle and NumPy dtype; `TypeError` naming it if it
 /// is not a `Dataset` or `RaggedDataset` (or a subclass).
-fn stream_of(py: Python<'_>, name: &str, stream: &Bound<'_, PyAny>) -> PyResult<(Stream, Py<PyArrayDescr>)> {
+pub(crate) fn stream_of(py: Python<'_>, name: &str, stream: &Bound<'_, PyAny>) -> PyResult<(Stream, Py<PyArrayDescr>)> {
     if let Ok(d) = stream.cast::<Dataset>() {
         let d = d.get();
         return Ok((d.shared()?.into(), d.dtype_descr(py)?));

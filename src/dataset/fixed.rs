@@ -150,6 +150,35 @@ impl Dataset {
         Ok(out)
     }
 
+    /// One batch of several datasets' records, part after part (a
+    /// mixture's batch), each gathered straight into its place. The
+    /// datasets must share dtype and shape. An error names the part.
+    pub(crate) fn gather_parts(
+        parts: &[(&Dataset, &[u64])],
+        pool: Option<&Arc<Pool>>,
+    ) -> Result<Tensor, (usize, DatasetError)> {
+        let Some(&(first, _)) = parts.first() else {
+            return Err((0, DatasetError::InvalidArgument("a batch of no part".into())));
+        };
+        for (k, &(dataset, _)) in parts.iter().enumerate() {
+            if (dataset.dtype(), dataset.shape()) != (first.dtype(), first.shape()) {
+                let why = format!("{} holds other records than {}", dataset.path().display(), first.path().display());
+                return Err((k, DatasetError::InvalidArgument(why)));
+            }
+        }
+        let records = parts.iter().map(|(_, indices)| indices.len()).sum();
+        let mut out = Tensor::pooled(first.dtype(), &first.batch_shape(records), pool).map_err(|e| (0, e))?;
+        let mut slots = Vec::with_capacity(parts.len());
+        let mut rest = out.as_bytes_mut();
+        for (k, &(dataset, indices)) in parts.iter().enumerate() {
+            let (dst, tail) = rest.split_at_mut(indices.len() * first.record_bytes);
+            slots.push((k, dataset, indices, dst));
+            rest = tail;
+        }
+        gather_slots(&mut slots)?;
+        Ok(out)
+    }
+
     /// Record `index`, a tensor of the record's shape.
     pub fn get(&self, index: u64) -> Result<Tensor, DatasetError> {
         let mut out = self.gather(&[index])?;
@@ -160,5 +189,23 @@ impl Dataset {
     /// Record `index` into `dst` (exactly one record of `T`).
     pub fn get_into<T: Element>(&self, index: u64, dst: &mut [T]) -> Result<(), DatasetError> {
         self.gather_into(&[index], dst)
+    }
+}
+
+/// A part of a [`Dataset::gather_parts`]: its number, dataset, indices, bytes.
+type Slot<'a> = (usize, &'a Dataset, &'a [u64], &'a mut [u8]);
+
+/// Gathers every slot, the parts at once (halves joined on rayon's pool),
+/// so that the pool balances the parts' reads rather than finishing each
+/// part's before starting the next.
+fn gather_slots(slots: &mut [Slot<'_>]) -> Result<(), (usize, DatasetError)> {
+    match slots {
+        [] => Ok(()),
+        [(k, dataset, indices, dst)] => dataset.gather_bytes(indices, dst).map_err(|e| (*k, e)),
+        _ => {
+            let (a, b) = slots.split_at_mut(slots.len() / 2);
+            let (ra, rb) = crate::sync::join(|| gather_slots(a), || gather_slots(b));
+            ra.and(rb)
+        }
     }
 }

@@ -322,6 +322,67 @@ impl RaggedDataset {
         Ok(Ragged { values, row_splits })
     }
 
+    /// The records `indices` into `dst`, record `k` at `offsets[k]`, of
+    /// `lens[k]` bytes (the store's `gather_var`).
+    fn gather_var_into(
+        &self,
+        indices: &[u64],
+        dst: &mut [u8],
+        offsets: &[u64],
+        lens: &[u32],
+    ) -> Result<(), DatasetError> {
+        Ok(self.store.gather_var(indices, dst, offsets, lens)?)
+    }
+
+    /// One packed batch of several datasets' records, part after part
+    /// (a mixture's batch), each decoded straight into its place. The
+    /// datasets must share dtype and item shape. An error names the part.
+    pub(crate) fn gather_parts(
+        parts: &[(&RaggedDataset, &[u64])],
+        pool: Option<&Arc<Pool>>,
+    ) -> Result<Ragged, (usize, DatasetError)> {
+        let Some(&(first, _)) = parts.first() else {
+            return Err((0, DatasetError::InvalidArgument("a batch of no part".into())));
+        };
+        let records: usize = parts.iter().map(|(_, indices)| indices.len()).sum();
+        let mut lens = Vec::with_capacity(parts.len());
+        let mut row_splits = Vec::with_capacity(records + 1);
+        let mut at = 0u64;
+        row_splits.push(0);
+        for (k, &(dataset, indices)) in parts.iter().enumerate() {
+            if (dataset.dtype(), dataset.item_shape()) != (first.dtype(), first.item_shape()) {
+                let why = format!("{} holds other rows than {}", dataset.path().display(), first.path().display());
+                return Err((k, DatasetError::InvalidArgument(why)));
+            }
+            let part = dataset.byte_lengths(indices).map_err(|e| (k, e))?;
+            for &len in &part {
+                at += u64::from(len);
+                row_splits.push(at / first.row_bytes as u64);
+            }
+            lens.push(part);
+        }
+        let total_rows = usize::try_from(at / first.row_bytes as u64)
+            .map_err(|_| (0, DatasetError::InvalidArgument("batch too large".into())))?;
+        let shape: Vec<usize> = std::iter::once(total_rows).chain(first.item_shape().iter().copied()).collect();
+        let mut values = Tensor::pooled(first.dtype(), &shape, pool).map_err(|e| (0, e))?;
+        let mut slots = Vec::with_capacity(parts.len());
+        let mut rest = values.as_bytes_mut();
+        for (k, (&(dataset, indices), part)) in parts.iter().zip(&lens).enumerate() {
+            let bytes: usize = part.iter().map(|&l| l as usize).sum();
+            let (dst, tail) = rest.split_at_mut(bytes);
+            let mut offsets = Vec::with_capacity(part.len());
+            let mut offset = 0u64;
+            for &len in part {
+                offsets.push(offset);
+                offset += u64::from(len);
+            }
+            slots.push(Slot { part: k, dataset, indices, lens: part, offsets, dst });
+            rest = tail;
+        }
+        gather_slots(&mut slots)?;
+        Ok(Ragged { values, row_splits })
+    }
+
     /// Gathers records `indices` straight into a dense padded batch
     /// (`[batch, max_len, *item_shape]`), each record decoded into its own
     /// padded row in one pass; as [`pad`] of [`RaggedDataset::gather`], without
@@ -362,5 +423,28 @@ impl RaggedDataset {
     /// Record `index` as a `[rows, *item_shape]` tensor.
     pub fn get(&self, index: u64) -> Result<Tensor, DatasetError> {
         Ok(self.gather(&[index])?.values)
+    }
+}
+
+/// A part of a [`RaggedDataset::gather_parts`], its bytes laid out.
+struct Slot<'a> {
+    part: usize,
+    dataset: &'a RaggedDataset,
+    indices: &'a [u64],
+    lens: &'a [u32],
+    offsets: Vec<u64>,
+    dst: &'a mut [u8],
+}
+
+/// Gathers every slot, the parts at once (halves joined on rayon's pool).
+fn gather_slots(slots: &mut [Slot<'_>]) -> Result<(), (usize, DatasetError)> {
+    match slots {
+        [] => Ok(()),
+        [s] => s.dataset.gather_var_into(s.indices, s.dst, &s.offsets, s.lens).map_err(|e| (s.part, e)),
+        _ => {
+            let (a, b) = slots.split_at_mut(slots.len() / 2);
+            let (ra, rb) = crate::sync::join(|| gather_slots(a), || gather_slots(b));
+            ra.and(rb)
+        }
     }
 }

@@ -102,18 +102,32 @@ impl From<Ragged> for Column {
 
 /// A batch: named columns, in the order the streams were given, every one
 /// gathered at the same [`indices`](Batch::indices), so record `k` lines up
-/// across them.
+/// across them. A [mixture](super::Mixture)'s batch also says which source
+/// each record is from ([`source`](Batch::source)); its indices are within
+/// that source.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Batch {
     step: u64,
     indices: Vec<u64>,
+    source: Option<Vec<u32>>,
     columns: Vec<(String, Column)>,
 }
 
 impl Batch {
     /// An empty batch of `step` at `indices` (for tests and transforms).
     pub fn new(step: u64, indices: Vec<u64>) -> Batch {
-        Batch { step, indices, columns: Vec::new() }
+        Batch { step, indices, source: None, columns: Vec::new() }
+    }
+
+    /// A mixture's batch: `source[k]` is the source of record `k`.
+    pub fn with_source(mut self, source: Vec<u32>) -> Batch {
+        self.source = Some(source);
+        self
+    }
+
+    /// The source of each record (a mixture's batch; `None` otherwise).
+    pub fn source(&self) -> Option<&[u32]> {
+        self.source.as_deref()
     }
 
     /// `batch` with its indices set (the workers gather first, then attach them).

@@ -18,6 +18,29 @@ pub enum LoaderError {
     DuplicateStream(String),
     /// The streams differ in length; every stream with its length.
     LengthMismatch(Vec<(String, u64)>),
+    /// A mixture needs at least one source.
+    NoSources,
+    /// A mixture's source whose stream names are not source 0's.
+    SourceStreams {
+        /// The source.
+        source: usize,
+        /// Source 0's names, sorted.
+        expected: Vec<String>,
+        /// This source's names, sorted.
+        got: Vec<String>,
+    },
+    /// A mixture's source whose stream holds other records (kind, dtype,
+    /// shape) than source 0's stream of that name.
+    SourceSchema {
+        /// The source.
+        source: usize,
+        /// The stream.
+        stream: String,
+        /// Source 0's records.
+        expected: String,
+        /// This source's records.
+        got: String,
+    },
     /// The sampler refused the configuration (empty streams, batch size 0,
     /// a shard count that does not divide the batch, ...).
     Sampler(SamplerError),
@@ -78,6 +101,13 @@ impl fmt::Display for LoaderError {
             LoaderError::LengthMismatch(lengths) => {
                 let list: Vec<String> = lengths.iter().map(|(n, l)| format!("{n:?}: {l}")).collect();
                 write!(f, "all streams must have the same length, got {{{}}}", list.join(", "))
+            }
+            LoaderError::NoSources => write!(f, "a mixture needs at least one source"),
+            LoaderError::SourceStreams { source, expected, got } => {
+                write!(f, "mixture source {source} has streams {got:?}, source 0 has {expected:?}")
+            }
+            LoaderError::SourceSchema { source, stream, expected, got } => {
+                write!(f, "mixture source {source}'s stream {stream:?} holds {got}, source 0's holds {expected}")
             }
             LoaderError::Sampler(e) => write!(f, "sampler: {e}"),
             LoaderError::InvalidArgument(what) => write!(f, "invalid argument: {what}"),

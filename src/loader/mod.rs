@@ -47,6 +47,7 @@
 
 mod batch;
 mod error;
+mod mixture;
 mod pack;
 mod worker;
 
@@ -54,11 +55,12 @@ use std::sync::Arc;
 
 pub use batch::{Batch, Column, Stream};
 pub use error::{LoaderError, TransformError};
+pub use mixture::Mixture;
 pub use pack::{Packed, pack, pack_transform};
 
 use crate::dataset::Pool;
 use crate::sampler::{Mode, Sampler};
-use worker::{Job, Workers};
+use worker::{Job, Plan, Workers};
 
 /// A transform: the collate step, a batch in, a batch out, fallible.
 pub type Transform = dyn Fn(Batch) -> Result<Batch, TransformError> + Send + Sync;
@@ -66,6 +68,7 @@ pub type Transform = dyn Fn(Batch) -> Result<Batch, TransformError> + Send + Syn
 /// Settings of a [`DataLoader`]; made by [`DataLoader::builder`].
 pub struct LoaderBuilder {
     streams: Vec<(String, Stream)>,
+    mixture: Option<Mixture>,
     batch_size: usize,
     num_workers: usize,
     prefetch: Option<usize>,
@@ -82,6 +85,7 @@ impl Default for LoaderBuilder {
     fn default() -> LoaderBuilder {
         LoaderBuilder {
             streams: Vec::new(),
+            mixture: None,
             batch_size: 256,
             num_workers: 4,
             prefetch: None,
@@ -100,6 +104,7 @@ impl std::fmt::Debug for LoaderBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LoaderBuilder")
             .field("streams", &self.streams.iter().map(|(n, _)| n).collect::<Vec<_>>())
+            .field("mixture", &self.mixture.as_ref().map(|m| (m.len(), m.schedule())))
             .field("batch_size", &self.batch_size)
             .field("num_workers", &self.num_workers)
             .field("prefetch", &self.prefetch)
@@ -117,6 +122,15 @@ impl LoaderBuilder {
     /// [`RaggedDataset`](crate::dataset::RaggedDataset), owned or in an `Arc`).
     pub fn stream(mut self, name: impl Into<String>, stream: impl Into<Stream>) -> LoaderBuilder {
         self.streams.push((name.into(), stream.into()));
+        self
+    }
+
+    /// Draws the streams from the sources of `mixture`, by its weights, in
+    /// place of [`stream`](Self::stream)s (a loader takes one or the other).
+    /// Each batch says which source each record is from
+    /// ([`Batch::source`]).
+    pub fn mixture(mut self, mixture: Mixture) -> LoaderBuilder {
+        self.mixture = Some(mixture);
         self
     }
 
@@ -196,18 +210,6 @@ impl LoaderBuilder {
 
     /// Checks the settings and starts the workers.
     pub fn build(self) -> Result<DataLoader, LoaderError> {
-        if self.streams.is_empty() {
-            return Err(LoaderError::NoStreams);
-        }
-        for (k, (name, _)) in self.streams.iter().enumerate() {
-            if self.streams[..k].iter().any(|(n, _)| n == name) {
-                return Err(LoaderError::DuplicateStream(name.clone()));
-            }
-        }
-        let lengths: Vec<(String, u64)> = self.streams.iter().map(|(n, s)| (n.clone(), s.len())).collect();
-        if lengths.iter().any(|(_, l)| *l != lengths[0].1) {
-            return Err(LoaderError::LengthMismatch(lengths));
-        }
         if self.num_workers == 0 {
             return Err(LoaderError::InvalidArgument("num_workers must be at least 1".into()));
         }
@@ -215,13 +217,48 @@ impl LoaderBuilder {
         if prefetch == 0 {
             return Err(LoaderError::InvalidArgument("prefetch must be at least 1".into()));
         }
-        let sampler = Sampler::new(lengths[0].1, self.batch_size, self.mode, self.seed)?;
-        let sampler = sampler.shard(self.shard.0, self.shard.1)?;
-        let pools = self.streams.iter().map(|_| self.reuse_buffers.then(|| Pool::new(prefetch + 1))).collect();
-        let job = Job { streams: self.streams, sampler, transform: self.transform, pools };
+        let (plan, columns) = match self.mixture {
+            Some(_) if !self.streams.is_empty() => {
+                return Err(LoaderError::InvalidArgument("a loader takes streams or a mixture, not both".into()));
+            }
+            Some(mixture) => {
+                let mixed = mixture.plan(self.batch_size, self.mode, self.seed)?;
+                let mixed = mixed.shard(self.shard.0, self.shard.1)?;
+                let columns = mixed.columns();
+                (Plan::Mixed(mixed), columns)
+            }
+            None => {
+                let len = check_streams(&self.streams)?;
+                let sampler = Sampler::new(len, self.batch_size, self.mode, self.seed)?;
+                let sampler = sampler.shard(self.shard.0, self.shard.1)?;
+                let columns = self.streams.len();
+                (Plan::Streams { streams: self.streams, sampler }, columns)
+            }
+        };
+        let batch_len = plan.batch_len();
+        let pools = (0..columns).map(|_| self.reuse_buffers.then(|| Pool::new(prefetch + 1))).collect();
+        let job = Job { plan, transform: self.transform, pools };
         let workers = Workers::start(Arc::new(job), self.num_workers, prefetch, self.start_step, self.inline_gathers)?;
-        Ok(DataLoader { workers, batch_len: sampler.batch_len(), done: false })
+        Ok(DataLoader { workers, batch_len, done: false })
     }
+}
+
+/// A loader's (or a mixture source's) streams: at least one, distinct
+/// names, equal lengths. Returns the length.
+fn check_streams(streams: &[(String, Stream)]) -> Result<u64, LoaderError> {
+    if streams.is_empty() {
+        return Err(LoaderError::NoStreams);
+    }
+    for (k, (name, _)) in streams.iter().enumerate() {
+        if streams[..k].iter().any(|(n, _)| n == name) {
+            return Err(LoaderError::DuplicateStream(name.clone()));
+        }
+    }
+    let lengths: Vec<(String, u64)> = streams.iter().map(|(n, s)| (n.clone(), s.len())).collect();
+    if lengths.iter().any(|(_, l)| *l != lengths[0].1) {
+        return Err(LoaderError::LengthMismatch(lengths));
+    }
+    Ok(lengths[0].1)
 }
 
 /// The loader: an endless stream of [`Batch`]es in step order. See the

@@ -21,25 +21,37 @@ use std::thread::JoinHandle;
 use super::Transform;
 use super::batch::{Batch, Stream};
 use super::error::LoaderError;
+use super::mixture::Mixed;
 use crate::dataset::Pool;
 use crate::sampler::ShardedSampler;
 
-/// What every worker needs to produce the batch of a step.
-pub(super) struct Job {
-    pub(super) streams: Vec<(String, Stream)>,
-    pub(super) sampler: ShardedSampler,
-    pub(super) transform: Option<Arc<Transform>>,
-    /// One buffer pool per stream (`None`: no reuse).
-    pub(super) pools: Vec<Option<Arc<Pool>>>,
+/// Where a step's records come from: the loader's streams, or a mixture.
+pub(super) enum Plan {
+    /// Every stream gathered at the sampler's indices.
+    Streams { streams: Vec<(String, Stream)>, sampler: ShardedSampler },
+    /// The sources of a mixture.
+    Mixed(Mixed),
 }
 
-impl Job {
-    /// The batch of `step`: sample, gather every stream, transform.
-    fn produce(&self, step: u64) -> Result<Batch, LoaderError> {
-        let mut indices = vec![0u64; self.sampler.batch_len()];
-        self.sampler.fill(step, &mut indices)?;
+impl Plan {
+    /// Records per batch on this host.
+    pub(super) fn batch_len(&self) -> usize {
+        match self {
+            Plan::Streams { sampler, .. } => sampler.batch_len(),
+            Plan::Mixed(mixed) => mixed.sampler.batch_len(),
+        }
+    }
+
+    /// The batch of `step`, before the transform; one pool per column.
+    fn gather(&self, step: u64, pools: &[Option<Arc<Pool>>]) -> Result<Batch, LoaderError> {
+        let (streams, sampler) = match self {
+            Plan::Mixed(mixed) => return mixed.gather(step, pools),
+            Plan::Streams { streams, sampler } => (streams, sampler),
+        };
+        let mut indices = vec![0u64; sampler.batch_len()];
+        sampler.fill(step, &mut indices)?;
         let mut batch = Batch::new(step, Vec::new());
-        for ((name, stream), pool) in self.streams.iter().zip(&self.pools) {
+        for ((name, stream), pool) in streams.iter().zip(pools) {
             let column = stream.gather(&indices, pool.as_ref()).map_err(|source| LoaderError::Gather {
                 step,
                 stream: name.clone(),
@@ -47,7 +59,22 @@ impl Job {
             })?;
             batch.insert(name.clone(), column);
         }
-        let batch = Batch::with_indices(batch, indices);
+        Ok(Batch::with_indices(batch, indices))
+    }
+}
+
+/// What every worker needs to produce the batch of a step.
+pub(super) struct Job {
+    pub(super) plan: Plan,
+    pub(super) transform: Option<Arc<Transform>>,
+    /// One buffer pool per column (`None`: no reuse).
+    pub(super) pools: Vec<Option<Arc<Pool>>>,
+}
+
+impl Job {
+    /// The batch of `step`: sample, gather every stream, transform.
+    fn produce(&self, step: u64) -> Result<Batch, LoaderError> {
+        let batch = self.plan.gather(step, &self.pools)?;
         match &self.transform {
             None => Ok(batch),
             Some(f) => f(batch).map_err(|source| LoaderError::Transform { step, source }),

@@ -29,6 +29,12 @@
 //! checkpointed at step `k` on 8 hosts resumes at step `k` on 4 with the same
 //! global order. `docs/sampler.md` has the design.
 //!
+//! **Mixtures.** [`MixedSampler`] draws each step's samples from several
+//! sources by weights ([`Schedule`], [`Allocation`]): which source each
+//! sample is, and which record of it, is a pure function of `(seed, step,
+//! weights)` too, sharded and resumed the same way (`docs/loader.md`,
+//! "Mixtures").
+//!
 //! ```
 //! use loaderx::sampler::{Mode, Sampler};
 //!
@@ -41,16 +47,20 @@
 //! assert_eq!(it.step(), 3);
 //! ```
 
+mod allocation;
 mod error;
 mod feistel;
 mod hash;
 mod iid;
 mod iter;
+mod mixture;
 mod shard;
 
+pub use allocation::{Allocation, MAX_SOURCES};
 pub use error::SamplerError;
 pub use feistel::{FEISTEL_ROUNDS, Permutation};
 pub use iter::Batches;
+pub use mixture::{Draw, MixedSampler, Schedule};
 pub use shard::ShardedSampler;
 
 use hash::hash2;
@@ -183,6 +193,54 @@ impl Sampler {
     /// different batch sizes; pick a batch the host count divides).
     pub fn shard(&self, index: usize, count: usize) -> Result<ShardedSampler, SamplerError> {
         ShardedSampler::new(*self, index, count)
+    }
+
+    /// Writes positions `start .. start + out.len()` of the sampler's
+    /// stream: its batches one after the other, position `p` being slot `p %
+    /// batch_len` of the batch of step `p / batch_len` (a mixture's source
+    /// takes its `j`-th index at position `j`). Positions past `u64::MAX`
+    /// wrap to 0. O(`out.len()`), plus one permutation set-up per cycle (or,
+    /// IID, per step) the range crosses.
+    pub fn fill_stream(&self, start: u64, out: &mut [u64]) {
+        let batch_len = self.batch_len as u64;
+        let mut at = start;
+        let mut rest = out;
+        while !rest.is_empty() {
+            let (run, next) = match self.mode {
+                // Sequential: position `p` is index `p mod len`, batches or not.
+                Mode::Sequential => (rest.len() as u64, 0),
+                Mode::Cyclic => {
+                    // A cycle is `len / batch_len` whole batches: its positions are contiguous.
+                    let cycle_len = self.len / batch_len * batch_len;
+                    (cycle_len - at % cycle_len, cycle_len)
+                }
+                Mode::Iid => (batch_len - at % batch_len, batch_len),
+            };
+            let take = run.min(rest.len() as u64) as usize;
+            let (part, tail) = rest.split_at_mut(take);
+            self.fill_stream_run(at, next, part);
+            at = at.wrapping_add(take as u64);
+            rest = tail;
+        }
+    }
+
+    /// A run of [`fill_stream`](Self::fill_stream) inside one cycle (cyclic,
+    /// `unit` its length) or one batch (IID, `unit` the batch length).
+    fn fill_stream_run(&self, at: u64, unit: u64, out: &mut [u64]) {
+        match self.mode {
+            Mode::Sequential => {
+                let mut index = at % self.len;
+                for slot in out {
+                    *slot = index;
+                    index += 1;
+                    if index == self.len {
+                        index = 0;
+                    }
+                }
+            }
+            Mode::Cyclic => self.fill_permuted(hash2(self.key, at / unit), at % unit, out),
+            Mode::Iid => self.fill_range(at / unit, (at % unit) as usize, out),
+        }
     }
 
     /// Writes positions `offset .. offset + out.len()` of the batch of `step`.
