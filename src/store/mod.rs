@@ -271,6 +271,12 @@ impl Zrecord {
         (image, frontier)
     }
 
+    /// The filesystem the store is on (the real one, a remote store's, the
+    /// simulator's): to read the files beside it, `schema.json`.
+    pub fn filesystem(&self) -> &dyn Vfs {
+        self.chunks.vfs()
+    }
+
     /// The store's directory.
     pub fn path(&self) -> &Path {
         &self.path

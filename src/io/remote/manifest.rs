@@ -16,12 +16,11 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use crate::dataset::SCHEMA_FILE;
 use crate::format::{CHUNK_BYTES_MAX, CHUNKS_MAX, DICT_FILE, META_BYTES, META_FILE, chunk_file_name};
 
 /// The manifest's object name.
 pub const MANIFEST_FILE: &str = "manifest.json";
-/// The optional dataset schema a push publishes beside the store.
-pub const SCHEMA_FILE: &str = "schema.json";
 /// Largest manifest read (a store of 65,536 chunks fits in a few MiB).
 pub(crate) const MANIFEST_BYTES_MAX: u64 = 16 << 20;
 /// The `format` field.

@@ -25,7 +25,7 @@ mod manifest;
 pub mod publish;
 
 pub use fetch::{FetchCounters, ObjectRef, RemoteError, RemoteErrorKind};
-pub use manifest::{MANIFEST_FILE, Manifest, ObjectInfo, SCHEMA_FILE};
+pub use manifest::{MANIFEST_FILE, Manifest, ObjectInfo};
 
 use std::collections::BTreeMap;
 use std::io;
@@ -37,6 +37,7 @@ use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 
 use super::{BatchError, BatchRead, FileKind, LockKind, OpenMode, ReadEngine, ReadMap, SharedMap, Vfs, VfsFile};
+use crate::dataset::SCHEMA_FILE;
 use crate::format::{DICT_FILE, META_FILE};
 use fetch::{Connect, Fetcher};
 

@@ -28,8 +28,9 @@ use std::sync::Arc;
 
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
 
-use super::manifest::{MANIFEST_FILE, Manifest, ObjectInfo, SCHEMA_FILE, size_limit};
+use super::manifest::{MANIFEST_FILE, Manifest, ObjectInfo, size_limit};
 use super::{Location, RemoteError, RemoteErrorKind, read_manifest};
+use crate::dataset::SCHEMA_FILE;
 use crate::error::{Error, Result};
 use crate::format::{DICT_FILE, META_BYTES, META_FILE, META_TMP_FILE, chunk_file_name};
 use crate::io::real::RealFs;
