@@ -9,7 +9,9 @@
 #
 # Usage: tests/remote/run.sh          (from anywhere; needs python3.11 and pip)
 # Environment: PYTHON (default python3.11); REMOTE_VENV (default
-# target/remotevenv) keeps the venv with weed and the reference package.
+# target/remotevenv) keeps the venv with weed and the reference package;
+# REMOTE_PYTEST_PYTHON, a Python with loaderx_rs installed, also runs
+# python/tests/test_remote.py against the server.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -106,4 +108,8 @@ got = ds[idx] if hasattr(ds, "__getitem__") else ds.gather(idx)
 assert np.array_equal(np.asarray(got), rows[idx.astype(np.int64)]), "the reference reads the pulled store"
 print("remote: the reference package reads the pulled dataset")
 PY
+if [[ -n "${REMOTE_PYTEST_PYTHON:-}" ]]; then
+    echo "== remote: Python by URL (python/tests/test_remote.py)"
+    LOADERX_CLI="$cli" "$REMOTE_PYTEST_PYTHON" -m pytest -q python/tests/test_remote.py
+fi
 echo "remote: ok"

@@ -169,18 +169,19 @@ struct Counters {
 /// Builds the client (again, in a forked child).
 pub(crate) type Connect = Arc<dyn Fn() -> io::Result<Arc<dyn ObjectStore>> + Send + Sync>;
 
-/// The runtime and client of one process.
+/// The runtime, client and in-flight bound of one process (a fork child
+/// has none of its parent's threads, connections or requests in flight).
 struct Live {
     pid: u32,
     runtime: Arc<Runtime>,
     store: Arc<dyn ObjectStore>,
+    in_flight: Arc<Semaphore>,
 }
 
 /// Reads byte ranges of objects; shared by every file of a remote store.
 pub(crate) struct Fetcher {
     connect: Connect,
     live: Mutex<Option<Live>>,
-    in_flight: Arc<Semaphore>,
     options: RemoteOptions,
     counters: Counters,
 }
@@ -231,8 +232,7 @@ pub(crate) fn plan(reads: &[(usize, u64, u64)], gap: u64, max_bytes: u64) -> Vec
 
 impl Fetcher {
     pub(crate) fn new(connect: Connect, options: RemoteOptions) -> Fetcher {
-        let in_flight = Arc::new(Semaphore::new(options.max_in_flight.max(1)));
-        Fetcher { connect, live: Mutex::new(None), in_flight, options, counters: Counters::default() }
+        Fetcher { connect, live: Mutex::new(None), options, counters: Counters::default() }
     }
 
     pub(crate) fn options(&self) -> &RemoteOptions {
@@ -249,7 +249,7 @@ impl Fetcher {
 
     /// This process's runtime and client, made on first use (and again in
     /// a forked child, whose copy has no threads behind it).
-    fn live(&self) -> io::Result<(Arc<Runtime>, Arc<dyn ObjectStore>)> {
+    fn live(&self) -> io::Result<(Arc<Runtime>, Arc<dyn ObjectStore>, Arc<Semaphore>)> {
         if tokio::runtime::Handle::try_current().is_ok() {
             return Err(io::Error::other(
                 "a remote store was read from inside an async runtime; read it from a plain thread \
@@ -269,10 +269,11 @@ impl Fetcher {
                 .thread_name("loaderx-remote")
                 .enable_all()
                 .build()?;
-            *live = Some(Live { pid, runtime: Arc::new(runtime), store: (self.connect)()? });
+            let in_flight = Arc::new(Semaphore::new(self.options.max_in_flight.max(1)));
+            *live = Some(Live { pid, runtime: Arc::new(runtime), store: (self.connect)()?, in_flight });
         }
         let live = live.as_ref().expect("just made");
-        Ok((live.runtime.clone(), live.store.clone()))
+        Ok((live.runtime.clone(), live.store.clone(), live.in_flight.clone()))
     }
 
     /// One attempt at `range` of `object`, checked.
@@ -307,14 +308,19 @@ impl Fetcher {
 
     /// `range` of `object`: attempts under the timeout, transient failures
     /// retried with backoff, at most `1 + retries` attempts in all.
-    async fn get(&self, store: &dyn ObjectStore, object: &ObjectRef, range: Range<u64>) -> Result<Bytes, RemoteError> {
+    async fn get(
+        &self,
+        (store, in_flight): (&dyn ObjectStore, &Semaphore),
+        object: &ObjectRef,
+        range: Range<u64>,
+    ) -> Result<Bytes, RemoteError> {
         let o = &self.options;
         let mut delay = o.backoff_initial;
         let mut attempt = 0;
         loop {
             attempt += 1;
             let outcome = {
-                let _permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
+                let _permit = in_flight.acquire().await.expect("the semaphore is never closed");
                 tokio::time::timeout(o.request_timeout, self.get_once(store, object, range.clone())).await
             };
             let failure = match outcome {
@@ -364,13 +370,13 @@ impl Fetcher {
         if requests.is_empty() {
             return Ok(());
         }
-        let (runtime, store) = self.live().map_err(|e| batch_error(0, e))?;
+        let (runtime, store, in_flight) = self.live().map_err(|e| batch_error(0, e))?;
         let first = |r: &Request| r.parts[0].0;
         runtime.block_on(async {
             let keys = &keys;
             let mut done = futures::stream::iter(requests.iter().map(|request| {
-                let store = &*store;
-                async move { (request, self.get(store, keys[request.object], request.range.clone()).await) }
+                let client = (&*store, &*in_flight);
+                async move { (request, self.get(client, keys[request.object], request.range.clone()).await) }
             }))
             .buffer_unordered(self.options.max_in_flight.max(1));
             while let Some((request, bytes)) = done.next().await {
@@ -403,7 +409,7 @@ impl Fetcher {
 
     /// Runs `future` on this process's runtime with its client (publishing).
     pub(crate) fn run<T>(&self, future: impl AsyncFnOnce(Arc<dyn ObjectStore>) -> io::Result<T>) -> io::Result<T> {
-        let (runtime, store) = self.live()?;
+        let (runtime, store, _) = self.live()?;
         runtime.block_on(future(store))
     }
 }
