@@ -67,7 +67,7 @@ impl Default for RemoteOptions {
     fn default() -> RemoteOptions {
         RemoteOptions {
             max_in_flight: 64,
-            coalesce_gap: 64 << 10,
+            coalesce_gap: 16 << 10,
             max_request_bytes: 8 << 20,
             request_timeout: Duration::from_secs(30),
             retries: 4,
