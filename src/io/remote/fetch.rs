@@ -173,6 +173,12 @@ pub(crate) type Connect = Arc<dyn Fn() -> io::Result<Arc<dyn ObjectStore>> + Sen
 /// has none of its parent's threads, connections or requests in flight).
 struct Live {
     pid: u32,
+    client: Client,
+}
+
+/// What a request needs of its process: the runtime, the client, the bound.
+#[derive(Clone)]
+struct Client {
     runtime: Arc<Runtime>,
     store: Arc<dyn ObjectStore>,
     in_flight: Arc<Semaphore>,
@@ -249,7 +255,7 @@ impl Fetcher {
 
     /// This process's runtime and client, made on first use (and again in
     /// a forked child, whose copy has no threads behind it).
-    fn live(&self) -> io::Result<(Arc<Runtime>, Arc<dyn ObjectStore>, Arc<Semaphore>)> {
+    fn live(&self) -> io::Result<Client> {
         if tokio::runtime::Handle::try_current().is_ok() {
             return Err(io::Error::other(
                 "a remote store was read from inside an async runtime; read it from a plain thread \
@@ -270,10 +276,10 @@ impl Fetcher {
                 .enable_all()
                 .build()?;
             let in_flight = Arc::new(Semaphore::new(self.options.max_in_flight.max(1)));
-            *live = Some(Live { pid, runtime: Arc::new(runtime), store: (self.connect)()?, in_flight });
+            let client = Client { runtime: Arc::new(runtime), store: (self.connect)()?, in_flight };
+            *live = Some(Live { pid, client });
         }
-        let live = live.as_ref().expect("just made");
-        Ok((live.runtime.clone(), live.store.clone(), live.in_flight.clone()))
+        Ok(live.as_ref().expect("just made").client.clone())
     }
 
     /// One attempt at `range` of `object`, checked.
@@ -370,7 +376,7 @@ impl Fetcher {
         if requests.is_empty() {
             return Ok(());
         }
-        let (runtime, store, in_flight) = self.live().map_err(|e| batch_error(0, e))?;
+        let Client { runtime, store, in_flight } = self.live().map_err(|e| batch_error(0, e))?;
         let first = |r: &Request| r.parts[0].0;
         runtime.block_on(async {
             let keys = &keys;
@@ -409,8 +415,8 @@ impl Fetcher {
 
     /// Runs `future` on this process's runtime with its client (publishing).
     pub(crate) fn run<T>(&self, future: impl AsyncFnOnce(Arc<dyn ObjectStore>) -> io::Result<T>) -> io::Result<T> {
-        let (runtime, store, _) = self.live()?;
-        runtime.block_on(future(store))
+        let client = self.live()?;
+        client.runtime.block_on(future(client.store))
     }
 }
 
