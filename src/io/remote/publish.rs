@@ -268,17 +268,17 @@ pub fn pull(from: &Location, dir: &Path) -> Result<Manifest> {
         let file = fs.open(&path, OpenMode::Create).map_err(local(&path, "create"))?;
         file.set_len(0).map_err(local(&path, "truncate"))?;
         fetch_into(from, name, info, &*file, 0)?;
-        file.sync_all().map_err(local(&path, "sync"))?;
+        file.sync_all().map_err(local(&path, "sync"))?; // SYNC P1
     }
-    fs.sync_dir(dir).map_err(local(dir, "sync directory"))?;
+    fs.sync_dir(dir).map_err(local(dir, "sync directory"))?; // SYNC P2
     let tmp = dir.join(META_TMP_FILE);
     let file = fs.open(&tmp, OpenMode::Create).map_err(local(&tmp, "create"))?;
     file.set_len(0).map_err(local(&tmp, "truncate"))?;
     file.set_len(META_BYTES.max(meta_info.size)).map_err(local(&tmp, "grow"))?;
     fetch_into(from, META_FILE, meta_info, &*file, 0)?;
-    file.sync_all().map_err(local(&tmp, "sync"))?;
+    file.sync_all().map_err(local(&tmp, "sync"))?; // SYNC P3
     fs.rename(&tmp, &dir.join(META_FILE)).map_err(local(&tmp, "rename"))?;
-    fs.sync_dir(dir).map_err(local(dir, "sync directory"))?;
+    fs.sync_dir(dir).map_err(local(dir, "sync directory"))?; // SYNC P4
     Ok(manifest)
 }
 
