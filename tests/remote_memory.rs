@@ -416,3 +416,51 @@ fn the_serial_path_is_one_request_per_record() {
     assert_eq!(gather_all(&store, 100).unwrap(), records.concat());
     assert_eq!(fs.counters().requests - before, 1, "the batched path: one range");
 }
+
+#[test]
+fn the_cache_serves_what_was_read_before_within_its_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = local_store(dir.path(), 400, 1000, Codec::Zstd);
+    let remote = Faulty::new();
+    push(dir.path(), &location(&remote, options())).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let cached = RemoteOptions {
+        cache_dir: Some(cache.path().to_path_buf()),
+        cache_block_bytes: 4096,
+        cache_bytes: 1 << 30,
+        ..options()
+    };
+    let (store, fs) = open(&remote, cached.clone());
+    assert_eq!(gather_all(&store, 1000).unwrap(), records.concat());
+    assert_eq!(fs.counters().cached_blocks, 0, "a cold cache");
+    // Another open (another process, as far as the cache knows): no request at all.
+    let (again, fs) = open(&remote, cached.clone());
+    assert_eq!(gather_all(&again, 1000).unwrap(), records.concat());
+    assert_eq!(fs.counters().requests, 0, "meta.zr and every record from the cache");
+    assert!(fs.counters().cached_blocks > 0);
+    // A damaged block file is fetched again, never returned.
+    let mut damaged = 0;
+    for object in std::fs::read_dir(cache.path()).unwrap() {
+        let block = object.unwrap().path().join("0");
+        if let Ok(mut bytes) = std::fs::read(&block) {
+            bytes[0] ^= 0xff;
+            std::fs::write(&block, bytes).unwrap();
+            damaged += 1;
+        }
+    }
+    assert!(damaged >= 2, "meta.zr's and 0.zr's first blocks");
+    let (third, fs) = open(&remote, cached.clone());
+    assert_eq!(gather_all(&third, 1000).unwrap(), records.concat());
+    assert_eq!(fs.counters().requests, 2, "the two damaged blocks, fetched again");
+    // The cap: a cache of 3 blocks holds at most 3 blocks' bytes.
+    let small = tempfile::tempdir().unwrap();
+    let capped = RemoteOptions { cache_dir: Some(small.path().to_path_buf()), cache_bytes: 3 * 4100, ..cached };
+    let (store, _) = open(&remote, capped);
+    assert_eq!(gather_all(&store, 1000).unwrap(), records.concat());
+    let held: u64 = std::fs::read_dir(small.path())
+        .unwrap()
+        .flat_map(|o| std::fs::read_dir(o.unwrap().path()).unwrap())
+        .map(|b| b.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(held > 0 && held <= 3 * 4100, "{held} bytes cached");
+}

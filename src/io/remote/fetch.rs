@@ -31,6 +31,7 @@ use tokio::runtime::Runtime;
 use tokio::sync::Semaphore;
 
 use super::RemoteOptions;
+use super::cache::BlockCache;
 use crate::io::{BatchError, BatchRead};
 
 /// One object of a published store, as its manifest pins it.
@@ -157,6 +158,8 @@ pub struct FetchCounters {
     pub bytes: u64,
     /// Attempts that failed and were retried.
     pub retries: u64,
+    /// Blocks read from the local cache instead of the server.
+    pub cached_blocks: u64,
 }
 
 #[derive(Default)]
@@ -164,6 +167,7 @@ struct Counters {
     requests: AtomicU64,
     bytes: AtomicU64,
     retries: AtomicU64,
+    cached_blocks: AtomicU64,
 }
 
 /// Builds the client (again, in a forked child).
@@ -190,6 +194,7 @@ pub(crate) struct Fetcher {
     live: Mutex<Option<Live>>,
     options: RemoteOptions,
     counters: Counters,
+    cache: Option<BlockCache>,
 }
 
 impl fmt::Debug for Fetcher {
@@ -238,7 +243,9 @@ pub(crate) fn plan(reads: &[(usize, u64, u64)], gap: u64, max_bytes: u64) -> Vec
 
 impl Fetcher {
     pub(crate) fn new(connect: Connect, options: RemoteOptions) -> Fetcher {
-        Fetcher { connect, live: Mutex::new(None), options, counters: Counters::default() }
+        let cache =
+            options.cache_dir.clone().map(|dir| BlockCache::new(dir, options.cache_block_bytes, options.cache_bytes));
+        Fetcher { connect, live: Mutex::new(None), options, counters: Counters::default(), cache }
     }
 
     pub(crate) fn options(&self) -> &RemoteOptions {
@@ -250,6 +257,7 @@ impl Fetcher {
             requests: self.counters.requests.load(Ordering::Relaxed),
             bytes: self.counters.bytes.load(Ordering::Relaxed),
             retries: self.counters.retries.load(Ordering::Relaxed),
+            cached_blocks: self.counters.cached_blocks.load(Ordering::Relaxed),
         }
     }
 
@@ -352,34 +360,31 @@ impl Fetcher {
         }
     }
 
-    /// Reads `reads[k]` from `objects[k]` (as [`crate::io::Vfs::read_batch_files`]).
+    /// Reads `reads[k]` from `objects[k]` (as [`crate::io::Vfs::read_batch_files`]),
+    /// through the cache where there is one.
     pub(crate) fn read_batch(&self, objects: &[&ObjectRef], reads: &mut [BatchRead<'_>]) -> Result<(), BatchError> {
-        let batch_error = |index, error| BatchError { index, error };
-        // Objects by identity: the same key is one object.
-        let mut keys: Vec<&ObjectRef> = Vec::new();
-        let mut shape = Vec::with_capacity(reads.len());
-        for (k, read) in reads.iter().enumerate() {
-            let object = objects[k];
-            let end = read.offset.checked_add(read.buf.len() as u64);
-            if end.is_none_or(|end| end > object.size) {
-                let detail = format!("{} bytes at {} past its {} bytes", read.buf.len(), read.offset, object.size);
-                let error = io::Error::new(io::ErrorKind::UnexpectedEof, format!("{}: {detail}", object.url));
-                return Err(batch_error(k, error));
-            }
-            let id = keys.iter().position(|o| o.key == object.key).unwrap_or_else(|| {
-                keys.push(object);
-                keys.len() - 1
-            });
-            shape.push((id, read.offset, read.buf.len() as u64));
+        let (keys, shape) = shape(objects, reads)?;
+        match &self.cache {
+            Some(cache) => self.read_cached(cache, &keys, &shape, reads),
+            None => self.fetch(&keys, &shape, reads),
         }
-        let requests = plan(&shape, self.options.coalesce_gap, self.options.max_request_bytes);
+    }
+
+    /// Fetches `reads` (of `shape`: object index into `keys`, offset, length).
+    fn fetch(
+        &self,
+        keys: &[&ObjectRef],
+        shape: &[(usize, u64, u64)],
+        reads: &mut [BatchRead<'_>],
+    ) -> Result<(), BatchError> {
+        let batch_error = |index, error| BatchError { index, error };
+        let requests = plan(shape, self.options.coalesce_gap, self.options.max_request_bytes);
         if requests.is_empty() {
             return Ok(());
         }
         let Client { runtime, store, in_flight } = self.live().map_err(|e| batch_error(0, e))?;
         let first = |r: &Request| r.parts[0].0;
         runtime.block_on(async {
-            let keys = &keys;
             let mut done = futures::stream::iter(requests.iter().map(|request| {
                 let client = (&*store, &*in_flight);
                 async move { (request, self.get(client, keys[request.object], request.range.clone()).await) }
@@ -394,6 +399,59 @@ impl Fetcher {
             }
             Ok(())
         })
+    }
+
+    /// Reads `reads` from the whole cache blocks their bytes lie in: the
+    /// cached ones from the cache, the others fetched (coalesced) and cached.
+    fn read_cached(
+        &self,
+        cache: &BlockCache,
+        keys: &[&ObjectRef],
+        shape: &[Shape],
+        reads: &mut [BatchRead<'_>],
+    ) -> Result<(), BatchError> {
+        let unit = cache.block_bytes();
+        let block_len = |id: usize, block: u64| (keys[id].size - block * unit).min(unit) as usize;
+        // (object, block) -> the first read that needs it
+        let mut need = std::collections::BTreeMap::new();
+        for (k, &(id, offset, len)) in shape.iter().enumerate().filter(|(_, s)| s.2 > 0) {
+            for block in offset / unit..=(offset + len - 1) / unit {
+                need.entry((id, block)).or_insert(k);
+            }
+        }
+        let mut blocks = std::collections::HashMap::new();
+        let mut missing = Vec::new();
+        for (&(id, block), &k) in &need {
+            match cache.get(keys[id], block, block_len(id, block)) {
+                Some(bytes) => {
+                    self.counters.cached_blocks.fetch_add(1, Ordering::Relaxed);
+                    blocks.insert((id, block), bytes);
+                }
+                None => missing.push((id, block, k)),
+            }
+        }
+        let mut fetched: Vec<Vec<u8>> = missing.iter().map(|&(id, block, _)| vec![0; block_len(id, block)]).collect();
+        let missing_shape: Vec<Shape> =
+            missing.iter().zip(&fetched).map(|(&(id, block, _), buf)| (id, block * unit, buf.len() as u64)).collect();
+        let mut block_reads: Vec<BatchRead<'_>> =
+            fetched.iter_mut().zip(&missing_shape).map(|(buf, &(_, offset, _))| BatchRead { offset, buf }).collect();
+        self.fetch(keys, &missing_shape, &mut block_reads)
+            .map_err(|e| BatchError { index: missing[e.index].2, error: e.error })?;
+        for (&(id, block, _), bytes) in missing.iter().zip(fetched) {
+            cache.put(keys[id], block, &bytes);
+            blocks.insert((id, block), bytes);
+        }
+        for (read, &(id, offset, len)) in reads.iter_mut().zip(shape) {
+            let mut at = 0u64;
+            while at < len {
+                let (block, skip) = ((offset + at) / unit, (offset + at) % unit);
+                let bytes = &blocks[&(id, block)];
+                let n = (unit - skip).min(len - at) as usize;
+                read.buf[at as usize..at as usize + n].copy_from_slice(&bytes[skip as usize..skip as usize + n]);
+                at += n as u64;
+            }
+        }
+        Ok(())
     }
 
     /// The whole of `object` (at most `max` bytes, or an error), in
@@ -418,6 +476,36 @@ impl Fetcher {
         let client = self.live()?;
         client.runtime.block_on(future(client.store))
     }
+}
+
+/// One read of a batch: its object (an index into the batch's objects),
+/// offset and length.
+type Shape = (usize, u64, u64);
+
+/// The objects of a batch by identity (the same key is one object), and
+/// each read as (object index, offset, length); an error for a read past
+/// its object's size.
+fn shape<'o>(
+    objects: &[&'o ObjectRef],
+    reads: &[BatchRead<'_>],
+) -> Result<(Vec<&'o ObjectRef>, Vec<Shape>), BatchError> {
+    let mut keys: Vec<&ObjectRef> = Vec::new();
+    let mut shape = Vec::with_capacity(reads.len());
+    for (k, read) in reads.iter().enumerate() {
+        let object = objects[k];
+        let end = read.offset.checked_add(read.buf.len() as u64);
+        if end.is_none_or(|end| end > object.size) {
+            let detail = format!("{} bytes at {} past its {} bytes", read.buf.len(), read.offset, object.size);
+            let error = io::Error::new(io::ErrorKind::UnexpectedEof, format!("{}: {detail}", object.url));
+            return Err(BatchError { index: k, error });
+        }
+        let id = keys.iter().position(|o| o.key == object.key).unwrap_or_else(|| {
+            keys.push(object);
+            keys.len() - 1
+        });
+        shape.push((id, read.offset, read.buf.len() as u64));
+    }
+    Ok((keys, shape))
 }
 
 /// `delay` scaled into [0.5, 1.0) by a hash of `seed`: retries of one

@@ -20,6 +20,7 @@
 //!
 //! Publishing and fetching whole stores is [`publish`]'s.
 
+mod cache;
 mod fetch;
 mod manifest;
 pub mod publish;
@@ -29,7 +30,7 @@ pub use manifest::{MANIFEST_FILE, Manifest, ObjectInfo};
 
 use std::collections::BTreeMap;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -61,6 +62,14 @@ pub struct RemoteOptions {
     pub backoff_initial: Duration,
     /// The longest delay between attempts.
     pub backoff_max: Duration,
+    /// A local directory to cache fetched blocks of the objects in, for
+    /// data read many times (`None`: no cache).
+    pub cache_dir: Option<PathBuf>,
+    /// The cache's size cap in bytes.
+    pub cache_bytes: u64,
+    /// The size of a cached block: a read through the cache fetches the
+    /// whole blocks its bytes lie in.
+    pub cache_block_bytes: u64,
 }
 
 impl Default for RemoteOptions {
@@ -73,14 +82,19 @@ impl Default for RemoteOptions {
             retries: 4,
             backoff_initial: Duration::from_millis(100),
             backoff_max: Duration::from_secs(2),
+            cache_dir: None,
+            cache_bytes: 10 << 30,
+            cache_block_bytes: 1 << 20,
         }
     }
 }
 
 impl RemoteOptions {
     /// The defaults, changed by `LOADERX_REMOTE_IN_FLIGHT`,
-    /// `LOADERX_REMOTE_GAP` (bytes), `LOADERX_REMOTE_TIMEOUT_MS` and
-    /// `LOADERX_REMOTE_RETRIES` where set to a number.
+    /// `LOADERX_REMOTE_GAP` (bytes), `LOADERX_REMOTE_TIMEOUT_MS`,
+    /// `LOADERX_REMOTE_RETRIES`, `LOADERX_REMOTE_CACHE_BYTES` and
+    /// `LOADERX_REMOTE_CACHE_BLOCK` (bytes) where set to a number, and
+    /// `LOADERX_REMOTE_CACHE_DIR` (the cache's directory) where set.
     pub fn from_env() -> RemoteOptions {
         let var = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse::<u64>().ok());
         let mut o = RemoteOptions::default();
@@ -95,6 +109,15 @@ impl RemoteOptions {
         }
         if let Some(n) = var("LOADERX_REMOTE_RETRIES") {
             o.retries = n.min(100) as u32;
+        }
+        if let Some(dir) = std::env::var_os("LOADERX_REMOTE_CACHE_DIR").filter(|d| !d.is_empty()) {
+            o.cache_dir = Some(PathBuf::from(dir));
+        }
+        if let Some(n) = var("LOADERX_REMOTE_CACHE_BYTES") {
+            o.cache_bytes = n;
+        }
+        if let Some(n) = var("LOADERX_REMOTE_CACHE_BLOCK") {
+            o.cache_block_bytes = n.clamp(4096, 64 << 20);
         }
         o
     }
