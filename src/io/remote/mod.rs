@@ -318,12 +318,6 @@ impl RemoteFs {
     fn file(&self, object: &Arc<RemoteObject>) -> RemoteFile {
         RemoteFile { object: object.clone(), fetcher: self.location.fetcher.clone() }
     }
-
-    /// Reads `name` whole (a file of the store the manifest lists).
-    pub fn read_object(&self, name: &str) -> io::Result<Vec<u8>> {
-        let object = self.objects.get(name).ok_or_else(|| not_found(&format!("{}/{name}", self.root())))?;
-        self.location.fetcher.read_whole(&object.object, u64::MAX)
-    }
 }
 
 /// The manifest at `location`, `None` if there is none (an error for an
