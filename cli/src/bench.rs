@@ -14,11 +14,12 @@ use loaderx::dataset::{Dataset, RaggedDataset};
 use loaderx::io::real::evict_page_cache;
 use loaderx::loader::{Column, DataLoader, Stream};
 use loaderx::sampler::{Mode, Sampler};
-use loaderx::{Options as StoreOptions, ReadMode, Zrecord};
+use loaderx::{ReadMode, Zrecord};
 
 use crate::CliResult;
 use crate::out::{CliError, Json, MIB, per_second, print, table};
-use crate::stats::read_schema;
+use crate::out::{is_remote, open_read_only};
+use crate::stats::store_schema;
 
 /// What `bench` was asked for.
 pub struct Options {
@@ -154,7 +155,14 @@ fn measure(opts: &Options, path: &Path, mut batch: impl FnMut(u64) -> CliResult<
 
 pub fn run(path: &Path, opts: &Options, json: bool) -> CliResult<()> {
     let read_mode = opts.read_mode.mode();
-    let store = Zrecord::open_with(path, StoreOptions { read_only: true, read_mode, ..StoreOptions::default() })?;
+    if opts.cold && is_remote(path) {
+        return Err(CliError::new(format!(
+            "{}: --cold evicts a local store's page cache; a remote store has none",
+            path.display()
+        ))
+        .into());
+    }
+    let (store, vfs, at) = open_read_only(path, read_mode)?;
     let len = u64::from(store.len());
     if len == 0 {
         return Err(CliError::new(format!("{}: the store is empty: nothing to read", path.display())).into());
@@ -162,14 +170,14 @@ pub fn run(path: &Path, opts: &Options, json: bool) -> CliResult<()> {
     let gather = bench_gather(&store, opts)?;
     let workers =
         opts.workers.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |w| w as usize);
-    let loader = match read_schema(path) {
+    let loader = match store_schema(&store) {
         Ok(None) => Err("no schema.json (the loader reads datasets)".to_string()),
         Err(e) => Err(format!("schema.json unreadable: {e}")),
         Ok(Some(schema)) => {
             let stream: Stream = if schema.is_ragged() {
-                RaggedDataset::open_with(path, read_mode)?.into()
+                RaggedDataset::open_in_with(vfs, &at, read_mode)?.into()
             } else {
-                Dataset::open_with(path, read_mode)?.into()
+                Dataset::open_in_with(vfs, &at, read_mode)?.into()
             };
             bench_loader(path, stream, workers, opts).map(Ok)?
         }

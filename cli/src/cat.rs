@@ -11,7 +11,7 @@ use loaderx::{Error, Zrecord};
 
 use crate::CliResult;
 use crate::out::CliError;
-use crate::stats::read_schema;
+use crate::stats::store_schema;
 
 /// Indices looked up per `lengths` call.
 const WINDOW: usize = 4096;
@@ -87,7 +87,7 @@ pub fn run(
         )
         .into());
     }
-    let store = Zrecord::open_read_only(path)?;
+    let (store, _, _) = crate::out::open_read_only(path, loaderx::ReadMode::Auto)?;
     let len = u64::from(store.len());
     let selection = match range {
         Some(RangeArg { start, end }) => {
@@ -145,7 +145,7 @@ pub fn run(
 /// one ragged record. Record lengths are checked here, before any output.
 fn npy_header_for(store: &Zrecord, selection: &Selection<'_>) -> CliResult<Vec<u8>> {
     let path = store.path();
-    let schema: Schema = read_schema(path)?.ok_or_else(|| {
+    let schema: Schema = store_schema(store)?.ok_or_else(|| {
         CliError::new(format!(
             "{}: no schema.json, so no dtype or shape for --npy (write raw bytes instead)",
             path.display()

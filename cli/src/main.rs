@@ -6,7 +6,9 @@
 //! this crate parses arguments and prints.
 //!
 //! `stats`, `verify`, `cat` and `bench` open the store read-only: they take
-//! no lock, run no recovery and never write to it. `compact` and `delete`
+//! no lock, run no recovery and never write to it; each also takes the URL
+//! of a published store (`s3://bucket/prefix`) where a directory goes.
+//! `push` publishes a store to object storage, `pull` fetches one back. `compact` and `delete`
 //! open it for writing (the store's advisory lock keeps a second writer
 //! out); `convert` writes a new dataset or appends to one.
 
@@ -16,6 +18,7 @@ mod compact;
 mod convert;
 mod delete;
 mod out;
+mod publish;
 mod stats;
 mod verify;
 
@@ -56,7 +59,7 @@ enum Command {
     /// Show a store's size, codec mix, compression ratio, dictionary and schema.
     #[command(after_help = EXIT_CODES)]
     Stats {
-        /// The store directory.
+        /// The store directory, or a published store's s3:// URL.
         store: PathBuf,
         /// Print one JSON object instead of a table.
         #[arg(long)]
@@ -74,7 +77,7 @@ enum Command {
     /// stderr when it is a terminal.
     #[command(after_help = EXIT_CODES)]
     Verify {
-        /// The store directory.
+        /// The store directory, or a published store's s3:// URL.
         store: PathBuf,
         /// Print one JSON object instead of a list.
         #[arg(long)]
@@ -145,7 +148,7 @@ enum Command {
     /// INDEX and no --range.
     #[command(after_help = EXIT_CODES)]
     Cat {
-        /// The store directory.
+        /// The store directory, or a published store's s3:// URL.
         store: PathBuf,
         /// Record indices, written in the order given (repeats allowed).
         #[arg(value_name = "INDEX", conflicts_with = "range")]
@@ -204,7 +207,7 @@ enum Command {
     /// early when --seconds has passed.
     #[command(after_help = EXIT_CODES)]
     Bench {
-        /// The store directory.
+        /// The store directory, or a published store's s3:// URL.
         store: PathBuf,
         /// Records per batch.
         #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
@@ -230,6 +233,38 @@ enum Command {
         #[arg(long, value_enum, default_value_t = bench::ReadModeArg::Auto)]
         read_mode: bench::ReadModeArg,
         /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Publish a store to S3-compatible object storage.
+    ///
+    /// Uploads the chunk files (in parts when large), the used part of
+    /// meta.zr, dict.zr and schema.json, and last manifest.json with each
+    /// object's size and CRC-32: a reader never sees a half-published store.
+    /// Objects already published with the same size and CRC-32 are not
+    /// uploaded again. Credentials and endpoint from AWS_ENDPOINT_URL,
+    /// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ALLOW_HTTP.
+    #[command(after_help = EXIT_CODES)]
+    Push {
+        /// The store directory.
+        store: PathBuf,
+        /// Where to: s3://bucket/prefix.
+        url: String,
+        /// Print one JSON object instead of a summary.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Fetch a published store into a local directory.
+    ///
+    /// Every object's CRC-32 is checked; meta.zr appears last, so a pull cut
+    /// short leaves no store (pull again). The directory must hold no store.
+    #[command(after_help = EXIT_CODES)]
+    Pull {
+        /// The published store: s3://bucket/prefix.
+        url: String,
+        /// The directory to write (created if missing).
+        dir: PathBuf,
+        /// Print one JSON object instead of a summary.
         #[arg(long)]
         json: bool,
     },
@@ -278,6 +313,8 @@ fn main() -> ExitCode {
                 bench::Options { batch_size: batch_size as usize, batches, seconds, workers, seed, cold, read_mode };
             bench::run(&store, &opts, json).map(|()| Done::Ok)
         }
+        Command::Push { store, url, json } => publish::run_push(&store, &url, json).map(|()| Done::Ok),
+        Command::Pull { url, dir, json } => publish::run_pull(&url, &dir, json).map(|()| Done::Ok),
     };
     match outcome {
         Ok(Done::Ok) => ExitCode::SUCCESS,

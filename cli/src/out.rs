@@ -4,11 +4,15 @@
 use std::error::Error as StdError;
 use std::fmt;
 use std::io::{self, IsTerminal, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressState, ProgressStyle};
-use loaderx::{Options, Zrecord};
+use loaderx::io::Vfs;
+use loaderx::io::real::RealFs;
+use loaderx::io::remote::{RemoteFs, RemoteOptions, is_url};
+use loaderx::{Options, ReadMode, Zrecord};
 
 /// An error the CLI itself detects, with the error that caused it if any.
 #[derive(Debug)]
@@ -37,6 +41,31 @@ impl StdError for CliError {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         self.source.as_deref()
     }
+}
+
+/// True for a store named by URL (`s3://bucket/prefix`).
+pub fn is_remote(path: &Path) -> bool {
+    path.to_str().is_some_and(is_url)
+}
+
+/// The store at `path` (a directory, or the URL of a published store),
+/// open read-only with reads in `read_mode`; the filesystem it is on and
+/// the path it is open at.
+pub fn open_read_only(path: &Path, read_mode: ReadMode) -> Result<(Zrecord, Arc<dyn Vfs>, PathBuf), loaderx::Error> {
+    let (vfs, at): (Arc<dyn Vfs>, PathBuf) = match path.to_str().filter(|p| is_url(p)) {
+        Some(url) => {
+            let fs = RemoteFs::connect(url, RemoteOptions::from_env()).map_err(|source| loaderx::Error::Io {
+                path: path.into(),
+                op: "read manifest.json",
+                source,
+            })?;
+            let root = PathBuf::from(fs.root());
+            (Arc::new(fs), root)
+        }
+        None => (Arc::new(RealFs), path.to_path_buf()),
+    };
+    let store = Zrecord::open_in(vfs.clone(), &at, Options { read_only: true, read_mode, ..Options::default() })?;
+    Ok((store, vfs, at))
 }
 
 /// Checks that `path` holds a store before a command opens it for writing

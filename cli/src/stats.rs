@@ -6,19 +6,29 @@ use std::path::Path;
 
 use loaderx::dataset::{DatasetError, Layout, Schema};
 use loaderx::io::real::RealFs;
-use loaderx::{Stats, Zrecord};
+use loaderx::{ReadMode, Stats, Zrecord};
 
 use crate::CliResult;
-use crate::out::{Json, human, print, table};
+use crate::out::{Json, human, open_read_only, print, table};
 
 pub fn run(path: &Path, json: bool) -> CliResult<()> {
-    let store = Zrecord::open_read_only(path)?;
+    let (store, _, _) = open_read_only(path, ReadMode::Auto)?;
     let stats = store.stats()?;
-    let schema = read_schema(path);
+    let schema = store_schema(&store);
     let engine = store.read_engine().name();
     let text = if json { to_json(path, &stats, &schema, engine) } else { to_table(path, &stats, &schema, engine) };
     print(&text)?;
     Ok(())
+}
+
+/// The schema beside an open store (on its filesystem: a remote store's
+/// too), as [`read_schema`].
+pub fn store_schema(store: &Zrecord) -> Result<Option<Schema>, DatasetError> {
+    match Schema::read(store.filesystem(), store.path()) {
+        Ok(schema) => Ok(Some(schema)),
+        Err(DatasetError::NoSchema { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// The dataset schema: `Ok(None)` for a plain store (no schema.json), `Err`

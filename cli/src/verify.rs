@@ -7,7 +7,7 @@ use loaderx::dataset::{Layout, Schema};
 use loaderx::{Corruption, Error, VerifyReport, Zrecord};
 
 use crate::out::{Json, json_array, print, progress_bar};
-use crate::stats::{read_schema, schema_json};
+use crate::stats::{schema_json, store_schema};
 use crate::{CliResult, Done};
 
 /// Most problems listed; the rest are counted.
@@ -43,8 +43,8 @@ impl Findings {
 
 pub fn run(path: &Path, json: bool) -> CliResult<Done> {
     let mut findings = Findings::default();
-    match Zrecord::open_read_only(path) {
-        Ok(store) => check_store(&store, &mut findings)?,
+    match crate::out::open_read_only(path, loaderx::ReadMode::Auto) {
+        Ok((store, _, _)) => check_store(&store, &mut findings)?,
         // A store that cannot open because its bytes are inconsistent is a
         // finding, not a failure to check.
         Err(e) if opening_found_damage(&e) => findings.note(problem(&e)),
@@ -79,7 +79,7 @@ fn check_store(store: &Zrecord, findings: &mut Findings) -> CliResult<()> {
     }
     // Those the library counted but did not keep.
     findings.total += report.problems_total - report.problems.len() as u64;
-    match read_schema(store.path()) {
+    match store_schema(store) {
         Ok(None) => {}
         Ok(Some(schema)) => {
             check_lengths(store, &schema, findings);

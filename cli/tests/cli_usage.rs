@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 
-const SUBCOMMANDS: [&str; 7] = ["stats", "verify", "compact", "convert", "cat", "delete", "bench"];
+const SUBCOMMANDS: [&str; 9] = ["stats", "verify", "compact", "convert", "cat", "delete", "bench", "push", "pull"];
 
 #[test]
 fn usage_errors_exit_2() {

@@ -31,7 +31,12 @@ fn closed() -> PyErr {
     value_error("the dataset is closed")
 }
 
-fn pathlib(py: Python<'_>, path: &std::path::Path) -> PyResult<Py<PyAny>> {
+/// `path` as Python sees it: a `pathlib.Path`, or for a published store's
+/// URL the `str` itself (a `Path` would fold its `//`).
+pub fn pathlib(py: Python<'_>, path: &std::path::Path) -> PyResult<Py<PyAny>> {
+    if let Some(url) = crate::store::url_of(path) {
+        return Ok(pyo3::types::PyString::new(py, url).into_any().unbind());
+    }
     Ok(py.import("pathlib")?.getattr("Path")?.call1((path.to_path_buf(),))?.unbind())
 }
 
@@ -169,7 +174,12 @@ impl Dataset {
     #[pyo3(signature = (path, read_mode = "auto"))]
     fn __init__(&self, py: Python<'_>, path: PathBuf, read_mode: &str) -> PyResult<()> {
         let mode = read_mode_of(read_mode)?;
-        let dataset = py.detach(|| ds::Dataset::open_with(&path, mode)).map_err(|e| dataset_error(py, &e))?;
+        let dataset = py
+            .detach(|| match crate::store::url_of(&path) {
+                Some(url) => ds::Dataset::open_url(url, mode),
+                None => ds::Dataset::open_with(&path, mode),
+            })
+            .map_err(|e| dataset_error(py, &e))?;
         let (schema, shape) = (dataset.schema().clone(), dataset.shape().to_vec());
         let opened = Opened::new(py, dataset, &schema, &shape, path, mode)?;
         self.opened.set(opened).map_err(|_| PyRuntimeError::new_err("the Dataset is open already"))
@@ -307,7 +317,12 @@ impl RaggedDataset {
     #[pyo3(signature = (path, read_mode = "auto"))]
     fn __init__(&self, py: Python<'_>, path: PathBuf, read_mode: &str) -> PyResult<()> {
         let mode = read_mode_of(read_mode)?;
-        let dataset = py.detach(|| ds::RaggedDataset::open_with(&path, mode)).map_err(|e| dataset_error(py, &e))?;
+        let dataset = py
+            .detach(|| match crate::store::url_of(&path) {
+                Some(url) => ds::RaggedDataset::open_url(url, mode),
+                None => ds::RaggedDataset::open_with(&path, mode),
+            })
+            .map_err(|e| dataset_error(py, &e))?;
         let (schema, shape) = (dataset.schema().clone(), dataset.item_shape().to_vec());
         let opened = Opened::new(py, dataset, &schema, &shape, path, mode)?;
         self.opened.set(opened).map_err(|_| PyRuntimeError::new_err("the RaggedDataset is open already"))

@@ -39,6 +39,11 @@ struct Opened {
     wait: bool,
 }
 
+/// The URL of a published store (`s3://bucket/prefix`), when `path` is one.
+pub fn url_of(path: &std::path::Path) -> Option<&str> {
+    path.to_str().filter(|p| loaderx::io::remote::is_url(p))
+}
+
 fn closed() -> PyErr {
     value_error("the store is closed")
 }
@@ -161,7 +166,16 @@ impl Zrecord {
         let codec = codec_of(py, codec)?;
         let read_mode = read_mode_of(read_mode)?;
         let options = Options { read_only, wait, read_mode, ..Options::default() };
-        let store = py.detach(|| loaderx::Zrecord::open_with(&path, options)).map_err(|e| store_error(py, &e))?;
+        let url = url_of(&path);
+        if url.is_some() && !read_only {
+            return Err(value_error("a published store (s3://...) opens read-only: Zrecord(url, read_only=True)"));
+        }
+        let store = py
+            .detach(|| match url {
+                Some(url) => loaderx::Zrecord::open_url(url, options),
+                None => loaderx::Zrecord::open_with(&path, options),
+            })
+            .map_err(|e| store_error(py, &e))?;
         if self.opened.set(Opened { path, codec, read_mode, wait }).is_err() {
             return Err(pyo3::exceptions::PyRuntimeError::new_err("the Zrecord is open already"));
         }
@@ -202,14 +216,14 @@ impl Zrecord {
         kwargs.set_item("read_only", true)?;
         kwargs.set_item("read_mode", opened.read_mode.name())?;
         kwargs.set_item("wait", opened.wait)?;
-        let args = PyTuple::new(py, [opened.path.clone()])?;
+        let args = PyTuple::new(py, [crate::dataset::pathlib(py, &opened.path)?])?;
         crate::pickle::reduce(slf.as_any(), &py.get_type::<Zrecord>(), args, kwargs)
     }
 
-    /// The store's directory.
+    /// The store's directory (a `pathlib.Path`), or its URL (a `str`).
     #[getter]
-    fn path(&self) -> PyResult<PathBuf> {
-        Ok(self.opened()?.path.clone())
+    fn path(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        crate::dataset::pathlib(py, &self.opened()?.path)
     }
 
     /// The default codec of `append` and `append_var`.

@@ -45,15 +45,24 @@ impl Dataset {
 
     /// Opens with reads in `read_mode` (the default is [`ReadMode::Auto`]).
     pub fn open_with(path: impl AsRef<Path>, read_mode: ReadMode) -> Result<Dataset, DatasetError> {
-        Dataset::open_at(Arc::new(crate::io::real::RealFs), path.as_ref(), read_mode)
+        Dataset::open_in_with(Arc::new(crate::io::real::RealFs), path.as_ref(), read_mode)
     }
 
     /// Opens on any filesystem implementation.
     pub fn open_in(vfs: Arc<dyn Vfs>, path: &Path) -> Result<Dataset, DatasetError> {
-        Dataset::open_at(vfs, path, ReadMode::default())
+        Dataset::open_in_with(vfs, path, ReadMode::default())
     }
 
-    fn open_at(vfs: Arc<dyn Vfs>, path: &Path, read_mode: ReadMode) -> Result<Dataset, DatasetError> {
+    /// Opens the dataset published at `url` (`s3://bucket/prefix`; see
+    /// [`Zrecord::open_url`]).
+    #[cfg(feature = "remote")]
+    pub fn open_url(url: &str, read_mode: ReadMode) -> Result<Dataset, DatasetError> {
+        let (vfs, root) = super::remote_vfs(url)?;
+        Dataset::open_in_with(vfs, &root, read_mode)
+    }
+
+    /// Opens on any filesystem implementation, with reads in `read_mode`.
+    pub fn open_in_with(vfs: Arc<dyn Vfs>, path: &Path, read_mode: ReadMode) -> Result<Dataset, DatasetError> {
         let schema = Schema::read(&*vfs, path)?;
         if schema.is_ragged() {
             return Err(DatasetError::WrongKind { path: path.to_path_buf(), ragged: true });

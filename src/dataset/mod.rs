@@ -37,6 +37,20 @@ pub use ragged::{Padded, Ragged, RaggedDataset, pad, pad_bytes};
 pub use schema::{Layout, SCHEMA_FILE, SCHEMA_FORMAT, SCHEMA_VERSION, Schema, parse_codec};
 pub(crate) use tensor::Pool;
 pub use tensor::Tensor;
+
+/// The remote filesystem of the store published at `url`, and the path to
+/// open it at.
+#[cfg(feature = "remote")]
+fn remote_vfs(url: &str) -> Result<(std::sync::Arc<dyn crate::io::Vfs>, std::path::PathBuf), DatasetError> {
+    use crate::io::remote::{RemoteFs, RemoteOptions};
+    let fs = RemoteFs::connect(url, RemoteOptions::from_env()).map_err(|source| crate::Error::Io {
+        path: url.into(),
+        op: "read manifest.json",
+        source,
+    })?;
+    let root = std::path::PathBuf::from(fs.root());
+    Ok((std::sync::Arc::new(fs), root))
+}
 pub use write::{
     DICT_SAMPLE_BYTES_MAX, DICT_SAMPLES_MAX, WRITE_CHUNK_BYTES_DEFAULT, WriteOptions, write_dataset,
     write_dataset_bytes, write_dataset_iter, write_dataset_npy, write_dataset_npy_in, write_ragged, write_ragged_bytes,

@@ -217,15 +217,24 @@ impl RaggedDataset {
 
     /// Opens with reads in `read_mode` (the default is [`ReadMode::Auto`]).
     pub fn open_with(path: impl AsRef<Path>, read_mode: ReadMode) -> Result<RaggedDataset, DatasetError> {
-        RaggedDataset::open_at(Arc::new(crate::io::real::RealFs), path.as_ref(), read_mode)
+        RaggedDataset::open_in_with(Arc::new(crate::io::real::RealFs), path.as_ref(), read_mode)
     }
 
     /// Opens on any filesystem implementation.
     pub fn open_in(vfs: Arc<dyn Vfs>, path: &Path) -> Result<RaggedDataset, DatasetError> {
-        RaggedDataset::open_at(vfs, path, ReadMode::default())
+        RaggedDataset::open_in_with(vfs, path, ReadMode::default())
     }
 
-    fn open_at(vfs: Arc<dyn Vfs>, path: &Path, read_mode: ReadMode) -> Result<RaggedDataset, DatasetError> {
+    /// Opens the dataset published at `url` (`s3://bucket/prefix`; see
+    /// [`Zrecord::open_url`]).
+    #[cfg(feature = "remote")]
+    pub fn open_url(url: &str, read_mode: ReadMode) -> Result<RaggedDataset, DatasetError> {
+        let (vfs, root) = super::remote_vfs(url)?;
+        RaggedDataset::open_in_with(vfs, &root, read_mode)
+    }
+
+    /// Opens on any filesystem implementation, with reads in `read_mode`.
+    pub fn open_in_with(vfs: Arc<dyn Vfs>, path: &Path, read_mode: ReadMode) -> Result<RaggedDataset, DatasetError> {
         let schema = Schema::read(&*vfs, path)?;
         if !schema.is_ragged() {
             return Err(DatasetError::WrongKind { path: path.to_path_buf(), ragged: false });

@@ -14,6 +14,8 @@
 //! ([`VfsFile::read_batch`]) for records that are not in memory.
 
 pub mod real;
+#[cfg(feature = "remote")]
+pub mod remote;
 #[cfg(target_os = "linux")]
 mod uring;
 
@@ -71,6 +73,10 @@ pub enum ReadEngine {
     Threads,
     /// One positional read after another (the simulator; the default).
     Sequential,
+    /// Ranged GETs to object storage, coalesced, many in flight (the
+    /// remote backend, `src/io/remote/`): a gather is one batch, so that
+    /// neighbouring records share requests.
+    Remote,
 }
 
 impl ReadEngine {
@@ -80,6 +86,7 @@ impl ReadEngine {
             ReadEngine::IoUring => "io_uring",
             ReadEngine::Threads => "threads",
             ReadEngine::Sequential => "sequential",
+            ReadEngine::Remote => "remote",
         }
     }
 }
@@ -209,6 +216,12 @@ pub trait VfsFile: Send + Sync + fmt::Debug {
     /// (the real filesystem: so that reads of several files can go in one
     /// submission, [`Vfs::read_batch_files`]).
     fn raw_fd(&self) -> Option<i32> {
+        None
+    }
+    /// The implementation's own type, where its filesystem's
+    /// [`Vfs::read_batch_files`] needs more of its files than a descriptor
+    /// (the remote backend: the object behind each).
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
         None
     }
     /// For a file opened [`OpenMode::ReadDirect`]: the alignment, a power

@@ -128,7 +128,7 @@ impl Meta {
     }
 
     /// Entries `first..first + out.len()`, in one read of the mapping.
-    fn raw_entries(&self, first: u32, out: &mut [Entry]) {
+    pub(crate) fn raw_entries(&self, first: u32, out: &mut [Entry]) {
         let end = u64::from(first) + out.len() as u64;
         assert!(end <= u64::from(self.capacity), "entries up to {end} past the table's {} entries", self.capacity);
         // SAFETY: as `raw_entry`: no thread of this process writes an entry

@@ -229,6 +229,54 @@ impl Zrecord {
         open::open(vfs, path, options)
     }
 
+    /// Opens the store published at `url` (`s3://bucket/prefix`, see
+    /// `docs/remote.md`), read-only whatever `options` says; the client
+    /// comes from the standard environment (`AWS_ENDPOINT_URL`,
+    /// `AWS_ACCESS_KEY_ID`, ...), the request settings from
+    /// [`RemoteOptions::from_env`](crate::io::remote::RemoteOptions::from_env).
+    /// Reads the manifest, `meta.zr` (the header and the used table) and
+    /// `dict.zr`; records are fetched by the gathers.
+    #[cfg(feature = "remote")]
+    pub fn open_url(url: &str, options: Options) -> Result<Zrecord> {
+        use crate::io::remote::{RemoteFs, RemoteOptions};
+        let fs = RemoteFs::connect(url, RemoteOptions::from_env()).map_err(|source| Error::Io {
+            path: url.into(),
+            op: "read manifest.json",
+            source,
+        })?;
+        Zrecord::open_remote(Arc::new(fs), options)
+    }
+
+    /// Opens the published store `fs` reaches, read-only.
+    #[cfg(feature = "remote")]
+    pub fn open_remote(fs: Arc<crate::io::remote::RemoteFs>, options: Options) -> Result<Zrecord> {
+        let root = PathBuf::from(fs.root());
+        Zrecord::open_in(fs, &root, Options { read_only: true, ..options })
+    }
+
+    /// `meta.zr` as a reader of the records `0..len` needs it: the header
+    /// (the frontier now, the published length) and the table's entries
+    /// below that length, `16 + 16 x len` bytes, and the frontier. What a
+    /// push publishes; no entry it holds ends past the frontier.
+    pub fn meta_image(&self) -> (Vec<u8>, crate::format::Frontier) {
+        use crate::format::{Entry, Header};
+        let len = self.meta.len();
+        // After the length, as a read's view: every entry below it ends at
+        // or below this frontier.
+        let frontier = self.meta.frontier();
+        let mut entries = vec![<Entry as bytemuck::Zeroable>::zeroed(); len as usize];
+        self.meta.raw_entries(0, &mut entries);
+        let mut image = bytemuck::bytes_of(&Header::new(frontier, len)).to_vec();
+        image.extend_from_slice(bytemuck::cast_slice(&entries));
+        (image, frontier)
+    }
+
+    /// The filesystem the store is on (the real one, a remote store's, the
+    /// simulator's): to read the files beside it, `schema.json`.
+    pub fn filesystem(&self) -> &dyn Vfs {
+        self.chunks.vfs()
+    }
+
     /// The store's directory.
     pub fn path(&self) -> &Path {
         &self.path

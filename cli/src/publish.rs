@@ -1,0 +1,77 @@
+//! `push` and `pull`: publish a store to object storage, fetch one back
+//! (`docs/remote.md`). The library does both (`loaderx::io::remote::publish`);
+//! this prints what they did.
+
+use std::path::Path;
+
+use loaderx::io::remote::publish::{PushReport, pull, push};
+use loaderx::io::remote::{Location, RemoteOptions, is_url};
+
+use crate::CliResult;
+use crate::out::{CliError, Json, human, json_array, print, table};
+
+fn location(url: &str) -> CliResult<Location> {
+    if !is_url(url) {
+        return Err(CliError::new(format!("{url}: not an s3://bucket/prefix URL")).into());
+    }
+    Location::s3(url, RemoteOptions::from_env()).map_err(|e| CliError::with_source(format!("{url}: bad URL"), e).into())
+}
+
+pub fn run_push(store: &Path, url: &str, json: bool) -> CliResult<()> {
+    let to = location(url)?;
+    let report = push(store, &to)?;
+    print(&if json { push_json(store, url, &report) } else { push_table(store, url, &report) })?;
+    Ok(())
+}
+
+fn push_table(store: &Path, url: &str, r: &PushReport) -> String {
+    table(&[
+        ("store", store.display().to_string()),
+        ("published at", url.to_string()),
+        ("records", r.records.to_string()),
+        ("uploaded", format!("{} objects, {}", r.uploaded.len(), human(r.bytes))),
+        ("unchanged", format!("{} objects (already published)", r.unchanged.len())),
+        ("removed", format!("{} objects of the previous manifest", r.removed.len())),
+    ])
+}
+
+fn push_json(store: &Path, url: &str, r: &PushReport) -> String {
+    let names = |v: &[String]| json_array(v.iter().map(|n| serde_json::Value::from(n.as_str()).to_string()));
+    let mut text = Json::object()
+        .field("store", store.to_string_lossy().as_ref())
+        .field("url", url)
+        .field("records", r.records)
+        .raw("uploaded", &names(&r.uploaded))
+        .raw("unchanged", &names(&r.unchanged))
+        .raw("removed", &names(&r.removed))
+        .field("bytes_uploaded", r.bytes)
+        .finish();
+    text.push('\n');
+    text
+}
+
+pub fn run_pull(url: &str, dir: &Path, json: bool) -> CliResult<()> {
+    let from = location(url)?;
+    let manifest = pull(&from, dir)?;
+    let bytes: u64 = manifest.objects.values().map(|o| o.size).sum();
+    let text = if json {
+        let mut text = Json::object()
+            .field("url", url)
+            .field("dir", dir.to_string_lossy().as_ref())
+            .field("records", manifest.records)
+            .field("objects", manifest.objects.len() as u64)
+            .field("bytes", bytes)
+            .finish();
+        text.push('\n');
+        text
+    } else {
+        table(&[
+            ("pulled", url.to_string()),
+            ("into", dir.display().to_string()),
+            ("records", manifest.records.to_string()),
+            ("objects", format!("{}, {} (CRC-32 checked)", manifest.objects.len(), human(bytes))),
+        ])
+    };
+    print(&text)?;
+    Ok(())
+}

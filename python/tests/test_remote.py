@@ -1,0 +1,98 @@
+"""Datasets and stores published on S3-compatible object storage, opened by
+URL: Dataset(url), RaggedDataset(url), Zrecord(url, read_only=True), in a
+DataLoader, pickled, and in a fork child (as PyTorch's DataLoader workers
+read). Needs a live server: tests/remote/run.sh starts SeaweedFS on
+loopback and runs this file with LOADERX_S3_TEST_BUCKET, the AWS_*
+variables and LOADERX_CLI (the `loaderx` binary, which pushes) set."""
+
+import os
+import pickle
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from loaderx_rs import DataLoader, Dataset, RaggedDataset, Zrecord, Zsampler, write_dataset, write_ragged
+
+BUCKET = os.environ.get("LOADERX_S3_TEST_BUCKET")
+CLI = os.environ.get("LOADERX_CLI")
+pytestmark = pytest.mark.skipif(
+    not (BUCKET and CLI), reason="needs an S3 server: tests/remote/run.sh starts one and runs this file"
+)
+
+
+def push(local, name):
+    url = f"s3://{BUCKET}/python-{os.getpid()}-{name}"
+    subprocess.run([CLI, "push", str(local), url], check=True, stdout=subprocess.DEVNULL)
+    return url
+
+
+@pytest.fixture
+def fixed(tmp_path, rng):
+    data = rng.standard_normal((3000, 16)).astype(np.float32)
+    write_dataset(tmp_path / "fixed", data)
+    return push(tmp_path / "fixed", "fixed"), data
+
+
+def test_a_dataset_by_url_reads_as_the_local_one(fixed, rng):
+    url, data = fixed
+    ds = Dataset(url)
+    assert len(ds) == 3000 and ds.shape == (16,) and ds.dtype == np.float32
+    assert ds.path == url, "the URL is kept whole (a pathlib.Path would fold its //)"
+    idx = rng.permutation(3000)[:500]
+    np.testing.assert_array_equal(ds[idx], data[idx])
+    again = pickle.loads(pickle.dumps(ds))
+    np.testing.assert_array_equal(again[idx], data[idx])
+
+
+def test_a_ragged_dataset_and_a_store_by_url(tmp_path):
+    seqs = [np.arange(n, dtype=np.int32) for n in range(1, 200)]
+    write_ragged(tmp_path / "ragged", seqs)
+    url = push(tmp_path / "ragged", "ragged")
+    rds = RaggedDataset(url)
+    values, splits = rds[np.array([198, 0, 50])]
+    np.testing.assert_array_equal(values[splits[0]:splits[1]], seqs[198])
+    np.testing.assert_array_equal(values[splits[2]:splits[3]], seqs[50])
+    store = Zrecord(url, read_only=True)
+    assert len(store) == 199 and store.read_only
+    idx = np.array([3, 198], dtype=np.uint64)
+    lens = store.lengths(idx)
+    assert lens.tolist() == [16, 199 * 4]
+    dst = np.zeros(int(lens.sum()), dtype=np.uint8)
+    store.gather_var(idx, dst, np.array([0, 16], dtype=np.uint64))
+    assert dst.tobytes() == seqs[3].tobytes() + seqs[198].tobytes()
+    with pytest.raises(ValueError, match="read-only"):
+        Zrecord(url)
+
+
+def test_a_missing_store_is_an_error_naming_it():
+    url = f"s3://{BUCKET}/python-nothing-here"
+    with pytest.raises(OSError, match="python-nothing-here/manifest.json"):
+        Dataset(url)
+
+
+def test_a_loader_and_a_fork_child_read_by_url(fixed):
+    url, data = fixed
+    ds = Dataset(url)
+    sampler = Zsampler(3000, 128, 2, seed=3)
+    with DataLoader({"x": ds}, batch_size=128, num_workers=2, mode=2, seed=3) as loader:
+        for _ in range(5):
+            np.testing.assert_array_equal(next(loader)["x"], data[sampler.next().astype(np.int64)])
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        status = 1
+        try:
+            signal.alarm(60)  # a hang ends the child, and the test fails
+            idx = np.arange(2999, -1, -7)
+            np.testing.assert_array_equal(ds[idx], data[idx])  # the parent's handle
+            np.testing.assert_array_equal(Dataset(url)[idx], data[idx])
+            status = 0
+        except BaseException as e:  # noqa: BLE001 - reported, then the status says it
+            print(f"child failed: {e!r}", file=sys.stderr)
+        finally:
+            os._exit(status)
+    _, status = os.waitpid(pid, 0)
+    assert status == 0
+    np.testing.assert_array_equal(ds[:10], data[:10])

@@ -1,0 +1,327 @@
+//! Publishing a store to object storage ([`push`]) and fetching one back
+//! into a local directory ([`pull`]); `docs/remote.md`, "Publishing".
+//!
+//! A push uploads the chunk files (multipart when large), the used part of
+//! `meta.zr` as the store was when the push opened it, `dict.zr` and
+//! `schema.json`, and last `manifest.json`, which names each object with
+//! its size, CRC-32 and entity tag. Object storage has no directory fsync;
+//! the manifest is the commit: a reader goes by the manifest it read and
+//! never sees a half-published store, and a reader of an older manifest
+//! whose objects a push replaced gets `RemoteErrorKind::Changed`, never
+//! another object's bytes (the entity tags). An object whose size and
+//! CRC-32 the existing manifest already lists (and the server still holds)
+//! is not uploaded again, so a second push of the same store uploads only
+//! the manifest. Objects the old manifest listed and the new one does not
+//! are removed after the new manifest is in place.
+//!
+//! A pull writes the objects into a directory holding no store, checks
+//! every CRC-32, and makes `meta.zr` (grown to the full table, as the
+//! reference package writes it) appear last, by rename, after everything
+//! else is durable: a pull cut short leaves no `meta.zr`, and the open
+//! refuses the directory (`Error::MetaMissing`) until a pull finishes.
+//! Local files are reached through the I/O boundary (`RealFs`).
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
+
+use super::manifest::{MANIFEST_FILE, Manifest, ObjectInfo, size_limit};
+use super::{Location, RemoteError, RemoteErrorKind, read_manifest};
+use crate::dataset::SCHEMA_FILE;
+use crate::error::{Error, Result};
+use crate::format::{DICT_FILE, META_BYTES, META_FILE, META_TMP_FILE, chunk_file_name};
+use crate::io::real::RealFs;
+use crate::io::{BatchRead, FileKind, OpenMode, Vfs, VfsFile, read_exact_at, write_all_at};
+use crate::store::Zrecord;
+
+/// Bytes read or written at a time, and the multipart part size.
+const PIECE_BYTES: usize = 8 << 20;
+/// Objects at least this long are uploaded in parts.
+const MULTIPART_BYTES: u64 = 16 << 20;
+/// Parts of one upload in flight.
+const PARTS_IN_FLIGHT: usize = 4;
+
+/// What a push did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PushReport {
+    /// Objects uploaded (the manifest included).
+    pub uploaded: Vec<String>,
+    /// Objects the existing manifest already listed with the same size and CRC-32.
+    pub unchanged: Vec<String>,
+    /// Objects of the old manifest removed.
+    pub removed: Vec<String>,
+    /// Bytes uploaded.
+    pub bytes: u64,
+    /// The store's length as published.
+    pub records: u32,
+}
+
+/// One object to publish: its name and where its bytes come from.
+enum Source {
+    /// `len` bytes of a local file from offset 0.
+    File { file: Box<dyn VfsFile>, len: u64 },
+    /// Bytes in memory (the `meta.zr` image).
+    Memory(Vec<u8>),
+}
+
+impl Source {
+    fn len(&self) -> u64 {
+        match self {
+            Source::File { len, .. } => *len,
+            Source::Memory(bytes) => bytes.len() as u64,
+        }
+    }
+
+    /// The bytes `offset..offset + buf.len()`.
+    fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        match self {
+            Source::File { file, .. } => read_exact_at(&**file, buf, offset),
+            Source::Memory(bytes) => {
+                buf.copy_from_slice(&bytes[offset as usize..offset as usize + buf.len()]);
+                Ok(())
+            }
+        }
+    }
+
+    fn crc32(&self) -> io::Result<u32> {
+        let mut hasher = crc32fast::Hasher::new();
+        let mut buf = vec![0; PIECE_BYTES.min(self.len() as usize)];
+        let mut offset = 0;
+        while offset < self.len() {
+            let n = (self.len() - offset).min(PIECE_BYTES as u64) as usize;
+            self.read(offset, &mut buf[..n])?;
+            hasher.update(&buf[..n]);
+            offset += n as u64;
+        }
+        Ok(hasher.finalize())
+    }
+}
+
+/// The objects of the store at `dir`, open read-only as `store`: its chunk
+/// files up to the frontier of the `meta.zr` image, that image, `dict.zr`
+/// and `schema.json` where present.
+fn sources(store: &Zrecord, dir: &Path) -> Result<(u32, Vec<(String, Source)>)> {
+    let fs = RealFs;
+    fn io_err(path: &Path, op: &'static str) -> impl FnOnce(io::Error) -> Error {
+        move |source| Error::Io { path: path.to_path_buf(), op, source }
+    }
+    let (image, frontier) = store.meta_image();
+    let mut out = vec![(META_FILE.to_string(), Source::Memory(image))];
+    for id in 0..=frontier.chunk {
+        let name = chunk_file_name(id);
+        let path = dir.join(&name);
+        let file = fs.open(&path, OpenMode::Read).map_err(io_err(&path, "open chunk"))?;
+        let mut len = file.len().map_err(io_err(&path, "stat chunk"))?;
+        if id == frontier.chunk {
+            // Past the frontier nothing is live (a crashed append's bytes,
+            // the reference's preallocation).
+            len = len.min(u64::from(frontier.offset));
+        }
+        out.push((name, Source::File { file, len }));
+    }
+    for name in [DICT_FILE, SCHEMA_FILE] {
+        let path = dir.join(name);
+        if fs.kind(&path).map_err(io_err(&path, "stat"))? == Some(FileKind::File) {
+            let file = fs.open(&path, OpenMode::Read).map_err(io_err(&path, "open"))?;
+            let len = file.len().map_err(io_err(&path, "stat"))?;
+            out.push((name.to_string(), Source::File { file, len }));
+        }
+    }
+    Ok((store.len(), out))
+}
+
+/// Publishes the store at `dir` to `to` (see the module comment). The
+/// store is opened read-only for the push: appends elsewhere go on (what
+/// they add after the open is not published), a delete or compaction
+/// waits for it (the readers' lock).
+pub fn push(dir: &Path, to: &Location) -> Result<PushReport> {
+    let store = Zrecord::open_read_only(dir)?;
+    let (records, sources) = sources(&store, dir)?;
+    let remote_err = |op| move |source| Error::Io { path: to.url().into(), op, source };
+    let old = read_manifest(to).map_err(remote_err("read manifest.json"))?;
+    let mut report = PushReport { records, ..PushReport::default() };
+    let mut objects = BTreeMap::new();
+    for (name, source) in &sources {
+        let local = |op| move |source| Error::Io { path: dir.join(name), op, source };
+        let crc32 = source.crc32().map_err(local("read"))?;
+        let (size, listed) = (source.len(), old.as_ref().and_then(|m| m.objects.get(name)));
+        let same = listed.filter(|o| o.size == size && o.crc32 == crc32);
+        let held = match same {
+            Some(o) => still_held(to, name, o).map_err(remote_err("check an object"))?,
+            None => None,
+        };
+        let etag = match held {
+            Some(etag) => {
+                report.unchanged.push(name.clone());
+                etag
+            }
+            None => {
+                let etag = upload(to, name, source).map_err(remote_err("upload"))?;
+                report.uploaded.push(name.clone());
+                report.bytes += size;
+                etag
+            }
+        };
+        objects.insert(name.clone(), ObjectInfo { size, crc32, etag });
+    }
+    let manifest = Manifest { records, objects };
+    let text = manifest.encode().into_bytes();
+    report.bytes += text.len() as u64;
+    upload(to, MANIFEST_FILE, &Source::Memory(text)).map_err(remote_err("upload manifest.json"))?;
+    report.uploaded.push(MANIFEST_FILE.into());
+    for name in old.iter().flat_map(|m| m.objects.keys()).filter(|n| !manifest.objects.contains_key(*n)) {
+        to.fetcher
+            .run(async |store| store.delete(&to.key(name)).await.map_err(io::Error::from))
+            .map_err(remote_err("remove"))?;
+        report.removed.push(name.clone());
+    }
+    Ok(report)
+}
+
+/// The entity tag of `name` if the server holds it with the size `listed` says
+/// (and the same tag, where both have one): then it need not be uploaded.
+fn still_held(to: &Location, name: &str, listed: &ObjectInfo) -> io::Result<Option<Option<String>>> {
+    let key = to.key(name);
+    to.fetcher.run(async |store| match store.head(&key).await {
+        Ok(meta) if meta.size == listed.size && (listed.etag.is_none() || meta.e_tag == listed.etag) => {
+            Ok(Some(meta.e_tag))
+        }
+        Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    })
+}
+
+/// Uploads `source` as `name` (in parts when large); returns the entity tag
+/// the server gives it (from a HEAD, which is what readers will see).
+fn upload(to: &Location, name: &str, source: &Source) -> io::Result<Option<String>> {
+    let key = to.key(name);
+    let timeout = to.fetcher.options().request_timeout;
+    to.fetcher.run(async |store| {
+        if source.len() < MULTIPART_BYTES {
+            let mut bytes = vec![0; source.len() as usize];
+            source.read(0, &mut bytes)?;
+            tokio::time::timeout(timeout, store.put(&key, PutPayload::from(bytes))).await.map_err(|_| {
+                io::Error::new(io::ErrorKind::TimedOut, format!("{name}: no answer within {timeout:?}"))
+            })??;
+        } else {
+            upload_parts(&*store, &key, source).await?;
+        }
+        let meta = store.head(&key).await?;
+        if meta.size != source.len() {
+            let detail = format!("{} bytes after the upload of {}", meta.size, source.len());
+            return Err(RemoteError::new(&format!("{}/{name}", to.url()), RemoteErrorKind::Changed, detail).into_io());
+        }
+        Ok(meta.e_tag)
+    })
+}
+
+async fn upload_parts(store: &dyn ObjectStore, key: &object_store::path::Path, source: &Source) -> io::Result<()> {
+    let upload = store.put_multipart(key).await?;
+    let mut writer = WriteMultipart::new_with_chunk_size(upload, PIECE_BYTES);
+    let mut buf = vec![0; PIECE_BYTES];
+    let mut offset = 0;
+    while offset < source.len() {
+        let n = (source.len() - offset).min(PIECE_BYTES as u64) as usize;
+        if let Err(e) = source.read(offset, &mut buf[..n]) {
+            let _ = writer.abort().await;
+            return Err(e);
+        }
+        if let Err(e) = writer.wait_for_capacity(PARTS_IN_FLIGHT).await {
+            let _ = writer.abort().await;
+            return Err(e.into());
+        }
+        writer.write(&buf[..n]);
+        offset += n as u64;
+    }
+    writer.finish().await?;
+    Ok(())
+}
+
+/// Fetches the store at `from` into `dir` (created if missing; it must hold
+/// no `meta.zr`), checking every object's CRC-32 (see the module comment).
+/// Returns the manifest it went by.
+pub fn pull(from: &Location, dir: &Path) -> Result<Manifest> {
+    let fs = RealFs;
+    fn local(path: &Path, op: &'static str) -> impl FnOnce(io::Error) -> Error {
+        move |source| Error::Io { path: path.to_path_buf(), op, source }
+    }
+    let manifest = read_manifest(from)
+        .map_err(|source| Error::Io { path: from.url().into(), op: "read manifest.json", source })?
+        .ok_or_else(|| Error::NoStore { path: from.url().into() })?;
+    match fs.kind(dir).map_err(local(dir, "stat"))? {
+        None => fs.create_dir_all(dir).map_err(local(dir, "create directory"))?,
+        Some(FileKind::Dir) => {}
+        Some(_) => return Err(Error::NotADirectory { path: dir.to_path_buf() }),
+    }
+    if fs.kind(&dir.join(META_FILE)).map_err(local(dir, "stat meta.zr"))?.is_some() {
+        return Err(Error::InvalidArgument(format!(
+            "{}: holds a store already (meta.zr); pull into an empty directory",
+            dir.display()
+        )));
+    }
+    let meta_info = &manifest.objects[META_FILE];
+    for (name, info) in manifest.objects.iter().filter(|(n, _)| n.as_str() != META_FILE) {
+        let path = dir.join(name);
+        let file = fs.open(&path, OpenMode::Create).map_err(local(&path, "create"))?;
+        file.set_len(0).map_err(local(&path, "truncate"))?;
+        fetch_into(from, name, info, &*file, 0)?;
+        file.sync_all().map_err(local(&path, "sync"))?; // SYNC P1
+    }
+    fs.sync_dir(dir).map_err(local(dir, "sync directory"))?; // SYNC P2
+    let tmp = dir.join(META_TMP_FILE);
+    let file = fs.open(&tmp, OpenMode::Create).map_err(local(&tmp, "create"))?;
+    file.set_len(0).map_err(local(&tmp, "truncate"))?;
+    file.set_len(META_BYTES.max(meta_info.size)).map_err(local(&tmp, "grow"))?;
+    fetch_into(from, META_FILE, meta_info, &*file, 0)?;
+    file.sync_all().map_err(local(&tmp, "sync"))?; // SYNC P3
+    fs.rename(&tmp, &dir.join(META_FILE)).map_err(local(&tmp, "rename"))?;
+    fs.sync_dir(dir).map_err(local(dir, "sync directory"))?; // SYNC P4
+    Ok(manifest)
+}
+
+/// Writes object `name` into `file` at `at`, in pieces, checking its CRC-32.
+fn fetch_into(from: &Location, name: &str, info: &ObjectInfo, file: &dyn VfsFile, at: u64) -> Result<()> {
+    let object = from.object(name, info);
+    let remote = |source| Error::Io { path: from.url().into(), op: "fetch", source };
+    if size_limit(name).is_none_or(|limit| info.size > limit) {
+        let detail = format!("{} bytes, more than a store file has", info.size);
+        return Err(remote(RemoteError::new(&object.url, RemoteErrorKind::Invalid, detail).into_io()));
+    }
+    let window = PIECE_BYTES * from.fetcher.options().max_in_flight.clamp(1, 8);
+    let mut buf = vec![0u8; window.min(info.size as usize)];
+    let mut hasher = crc32fast::Hasher::new();
+    let mut offset = 0u64;
+    while offset < info.size {
+        let n = (info.size - offset).min(window as u64) as usize;
+        let mut reads: Vec<BatchRead<'_>> = buf[..n]
+            .chunks_mut(PIECE_BYTES)
+            .enumerate()
+            .map(|(k, piece)| BatchRead::new(offset + (k * PIECE_BYTES) as u64, piece))
+            .collect();
+        let objects = vec![&object; reads.len()];
+        from.fetcher.read_batch(&objects, &mut reads).map_err(|e| remote(e.error))?;
+        hasher.update(&buf[..n]);
+        write_all_at(file, &buf[..n], at + offset).map_err(|source| Error::Io {
+            path: name.into(),
+            op: "write",
+            source,
+        })?;
+        offset += n as u64;
+    }
+    let crc32 = hasher.finalize();
+    if crc32 != info.crc32 {
+        let detail = format!("CRC-32 {crc32:08x}, the manifest says {:08x}", info.crc32);
+        return Err(remote(RemoteError::new(&object.url, RemoteErrorKind::Changed, detail).into_io()));
+    }
+    Ok(())
+}
+
+/// An in-memory store under `url`, for tests and examples: `object_store`'s
+/// in-memory backend.
+pub fn memory_location(url: &str, options: super::RemoteOptions) -> Location {
+    let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    Location::with_store(store, url, "", options).expect("an empty prefix parses")
+}

@@ -1,0 +1,466 @@
+//! The remote backend on `object_store`'s in-memory backend: push, open,
+//! gather and pull round trips; what an open reads; coalescing and the
+//! in-flight bound; retries, timeouts, missing, replaced and truncated
+//! objects, all through a fault-injecting wrapper of the in-memory store.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use loaderx::io::remote::publish::{pull, push};
+use loaderx::io::remote::{Location, RemoteError, RemoteErrorKind, RemoteFs, RemoteOptions};
+use loaderx::{Codec, Error, Options, ReadMode, Zrecord};
+use object_store::memory::InMemory;
+use object_store::path::Path as ObjectPath;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, ObjectStoreExt,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult,
+};
+
+/// What the wrapper does to GETs of chunk files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fault {
+    None,
+    /// The first `n` GETs fail with a transient error.
+    FailFirst(u32),
+    /// Every GET fails with a transient error.
+    FailAlways,
+    /// Every GET never answers.
+    Stall,
+}
+
+/// The in-memory store, with faults injected into GETs of `*.zr` chunk
+/// files and the largest number of GETs seen in flight at once.
+#[derive(Debug)]
+struct Faulty {
+    inner: InMemory,
+    fault: Mutex<Fault>,
+    failed: AtomicU32,
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
+}
+
+impl fmt::Display for Faulty {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Faulty")
+    }
+}
+
+impl Faulty {
+    fn new() -> Arc<Faulty> {
+        Arc::new(Faulty {
+            inner: InMemory::new(),
+            fault: Mutex::new(Fault::None),
+            failed: AtomicU32::new(0),
+            in_flight: AtomicUsize::new(0),
+            max_in_flight: AtomicUsize::new(0),
+        })
+    }
+
+    fn set(&self, fault: Fault) {
+        *self.fault.lock().unwrap() = fault;
+        self.failed.store(0, Ordering::SeqCst);
+    }
+}
+
+fn transient() -> object_store::Error {
+    object_store::Error::Generic { store: "Faulty", source: "503 Slow Down".into() }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for Faulty {
+    async fn put_opts(
+        &self,
+        location: &ObjectPath,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &ObjectPath,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &ObjectPath, options: GetOptions) -> object_store::Result<GetResult> {
+        let chunk = location.filename().is_some_and(|n| n.ends_with(".zr") && n != "meta.zr" && n != "dict.zr");
+        let fault = *self.fault.lock().unwrap();
+        if chunk {
+            match fault {
+                Fault::None => {}
+                Fault::FailFirst(n) if self.failed.fetch_add(1, Ordering::SeqCst) >= n => {}
+                Fault::FailFirst(_) | Fault::FailAlways => return Err(transient()),
+                Fault::Stall => futures::future::pending::<()>().await,
+            }
+        }
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        // Long enough for the requests of one batch to overlap.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let result = self.inner.get_opts(location, options).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        result
+    }
+
+    async fn get_ranges(
+        &self,
+        location: &ObjectPath,
+        ranges: &[Range<u64>],
+    ) -> object_store::Result<Vec<bytes::Bytes>> {
+        self.inner.get_ranges(location, ranges).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<ObjectPath>>,
+    ) -> BoxStream<'static, object_store::Result<ObjectPath>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&ObjectPath>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&ObjectPath>) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &ObjectPath, to: &ObjectPath, options: CopyOptions) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+/// Record `k`: its bytes say which record they are.
+fn record(k: u64, len: usize) -> Vec<u8> {
+    (0..len).map(|i| ((k * 131 + i as u64 * 7) % 251) as u8 ^ (i / 97) as u8).collect()
+}
+
+/// A local store of `n` records of `len` bytes each, `codec`, with a dictionary for `ZstdDict`.
+fn local_store(dir: &std::path::Path, n: usize, len: usize, codec: Codec) -> Vec<Vec<u8>> {
+    let store = Zrecord::open(dir).unwrap();
+    let records: Vec<Vec<u8>> = (0..n as u64).map(|k| record(k, len)).collect();
+    let flat: Vec<u8> = records.concat();
+    if codec == Codec::ZstdDict {
+        store.train_dict(&flat, &vec![len; n], 16 << 10).unwrap();
+    }
+    store.append(&flat, n, len, codec).unwrap();
+    records
+}
+
+fn options() -> RemoteOptions {
+    RemoteOptions {
+        request_timeout: Duration::from_millis(500),
+        backoff_initial: Duration::from_millis(1),
+        backoff_max: Duration::from_millis(5),
+        ..RemoteOptions::default()
+    }
+}
+
+fn location(store: &Arc<Faulty>, options: RemoteOptions) -> Location {
+    Location::with_store(store.clone(), "s3://test/sets/one", "sets/one", options).unwrap()
+}
+
+fn open(store: &Arc<Faulty>, options: RemoteOptions) -> (Zrecord, Arc<RemoteFs>) {
+    let fs = Arc::new(RemoteFs::open(location(store, options)).unwrap());
+    (Zrecord::open_remote(fs.clone(), Options::default()).unwrap(), fs)
+}
+
+/// The remote error inside a store error.
+fn remote_error(error: &Error) -> &RemoteError {
+    match error {
+        Error::Io { source, .. } => source.get_ref().and_then(|e| e.downcast_ref::<RemoteError>()),
+        _ => None,
+    }
+    .unwrap_or_else(|| panic!("not a remote error: {error}"))
+}
+
+fn gather_all(store: &Zrecord, len: usize) -> Result<Vec<u8>, Error> {
+    let all: Vec<u64> = (0..u64::from(store.len())).collect();
+    let mut out = vec![0u8; all.len() * len];
+    store.gather(&all, &mut out, len).map(|()| out)
+}
+
+#[test]
+fn every_codec_reads_back_as_written() {
+    for codec in [Codec::Raw, Codec::Zstd, Codec::ZstdDict] {
+        let dir = tempfile::tempdir().unwrap();
+        let records = local_store(dir.path(), 500, 300, codec);
+        let remote = Faulty::new();
+        let report = push(dir.path(), &location(&remote, options())).unwrap();
+        assert_eq!(report.records, 500);
+        let (store, _) = open(&remote, options());
+        assert!(store.is_read_only());
+        assert_eq!(store.len(), 500);
+        assert_eq!(store.has_dict(), codec == Codec::ZstdDict);
+        assert_eq!(gather_all(&store, 300).unwrap(), records.concat(), "{codec:?}");
+        let picks = [499u64, 3, 3, 250, 0];
+        let mut out = vec![0u8; picks.len() * 300];
+        store.gather(&picks, &mut out, 300).unwrap();
+        for (k, &i) in picks.iter().enumerate() {
+            assert_eq!(&out[k * 300..][..300], &records[i as usize][..], "{codec:?} record {i}");
+        }
+        assert_eq!(store.get(42).unwrap(), records[42]);
+        let report = store.verify().unwrap();
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        let local = Zrecord::open_read_only(dir.path()).unwrap();
+        assert_eq!(store.stats().unwrap(), local.stats().unwrap());
+    }
+}
+
+#[test]
+fn an_open_reads_the_manifest_the_used_table_and_the_dictionary_only() {
+    let dir = tempfile::tempdir().unwrap();
+    local_store(dir.path(), 1000, 100, Codec::ZstdDict);
+    let remote = Faulty::new();
+    push(dir.path(), &location(&remote, options())).unwrap();
+    let (store, fs) = open(&remote, options());
+    let objects = &fs.manifest().objects;
+    assert_eq!(objects["meta.zr"].size, 16 + 16 * 1000, "the used part of meta.zr is published");
+    let opened = fs.counters();
+    assert_eq!(opened.requests, 2, "meta.zr and dict.zr, one GET each");
+    assert_eq!(opened.bytes, objects["meta.zr"].size + objects["dict.zr"].size);
+    store.get(7).unwrap();
+    assert_eq!(fs.counters().requests, 3, "a record is one GET");
+}
+
+#[test]
+fn neighbouring_records_share_requests_within_the_in_flight_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = local_store(dir.path(), 2000, 1000, Codec::Raw);
+    let remote = Faulty::new();
+    push(dir.path(), &location(&remote, options())).unwrap();
+    let tight = RemoteOptions { max_in_flight: 3, coalesce_gap: 0, max_request_bytes: 64 << 10, ..options() };
+    let (store, fs) = open(&remote, tight);
+    let before = fs.counters();
+    // 256 consecutive records: 256,000 bytes in requests of at most 64 KiB.
+    let picks: Vec<u64> = (100..356).collect();
+    let mut out = vec![0u8; picks.len() * 1000];
+    store.gather(&picks, &mut out, 1000).unwrap();
+    assert_eq!(out, records[100..356].concat());
+    let after = fs.counters();
+    assert_eq!(after.requests - before.requests, 256u64.div_ceil(65), "ranges of 65 records, the most in 64 KiB");
+    assert_eq!(after.bytes - before.bytes, 256_000, "no byte fetched twice, none outside the records");
+    let max = remote.max_in_flight.load(Ordering::SeqCst);
+    assert!((2..=3).contains(&max), "{max} GETs in flight at most, the bound is 3");
+    // Records every 10th: the gap is 9,000 bytes; with a gap of 10 KiB they merge.
+    let (store, fs) = open(&remote, RemoteOptions { coalesce_gap: 10 << 10, ..options() });
+    let sparse: Vec<u64> = (0..100).map(|k| k * 10).collect();
+    let before = fs.counters();
+    let mut out = vec![0u8; sparse.len() * 1000];
+    store.gather(&sparse, &mut out, 1000).unwrap();
+    for (k, &i) in sparse.iter().enumerate() {
+        assert_eq!(&out[k * 1000..][..1000], &records[i as usize][..]);
+    }
+    assert_eq!(fs.counters().requests - before.requests, 1, "one range over them all");
+}
+
+#[test]
+fn transient_failures_are_retried_and_then_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = local_store(dir.path(), 100, 500, Codec::Zstd);
+    let remote = Faulty::new();
+    push(dir.path(), &location(&remote, options())).unwrap();
+    let (store, fs) = open(&remote, RemoteOptions { retries: 3, ..options() });
+    remote.set(Fault::FailFirst(3));
+    assert_eq!(gather_all(&store, 500).unwrap(), records.concat(), "the fourth attempt succeeds");
+    assert_eq!(fs.counters().retries, 3);
+    remote.set(Fault::FailAlways);
+    let err = gather_all(&store, 500).unwrap_err();
+    let remote_err = remote_error(&err);
+    assert_eq!((remote_err.kind, remote_err.attempts), (RemoteErrorKind::Unavailable, 4));
+    assert!(remote_err.url.ends_with("sets/one/0.zr"), "{}", remote_err.url);
+    assert!(err.to_string().contains("s3://test/sets/one/0.zr"), "{err}");
+}
+
+#[test]
+fn a_stalled_server_times_out_with_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    local_store(dir.path(), 10, 100, Codec::Raw);
+    let remote = Faulty::new();
+    push(dir.path(), &location(&remote, options())).unwrap();
+    let quick = RemoteOptions { request_timeout: Duration::from_millis(50), retries: 2, ..options() };
+    let (store, fs) = open(&remote, quick);
+    remote.set(Fault::Stall);
+    let err = store.get(3).unwrap_err();
+    let remote_err = remote_error(&err);
+    assert_eq!((remote_err.kind, remote_err.attempts), (RemoteErrorKind::Timeout, 3), "{err}");
+    assert_eq!(fs.counters().retries, 2);
+    remote.set(Fault::None);
+    assert_eq!(store.get(3).unwrap(), record(3, 100), "the store reads again once the server answers");
+}
+
+#[test]
+fn missing_and_replaced_objects_are_typed_errors_naming_the_object() {
+    let dir = tempfile::tempdir().unwrap();
+    local_store(dir.path(), 50, 100, Codec::Raw);
+    let remote = Faulty::new();
+    push(dir.path(), &location(&remote, options())).unwrap();
+    let (store, _) = open(&remote, options());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let key = ObjectPath::from("sets/one/0.zr");
+    // Replaced by a shorter object: another size (and entity tag).
+    rt.block_on(remote.inner.put(&key, PutPayload::from(vec![7u8; 1000]))).unwrap();
+    let err = store.get(1).unwrap_err();
+    assert_eq!(remote_error(&err).kind, RemoteErrorKind::Changed, "{err}");
+    assert!(err.to_string().contains("0.zr"), "{err}");
+    // Gone.
+    rt.block_on(remote.inner.delete(&key)).unwrap();
+    let err = store.get(1).unwrap_err();
+    assert_eq!(remote_error(&err).kind, RemoteErrorKind::NotFound, "{err}");
+    assert!(err.to_string().contains("s3://test/sets/one/0.zr"), "{err}");
+    // No store at all under another prefix.
+    let empty = Location::with_store(remote.clone(), "s3://test/none", "none", options()).unwrap();
+    let err = RemoteFs::open(empty).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+    assert!(err.to_string().contains("s3://test/none/manifest.json"), "{err}");
+}
+
+#[test]
+fn entries_are_validated_against_the_object_sizes_before_any_read() {
+    let dir = tempfile::tempdir().unwrap();
+    local_store(dir.path(), 50, 100, Codec::Raw);
+    let remote = Faulty::new();
+    let to = location(&remote, options());
+    push(dir.path(), &to).unwrap();
+    // A manifest that says 0.zr is shorter than the table needs: a
+    // consistent publication of a damaged store.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let key = ObjectPath::from("sets/one/0.zr");
+    rt.block_on(remote.inner.put(&key, PutPayload::from(record(0, 100)))).unwrap();
+    let manifest_key = ObjectPath::from("sets/one/manifest.json");
+    let text = rt.block_on(async { remote.inner.get(&manifest_key).await.unwrap().bytes().await.unwrap() });
+    let mut manifest = loaderx::io::remote::Manifest::decode(&text).unwrap();
+    let etag = rt.block_on(remote.inner.head(&key)).unwrap().e_tag;
+    let chunk = manifest.objects.get_mut("0.zr").unwrap();
+    (chunk.size, chunk.etag) = (100, etag);
+    rt.block_on(remote.inner.put(&manifest_key, PutPayload::from(manifest.encode().into_bytes()))).unwrap();
+    let (store, fs) = open(&remote, options());
+    assert_eq!(store.get(0).unwrap(), record(0, 100));
+    let requests = fs.counters().requests;
+    let err = store.get(1).unwrap_err();
+    assert!(matches!(err, Error::Corrupt { index: Some(1), .. }), "{err}");
+    assert_eq!(fs.counters().requests, requests, "refused before any request");
+}
+
+#[test]
+fn a_second_push_uploads_the_manifest_only_and_a_changed_store_is_caught() {
+    let dir = tempfile::tempdir().unwrap();
+    local_store(dir.path(), 100, 200, Codec::Zstd);
+    let remote = Faulty::new();
+    let to = location(&remote, options());
+    let first = push(dir.path(), &to).unwrap();
+    assert!(first.uploaded.contains(&"0.zr".to_string()) && first.uploaded.contains(&"meta.zr".to_string()));
+    let again = push(dir.path(), &to).unwrap();
+    assert_eq!(again.uploaded, vec!["manifest.json".to_string()]);
+    assert_eq!(again.unchanged, vec!["meta.zr".to_string(), "0.zr".to_string()]);
+    let (old, _) = open(&remote, options());
+    {
+        let writer = Zrecord::open(dir.path()).unwrap();
+        writer.append(&record(100, 200), 1, 200, Codec::Zstd).unwrap();
+    }
+    let third = push(dir.path(), &to).unwrap();
+    assert_eq!(third.records, 101);
+    // The old reader's 0.zr was replaced: an error, never other bytes.
+    let err = old.get(5).unwrap_err();
+    assert_eq!(remote_error(&err).kind, RemoteErrorKind::Changed, "{err}");
+    let (new, _) = open(&remote, options());
+    assert_eq!(new.len(), 101);
+    assert_eq!(new.get(100).unwrap(), record(100, 200));
+}
+
+#[test]
+fn a_pull_restores_a_local_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = local_store(dir.path(), 300, 400, Codec::ZstdDict);
+    let remote = Faulty::new();
+    let to = location(&remote, options());
+    push(dir.path(), &to).unwrap();
+    let into = tempfile::tempdir().unwrap();
+    let target = into.path().join("copy");
+    let manifest = pull(&to, &target).unwrap();
+    assert_eq!(manifest.records, 300);
+    let local = Zrecord::open_read_only(&target).unwrap();
+    assert_eq!(gather_all(&local, 400).unwrap(), records.concat());
+    assert!(local.verify().unwrap().problems.is_empty());
+    drop(local);
+    // The writer's open finds a sound store too (it appends after the records).
+    let writer = Zrecord::open(&target).unwrap();
+    writer.append(&record(300, 400), 1, 400, Codec::Zstd).unwrap();
+    assert_eq!(writer.get(300).unwrap(), record(300, 400));
+    // A second pull into a store is refused.
+    let err = pull(&to, &target).unwrap_err();
+    assert!(err.to_string().contains("holds a store already"), "{err}");
+}
+
+#[test]
+fn the_serial_path_is_one_request_per_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = local_store(dir.path(), 64, 100, Codec::Raw);
+    let remote = Faulty::new();
+    push(dir.path(), &location(&remote, options())).unwrap();
+    let fs = Arc::new(RemoteFs::open(location(&remote, options())).unwrap());
+    let store =
+        Zrecord::open_remote(fs.clone(), Options { read_mode: ReadMode::Mapped, ..Options::default() }).unwrap();
+    let before = fs.counters().requests;
+    assert_eq!(gather_all(&store, 100).unwrap(), records.concat());
+    assert_eq!(fs.counters().requests - before, 64);
+    let store = Zrecord::open_remote(fs.clone(), Options::default()).unwrap();
+    let before = fs.counters().requests;
+    assert_eq!(gather_all(&store, 100).unwrap(), records.concat());
+    assert_eq!(fs.counters().requests - before, 1, "the batched path: one range");
+}
+
+#[test]
+fn the_cache_serves_what_was_read_before_within_its_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = local_store(dir.path(), 400, 1000, Codec::Zstd);
+    let remote = Faulty::new();
+    push(dir.path(), &location(&remote, options())).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let cached = RemoteOptions {
+        cache_dir: Some(cache.path().to_path_buf()),
+        cache_block_bytes: 4096,
+        cache_bytes: 1 << 30,
+        ..options()
+    };
+    let (store, fs) = open(&remote, cached.clone());
+    assert_eq!(gather_all(&store, 1000).unwrap(), records.concat());
+    assert_eq!(fs.counters().cached_blocks, 0, "a cold cache");
+    // Another open (another process, as far as the cache knows): no request at all.
+    let (again, fs) = open(&remote, cached.clone());
+    assert_eq!(gather_all(&again, 1000).unwrap(), records.concat());
+    assert_eq!(fs.counters().requests, 0, "meta.zr and every record from the cache");
+    assert!(fs.counters().cached_blocks > 0);
+    // A damaged block file is fetched again, never returned.
+    let mut damaged = 0;
+    for object in std::fs::read_dir(cache.path()).unwrap() {
+        let block = object.unwrap().path().join("0");
+        if let Ok(mut bytes) = std::fs::read(&block) {
+            bytes[0] ^= 0xff;
+            std::fs::write(&block, bytes).unwrap();
+            damaged += 1;
+        }
+    }
+    assert!(damaged >= 2, "meta.zr's and 0.zr's first blocks");
+    let (third, fs) = open(&remote, cached.clone());
+    assert_eq!(gather_all(&third, 1000).unwrap(), records.concat());
+    assert_eq!(fs.counters().requests, 2, "the two damaged blocks, fetched again");
+    // The cap: a cache of 3 blocks holds at most 3 blocks' bytes.
+    let small = tempfile::tempdir().unwrap();
+    let capped = RemoteOptions { cache_dir: Some(small.path().to_path_buf()), cache_bytes: 3 * 4100, ..cached };
+    let (store, _) = open(&remote, capped);
+    assert_eq!(gather_all(&store, 1000).unwrap(), records.concat());
+    let held: u64 = std::fs::read_dir(small.path())
+        .unwrap()
+        .flat_map(|o| std::fs::read_dir(o.unwrap().path()).unwrap())
+        .map(|b| b.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(held > 0 && held <= 3 * 4100, "{held} bytes cached");
+}
