@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use super::error::DatasetError;
 use super::schema::Schema;
@@ -75,21 +75,27 @@ impl Manifest {
         self.sealed.len() + 1
     }
 
-    /// The manifest's text.
+    /// The manifest's text: keys in the order `format`, `version`,
+    /// `schema` (the shards' `schema.json` object), `shards`, [`pending`],
+    /// indented by two spaces.
     pub fn to_json(&self) -> String {
-        let schema: Value = serde_json::from_str(&self.schema.to_json()).expect("a schema's own JSON");
-        let mut shards: Vec<Value> =
-            self.sealed.iter().enumerate().map(|(k, &n)| json!({"dir": shard_dir_name(k), "records": n})).collect();
-        shards.push(json!({"dir": shard_dir_name(self.sealed.len())}));
-        let mut map = Map::new();
-        map.insert("format".into(), json!(MANIFEST_FORMAT));
-        map.insert("version".into(), json!(MANIFEST_VERSION));
-        map.insert("schema".into(), schema);
-        map.insert("shards".into(), Value::Array(shards));
-        if let Some(p) = self.pending {
-            map.insert("pending".into(), json!({"shard": p.shard, "records": p.records}));
-        }
-        serde_json::to_string_pretty(&Value::Object(map)).expect("plain JSON values") + "\n"
+        let schema = self.schema.to_json().trim_end().replace('\n', "\n  ");
+        let mut shards: Vec<String> = self
+            .sealed
+            .iter()
+            .enumerate()
+            .map(|(k, n)| format!("    {{\n      \"dir\": \"{}\",\n      \"records\": {n}\n    }}", shard_dir_name(k)))
+            .collect();
+        shards.push(format!("    {{\n      \"dir\": \"{}\"\n    }}", shard_dir_name(self.sealed.len())));
+        let pending = match self.pending {
+            Some(p) => format!(",\n  \"pending\": {{\n    \"shard\": {},\n    \"records\": {}\n  }}", p.shard, p.records),
+            None => String::new(),
+        };
+        format!(
+            "{{\n  \"format\": \"{MANIFEST_FORMAT}\",\n  \"version\": {MANIFEST_VERSION},\n  \"schema\": {schema},\n  \
+             \"shards\": [\n{}\n  ]{pending}\n}}\n",
+            shards.join(",\n")
+        )
     }
 
     /// Parses a manifest's text; `path` is for messages. Every count is at
