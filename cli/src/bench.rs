@@ -14,9 +14,10 @@ use loaderx::dataset::{Dataset, RaggedDataset};
 use loaderx::io::real::evict_page_cache;
 use loaderx::loader::{Column, DataLoader, Stream};
 use loaderx::sampler::{Mode, Sampler};
-use loaderx::{Options as StoreOptions, ReadMode, Zrecord};
+use loaderx::ReadMode;
 
 use crate::CliResult;
+use crate::records::Records;
 use crate::out::{CliError, Json, MIB, per_second, print, table};
 use crate::stats::read_schema;
 
@@ -62,8 +63,16 @@ impl Options {
     }
 }
 
-/// Evicts the store's chunk files from the page cache.
+/// Evicts the store's chunk files (every shard's) from the page cache.
 fn evict(path: &Path) -> CliResult<()> {
+    if crate::records::is_sharded(path) {
+        return crate::records::shard_dirs(path)?.iter().try_for_each(|dir| evict_store(dir));
+    }
+    evict_store(path)
+}
+
+/// Evicts one store's chunk files from the page cache.
+fn evict_store(path: &Path) -> CliResult<()> {
     for entry in std::fs::read_dir(path)? {
         let file = entry?.path();
         let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
@@ -72,6 +81,11 @@ fn evict(path: &Path) -> CliResult<()> {
         }
     }
     Ok(())
+}
+
+/// `N`, or `N in K shards`.
+fn records_line(len: u64, shards: usize) -> String {
+    if shards > 1 { format!("{len} in {shards} shards") } else { len.to_string() }
 }
 
 /// `--seconds`: a positive, finite number of seconds.
@@ -86,7 +100,7 @@ fn sampler_name(opts: &Options) -> &'static str {
     if opts.cold { "cyclic" } else { "IID" }
 }
 
-fn cache_line(opts: &Options, store: &Zrecord) -> String {
+fn cache_line(opts: &Options, store: &Records) -> String {
     let (engine, mode) = (store.read_engine().name(), opts.read_mode.mode().name());
     if opts.cold {
         format!("cold: chunk files evicted before each workload (read mode {mode}, engine {engine})")
@@ -154,8 +168,8 @@ fn measure(opts: &Options, path: &Path, mut batch: impl FnMut(u64) -> CliResult<
 
 pub fn run(path: &Path, opts: &Options, json: bool) -> CliResult<()> {
     let read_mode = opts.read_mode.mode();
-    let store = Zrecord::open_with(path, StoreOptions { read_only: true, read_mode, ..StoreOptions::default() })?;
-    let len = u64::from(store.len());
+    let store = Records::open(path, read_mode)?;
+    let len = store.len();
     if len == 0 {
         return Err(CliError::new(format!("{}: the store is empty: nothing to read", path.display())).into());
     }
@@ -183,6 +197,7 @@ pub fn run(path: &Path, opts: &Options, json: bool) -> CliResult<()> {
         let mut text = Json::object()
             .field("store", path.to_string_lossy().as_ref())
             .field("records", len)
+            .field("shards", store.shard_count() as u64)
             .field("batch_size", batch as u64)
             .field("seed", opts.seed)
             .field("cold", opts.cold)
@@ -201,7 +216,7 @@ pub fn run(path: &Path, opts: &Options, json: bool) -> CliResult<()> {
         };
         table(&[
             ("store", path.display().to_string()),
-            ("records", len.to_string()),
+            ("records", records_line(len, store.shard_count())),
             ("batch", format!("{batch} records, {} indices, seed {}", sampler_name(opts), opts.seed)),
             ("cache", cache_line(opts, &store)),
             ("gather", gather.line()),
@@ -214,8 +229,8 @@ pub fn run(path: &Path, opts: &Options, json: bool) -> CliResult<()> {
 
 /// Random-batch gather: the sampler's IID batches, each decoded with one
 /// `gather_var` into a reused buffer.
-fn bench_gather(store: &Zrecord, opts: &Options) -> CliResult<Run> {
-    let sampler = Sampler::new(u64::from(store.len()), opts.batch_size, opts.mode(), opts.seed)?;
+fn bench_gather(store: &Records, opts: &Options) -> CliResult<Run> {
+    let sampler = Sampler::new(store.len(), opts.batch_size, opts.mode(), opts.seed)?;
     let n = sampler.batch_len();
     let mut indices = vec![0u64; n];
     let mut lens = vec![0u32; n];

@@ -227,7 +227,7 @@ impl RaggedDataset {
     }
 
     fn open_at(vfs: Arc<dyn Vfs>, path: &Path, read_mode: ReadMode) -> Result<RaggedDataset, DatasetError> {
-        let shards = Shards::open(vfs, path, read_mode)?;
+        let shards = Shards::open_in(vfs, path, read_mode)?;
         let schema = shards.schema().clone();
         if !schema.is_ragged() {
             return Err(DatasetError::WrongKind { path: path.to_path_buf(), ragged: false });

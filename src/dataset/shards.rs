@@ -18,9 +18,10 @@ use super::shard_index::ShardIndex;
 use crate::io::{FileKind, Vfs};
 use crate::{Options, ReadMode, Zrecord};
 
-/// The stores under a dataset and the index over them.
+/// The stores under a dataset and the index over them: byte-level reads
+/// by global index (the datasets' typed reads go through it).
 #[derive(Debug)]
-pub(crate) struct Shards {
+pub struct Shards {
     vfs: Arc<dyn Vfs>,
     root: PathBuf,
     schema: Schema,
@@ -48,8 +49,14 @@ enum Split {
 }
 
 impl Shards {
-    /// Opens the dataset at `root`: its schema and its stores.
-    pub(crate) fn open(vfs: Arc<dyn Vfs>, root: &Path, read_mode: ReadMode) -> Result<Shards, DatasetError> {
+    /// Opens the dataset at `root` (a store with its `schema.json`, or a
+    /// sharded dataset) read-only, for byte-level reads by global index.
+    pub fn open(root: impl AsRef<Path>, read_mode: ReadMode) -> Result<Shards, DatasetError> {
+        Shards::open_in(Arc::new(crate::io::real::RealFs), root.as_ref(), read_mode)
+    }
+
+    /// [`Shards::open`] on any filesystem implementation.
+    pub fn open_in(vfs: Arc<dyn Vfs>, root: &Path, read_mode: ReadMode) -> Result<Shards, DatasetError> {
         let Some(manifest) = Manifest::read(&*vfs, root)? else {
             let schema = Schema::read(&*vfs, root)?;
             let store = Zrecord::open_in(vfs.clone(), root, read_only(read_mode))?;
@@ -105,17 +112,17 @@ impl Shards {
     }
 
     /// The schema every shard holds.
-    pub(crate) fn schema(&self) -> &Schema {
+    pub fn schema(&self) -> &Schema {
         &self.schema
     }
 
     /// The dataset's root directory.
-    pub(crate) fn path(&self) -> &Path {
+    pub fn path(&self) -> &Path {
         &self.root
     }
 
     /// True if the dataset has a manifest (even of one shard).
-    pub(crate) fn is_sharded(&self) -> bool {
+    pub fn is_sharded(&self) -> bool {
         self.sharded
     }
 
@@ -124,23 +131,23 @@ impl Shards {
     }
 
     /// Total records.
-    pub(crate) fn len(&self) -> u64 {
+    pub fn len(&self) -> u64 {
         self.table().index.len()
     }
 
     /// Number of shards (1 for a single store).
-    pub(crate) fn count(&self) -> usize {
+    pub fn count(&self) -> usize {
         self.table().index.shards()
     }
 
     /// Shard `k`'s record count and first global index.
-    pub(crate) fn extent(&self, k: usize) -> Option<(u64, u64)> {
+    pub fn extent(&self, k: usize) -> Option<(u64, u64)> {
         let table = self.table();
         (k < table.index.shards()).then(|| (table.index.start(k), table.index.count(k)))
     }
 
     /// Shard `k`'s store, opened (and checked) if it was not yet.
-    pub(crate) fn shard(&self, k: usize) -> Result<ShardRef, DatasetError> {
+    pub fn shard(&self, k: usize) -> Result<ShardRef, DatasetError> {
         let table = self.table();
         let store = table.stores.get(k).cloned().ok_or_else(|| {
             DatasetError::InvalidArgument(format!("shard {k} of {} shards", table.index.shards()))
@@ -197,7 +204,7 @@ impl Shards {
 
     /// Picks up appends (and, for a sharded dataset, new shards) since
     /// open; returns the new length.
-    pub(crate) fn refresh(&self) -> Result<u64, DatasetError> {
+    pub fn refresh(&self) -> Result<u64, DatasetError> {
         let old = self.table();
         let table = if self.sharded {
             let manifest = Manifest::read(&*self.vfs, &self.root)?
@@ -246,7 +253,7 @@ impl Shards {
 
     /// Decodes fixed records `indices` into `dst`, record `k` at
     /// `dst[k * stride..]`, each exactly `stride` bytes.
-    pub(crate) fn gather(&self, indices: &[u64], dst: &mut [u8], stride: usize) -> Result<(), DatasetError> {
+    pub fn gather(&self, indices: &[u64], dst: &mut [u8], stride: usize) -> Result<(), DatasetError> {
         let table = self.table();
         if !self.sharded {
             return Ok(self.single(&table).gather(indices, dst, stride)?);
@@ -265,7 +272,7 @@ impl Shards {
     }
 
     /// The byte length of each record of `indices`, into `out`.
-    pub(crate) fn lengths(&self, indices: &[u64], out: &mut [u32]) -> Result<(), DatasetError> {
+    pub fn lengths(&self, indices: &[u64], out: &mut [u32]) -> Result<(), DatasetError> {
         let table = self.table();
         if !self.sharded {
             return Ok(self.single(&table).lengths(indices, out)?);
@@ -289,7 +296,7 @@ impl Shards {
     }
 
     /// Decodes record `indices[k]` into `dst[offsets[k]..][..lens[k]]`.
-    pub(crate) fn gather_var(&self, indices: &[u64], dst: &mut [u8], offsets: &[u64], lens: &[u32]) -> Result<(), DatasetError> {
+    pub fn gather_var(&self, indices: &[u64], dst: &mut [u8], offsets: &[u64], lens: &[u32]) -> Result<(), DatasetError> {
         let table = self.table();
         if !self.sharded {
             return Ok(self.single(&table).gather_var(indices, dst, offsets, lens)?);

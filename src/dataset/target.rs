@@ -112,6 +112,43 @@ impl Target {
         Ok(target)
     }
 
+    /// The sharded dataset at `root`, its last shard locked, for a delete
+    /// or compaction of its shards (`store`'s `wait` applies to them).
+    pub(crate) fn open_to_mutate(vfs: Arc<dyn Vfs>, root: &Path, store: &Options) -> Result<Target, DatasetError> {
+        let manifest = Manifest::read(&*vfs, root)?.ok_or_else(|| DatasetError::Manifest {
+            path: root.join(super::manifest::MANIFEST_FILE),
+            reason: "missing: not a sharded dataset".into(),
+        })?;
+        Target::open(vfs, root, manifest.schema, store, None)
+    }
+
+    /// The manifest (a sharded dataset's).
+    pub(crate) fn manifest(&self) -> Option<&Manifest> {
+        self.manifest.as_ref()
+    }
+
+    /// Replaces the manifest (the writer's lock is held).
+    pub(crate) fn set_manifest(&mut self, manifest: Manifest) -> Result<(), DatasetError> {
+        manifest.write(&*self.vfs, &self.root)?;
+        self.manifest = Some(manifest);
+        Ok(())
+    }
+
+    /// The last shard's store (open once the dataset exists).
+    pub(crate) fn last_mut(&mut self) -> Option<&mut Zrecord> {
+        self.store.as_mut()
+    }
+
+    /// The last shard's number.
+    pub(crate) fn last_shard(&self) -> usize {
+        self.shard
+    }
+
+    /// Opens sealed shard `k` for writing.
+    pub(crate) fn open_sealed(&self, k: usize) -> Result<Zrecord, DatasetError> {
+        Ok(Zrecord::open_in(self.vfs.clone(), &shard_dir(&self.root, k), self.store_opts.clone())?)
+    }
+
     /// An existing single store (or nothing yet) at the root.
     fn open_single(&mut self) -> Result<(), DatasetError> {
         let existing = match Schema::read(&*self.vfs, &self.root) {
