@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use loaderx::Codec;
 use loaderx::dataset::{
-    DType, Dataset, DatasetError, RaggedDataset, WriteOptions, write_dataset_bytes_in, write_ragged_results_in,
+    DType, Dataset, DatasetError, RaggedDataset, ShardedMutation, WriteOptions, write_dataset_bytes_in,
+    write_ragged_results_in,
 };
 use loaderx::io::Vfs;
 
@@ -163,7 +164,70 @@ fn ops_of(w: &Workload, k: usize) -> Result<u64, Violation> {
     unreachable!("write {k} of {}", w.writes.len())
 }
 
-/// Crashes every write of every sharded workload at every I/O operation.
+/// The deletes of the delete sweep: in sealed shards 0 and 1 and the last, 2.
+const DOOMED: [u64; 3] = [1, 6, 9];
+
+/// The fixed oracle after the deletes of the first `j` shards of [`DOOMED`]
+/// (swap-with-last within each shard of 4).
+fn after_deletes(j: usize) -> Vec<Vec<u8>> {
+    let w = &workloads()[1];
+    let mut shards: Vec<Vec<Vec<u8>>> = (0..3).map(|k| (k * 4..k * 4 + 4).map(|i| record(i, w.ragged)).collect()).collect();
+    for &i in DOOMED.iter().take(j) {
+        let (k, local) = (i as usize / 4, i as usize % 4);
+        let last = shards[k].pop().expect("a record");
+        if local < shards[k].len() {
+            shards[k][local] = last;
+        }
+    }
+    shards.concat()
+}
+
+/// A 3-shard dataset, then a delete in each shard crashed at I/O
+/// operation `at` (`None`: no crash): the recovered dataset is the one
+/// after the deletes of the first `j` shards, for some `j`, and stays so
+/// once a writer has opened it (a pending mark resolved).
+fn run_delete(at: Option<u64>, persist: Persist, seed: u64) -> Result<u64, Violation> {
+    let w = &workloads()[1];
+    let fs = SimFs::new(Rng::new(seed), Faults::default());
+    let vfs: Arc<dyn Vfs> = Arc::new(fs.clone());
+    let v = |fs: &SimFs, what: String| Violation { what, trace: fs.trace() };
+    write(&vfs, w, 0..12).map_err(|e| v(&fs, format!("setup: {e}")))?;
+    let start = fs.ops();
+    fs.arm_crash(at.map(|a| start + a));
+    let deleted = ShardedMutation::open_in(vfs.clone(), Path::new(ROOT), false).and_then(|mut m| m.delete(&DOOMED));
+    fs.arm_crash(None);
+    let ops = fs.ops() - start;
+    match deleted {
+        Ok(_) if !fs.crashed() => return expect_deletes(&fs, &vfs, w, &[3]).map(|_| ops),
+        Err(e) if !fs.crashed() => return Err(v(&fs, format!("the delete failed without a crash: {e}"))),
+        _ => fs.reboot(persist),
+    }
+    // A reader sees a before-or-after state, unless a shard's store needs
+    // its writer's open to finish a delete (as a single store does).
+    let seen = match read(&vfs, w) {
+        Err(DatasetError::Store(loaderx::Error::RecoveryNeeded { .. })) => None,
+        _ => Some(expect_deletes(&fs, &vfs, w, &[0, 1, 2, 3])?),
+    };
+    ShardedMutation::open_in(vfs.clone(), Path::new(ROOT), false).map_err(|e| v(&fs, format!("writer open: {e}")))?;
+    let all = [0, 1, 2, 3];
+    let allowed = seen.as_ref().map_or(&all[..], std::slice::from_ref);
+    expect_deletes(&fs, &vfs, w, allowed)?;
+    Ok(ops)
+}
+
+/// The dataset is [`after_deletes`] of one of `allowed`; returns which.
+fn expect_deletes(fs: &SimFs, vfs: &Arc<dyn Vfs>, w: &Workload, allowed: &[usize]) -> Result<usize, Violation> {
+    let v = |what: String| Violation { what, trace: fs.trace() };
+    let (records, _) = read(vfs, w).map_err(|e| v(format!("the dataset does not open after the delete: {e}")))?;
+    allowed
+        .iter()
+        .copied()
+        .find(|&j| records == after_deletes(j))
+        .ok_or_else(|| v(format!("{} records, none of the states after the deletes of shards {allowed:?}", records.len())))
+}
+
+/// Crashes every write of every sharded workload at every I/O operation,
+/// then a delete across sealed shards and the last at every I/O operation.
 pub fn run() -> Result<Explored, (String, Violation)> {
     let mut explored = Explored::default();
     let choices = [(Persist::Nothing, 1), (Persist::Everything, 1), (Persist::Random, 1), (Persist::Random, 2), (Persist::Random, 3)];
@@ -185,5 +249,16 @@ pub fn run() -> Result<Explored, (String, Violation)> {
         explored.crash_points += points;
         println!("  {:<45} {points:>4} crash points", w.name);
     }
+    let name = "sharded: a delete in three shards";
+    let total = run_delete(None, Persist::Nothing, 0).map_err(|v| (format!("{name} without a crash"), v))?;
+    for at in 1..=total {
+        for (persist, seed) in choices {
+            run_delete(Some(at), persist, seed)
+                .map_err(|v| (format!("{name}: crash at its I/O {at}, keeping {persist:?} (#{seed})"), v))?;
+            explored.states += 1;
+        }
+    }
+    explored.crash_points += total;
+    println!("  {name:<45} {total:>4} crash points");
     Ok(explored)
 }
