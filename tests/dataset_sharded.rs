@@ -323,3 +323,59 @@ fn the_manifest_is_the_documented_text() {
     assert_eq!(text, want);
     assert_eq!(DType::parse("<u2").unwrap().itemsize(), 2);
 }
+
+#[test]
+fn a_pending_delete_counts_as_either_and_a_writer_settles_it() {
+    let dir = tempfile::tempdir().unwrap();
+    three_shards(dir.path());
+    let m = Manifest::read(&loaderx::io::real::RealFs, dir.path()).unwrap().unwrap();
+    let marked = Manifest { pending: Some(loaderx::dataset::Pending { shard: 1, records: 9 }), ..m.clone() };
+    marked.write(&loaderx::io::real::RealFs, dir.path()).unwrap();
+    // Not deleted yet: the recorded 10.
+    assert_eq!(Dataset::open(dir.path()).unwrap().len(), 25);
+    // Deleted (the crash fell before the manifest's last step): the 9.
+    Zrecord::open(shard_dir(dir.path(), 1)).unwrap().delete(&[9]).unwrap();
+    let ds = Dataset::open(dir.path()).unwrap();
+    assert_eq!(ds.len(), 24);
+    assert_fixed(&ds, &[records(0, 19, 2), records(20, 5, 2)].concat(), 2);
+    drop(ds);
+    // A writer's open records the count and drops the mark.
+    write_dataset(dir.path(), &records(25, 1, 2), &[2], &sharded(Codec::Zstd, 10)).unwrap();
+    let settled = Manifest::read(&loaderx::io::real::RealFs, dir.path()).unwrap().unwrap();
+    assert_eq!((settled.sealed, settled.pending), (vec![10, 9], None));
+    // Neither count: an error naming the shard.
+    let m = Manifest::read(&loaderx::io::real::RealFs, dir.path()).unwrap().unwrap();
+    Manifest { pending: Some(loaderx::dataset::Pending { shard: 0, records: 3 }), ..m }
+        .write(&loaderx::io::real::RealFs, dir.path())
+        .unwrap();
+    Zrecord::open(dir.path()).unwrap().delete(&[0]).unwrap();
+    assert!(matches!(Dataset::open(dir.path()), Err(DatasetError::ShardLength { shard: 0, holds: 9, .. })));
+}
+
+#[test]
+fn deletes_by_global_index_shard_by_shard() {
+    use loaderx::dataset::ShardedMutation;
+    let dir = tempfile::tempdir().unwrap();
+    three_shards(dir.path());
+    let mut m = ShardedMutation::open(dir.path(), false).unwrap();
+    assert!(m.delete(&[3, 25]).is_err());
+    assert_eq!(m.counts(), [10, 10, 5]);
+    let done = m.delete(&[3, 3, 19, 24, 0]).unwrap();
+    let parts: Vec<(usize, u64, u64)> = done.iter().map(|d| (d.shard, d.before, d.after)).collect();
+    assert_eq!(parts, [(0, 10, 8), (1, 10, 9), (2, 5, 4)]);
+    drop(m);
+    // Swap-with-last within each shard (higher indices first).
+    let mut shards: Vec<Vec<u16>> = (0..3).map(|k| records(k * 10, if k < 2 { 10 } else { 5 }, 2)).collect();
+    for (k, local) in [(0usize, 3usize), (0, 0), (1, 9), (2, 4)] {
+        let n = shards[k].len() / 2;
+        let last = shards[k][(n - 1) * 2..].to_vec();
+        shards[k].truncate((n - 1) * 2);
+        if local < n - 1 {
+            shards[k][local * 2..local * 2 + 2].copy_from_slice(&last);
+        }
+    }
+    let ds = Dataset::open(dir.path()).unwrap();
+    assert_fixed(&ds, &shards.concat(), 2);
+    let m = Manifest::read(&loaderx::io::real::RealFs, dir.path()).unwrap().unwrap();
+    assert_eq!((m.sealed, m.pending), (vec![8, 9], None));
+}
