@@ -48,7 +48,7 @@ fn writes_shards_and_reads_them_back() {
         assert_eq!(write_dataset(&path, &data, &[per], &sharded(codec, 70)).unwrap(), n as u64);
         let ds = Dataset::open(&path).unwrap();
         assert!(ds.is_sharded());
-        assert_eq!((ds.len(), ds.shard_count()), (300, 5), "{codec:?}");
+        assert_eq!((ds.len(), ds.shards()), (300, 5), "{codec:?}");
         assert_eq!(ds.shard_extent(4), Some((280, 20)));
         assert_fixed(&ds, &data, per);
         let idx = scrambled(ds.len());
@@ -79,12 +79,12 @@ fn a_dataset_that_fits_stays_one_store() {
     assert!(!dir.path().join(MANIFEST_FILE).exists());
     let ds = Dataset::open(dir.path()).unwrap();
     assert!(!ds.is_sharded());
-    assert_eq!(ds.shard_count(), 1);
+    assert_eq!(ds.shards(), 1);
     assert_fixed(&ds, &data, 4);
     // The next record starts a shard; the root keeps its 50.
     write_dataset(dir.path(), &records(50, 1, 4), &[4], &sharded(Codec::Zstd, 50)).unwrap();
     let ds = Dataset::open(dir.path()).unwrap();
-    assert_eq!((ds.is_sharded(), ds.shard_count(), ds.len()), (true, 2, 51));
+    assert_eq!((ds.is_sharded(), ds.shards(), ds.len()), (true, 2, 51));
     assert_fixed(&ds, &records(0, 51, 4), 4);
 }
 
@@ -109,9 +109,9 @@ fn appends_against_the_oracle() {
         oracle.extend_from_slice(&batch);
         let ds = Dataset::open(dir.path()).unwrap();
         assert_fixed(&ds, &oracle, per);
-        for k in 0..ds.shard_count() {
+        for k in 0..ds.shards() {
             let (_, count) = ds.shard_extent(k).unwrap();
-            assert!(count <= 13 && (count > 0 || ds.len() == 0), "shard {k} holds {count}");
+            assert!(count <= 13 && (count > 0 || ds.is_empty()), "shard {k} holds {count}");
         }
     }
 }
@@ -125,7 +125,7 @@ fn ragged_shards_gather_and_pad_across_boundaries() {
         write_ragged(&path, &[], &seqs[..120], &sharded(codec, 45)).unwrap();
         write_ragged(&path, &[], &seqs[120..], &sharded(codec, 45)).unwrap();
         let rds = RaggedDataset::open(&path).unwrap();
-        assert_eq!((rds.len(), rds.shard_count()), (200, 5));
+        assert_eq!((rds.len(), rds.shards()), (200, 5));
         let idx = scrambled(200);
         let batch = rds.gather(&idx).unwrap();
         for (k, &i) in idx.iter().enumerate() {
@@ -144,7 +144,7 @@ fn shards_open_once_from_many_threads() {
     let data = records(0, 400, 3);
     write_dataset(dir.path(), &data, &[3], &sharded(Codec::Raw, 10)).unwrap();
     let ds = Dataset::open(dir.path()).unwrap();
-    assert_eq!(ds.shard_count(), 40);
+    assert_eq!(ds.shards(), 40);
     std::thread::scope(|s| {
         for t in 0..8u64 {
             let ds = &ds;
@@ -183,7 +183,7 @@ fn refresh_sees_new_shards() {
     write_dataset(dir.path(), &records(15, 20, 2), &[2], &sharded(Codec::Raw, 10)).unwrap();
     assert_eq!(ds.len(), 15);
     assert_eq!(ds.refresh().unwrap(), 35);
-    assert_eq!(ds.shard_count(), 4);
+    assert_eq!(ds.shards(), 4);
     assert_fixed(&ds, &records(0, 35, 2), 2);
 }
 

@@ -10,15 +10,15 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use loaderx::ReadMode;
 use loaderx::dataset::{Dataset, RaggedDataset};
 use loaderx::io::real::evict_page_cache;
 use loaderx::loader::{Column, DataLoader, Stream};
 use loaderx::sampler::{Mode, Sampler};
-use loaderx::ReadMode;
 
 use crate::CliResult;
-use crate::records::Records;
 use crate::out::{CliError, Json, MIB, per_second, print, table};
+use crate::records::Records;
 use crate::stats::read_schema;
 
 /// What `bench` was asked for.
@@ -197,7 +197,7 @@ pub fn run(path: &Path, opts: &Options, json: bool) -> CliResult<()> {
         let mut text = Json::object()
             .field("store", path.to_string_lossy().as_ref())
             .field("records", len)
-            .field("shards", store.shard_count() as u64)
+            .field("shards", store.shards() as u64)
             .field("batch_size", batch as u64)
             .field("seed", opts.seed)
             .field("cold", opts.cold)
@@ -216,7 +216,7 @@ pub fn run(path: &Path, opts: &Options, json: bool) -> CliResult<()> {
         };
         table(&[
             ("store", path.display().to_string()),
-            ("records", records_line(len, store.shard_count())),
+            ("records", records_line(len, store.shards())),
             ("batch", format!("{batch} records, {} indices, seed {}", sampler_name(opts), opts.seed)),
             ("cache", cache_line(opts, &store)),
             ("gather", gather.line()),

@@ -9,8 +9,8 @@ use std::path::Path;
 use loaderx::dataset::{Layout, Schema};
 
 use crate::CliResult;
-use crate::records::Records;
 use crate::out::CliError;
+use crate::records::Records;
 use crate::stats::read_schema;
 
 /// Indices looked up per `lengths` call.

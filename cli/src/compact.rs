@@ -76,7 +76,9 @@ pub fn plan(path: &Path, options: CompactOptions, shard: Option<usize>, json: bo
 /// `--shard K` of a store that is not sharded: only 0, the store itself.
 fn not_sharded(path: &Path, shard: Option<usize>) -> CliResult<()> {
     match shard {
-        Some(k) if k != 0 => Err(CliError::new(format!("{}: not a sharded dataset, so no shard {k}", path.display())).into()),
+        Some(k) if k != 0 => {
+            Err(CliError::new(format!("{}: not a sharded dataset, so no shard {k}", path.display())).into())
+        }
         _ => Ok(()),
     }
 }
@@ -109,7 +111,10 @@ fn plan_sharded(path: &Path, options: CompactOptions, shard: Option<usize>, json
                 .field("remaining_bytes", plan.remaining_bytes)
                 .finish(),
         );
-        rows.push((format!("shard {k}"), format!("would move {} records, {}; free {}", plan.move_records, human(plan.move_bytes), human(f))));
+        rows.push((
+            format!("shard {k}"),
+            format!("would move {} records, {}; free {}", plan.move_records, human(plan.move_bytes), human(f)),
+        ));
     }
     let text = if json {
         let mut text = Json::object()
@@ -125,7 +130,15 @@ fn plan_sharded(path: &Path, options: CompactOptions, shard: Option<usize>, json
     } else {
         let mut head = vec![
             ("dataset".to_string(), format!("{} ({} shards)", path.display(), shards.count())),
-            ("plan".to_string(), format!("{} (dry run): move {}, free {}", if options.repack { "repack" } else { "fill" }, human(moved), human(freed))),
+            (
+                "plan".to_string(),
+                format!(
+                    "{} (dry run): move {}, free {}",
+                    if options.repack { "repack" } else { "fill" },
+                    human(moved),
+                    human(freed)
+                ),
+            ),
         ];
         head.extend(rows);
         let rows: Vec<(&str, String)> = head.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
@@ -155,8 +168,15 @@ fn run_sharded(path: &Path, options: CompactOptions, shard: Option<usize>, wait:
             bar.finish_and_clear();
         }
         let report = report.map_err(|e| {
-            let finished = if rows.is_empty() { "none".to_string() } else { rows.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(", ") };
-            CliError::with_source(format!("{}: compacting shard {k} failed (compacted before it: {finished})", path.display()), e)
+            let finished = if rows.is_empty() {
+                "none".to_string()
+            } else {
+                rows.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(", ")
+            };
+            CliError::with_source(
+                format!("{}: compacting shard {k} failed (compacted before it: {finished})", path.display()),
+                e,
+            )
         })?;
         let r = report.bytes_before.saturating_sub(report.bytes_after);
         (reclaimed, moved) = (reclaimed + r, moved + report.moved_bytes);
@@ -171,7 +191,10 @@ fn run_sharded(path: &Path, options: CompactOptions, shard: Option<usize>, wait:
                 .field("remaining_bytes", report.remaining_bytes)
                 .finish(),
         );
-        rows.push((format!("shard {k}"), format!("reclaimed {}, moved {} records ({})", human(r), report.moved_records, human(report.moved_bytes))));
+        rows.push((
+            format!("shard {k}"),
+            format!("reclaimed {}, moved {} records ({})", human(r), report.moved_records, human(report.moved_bytes)),
+        ));
     }
     let seconds = started.elapsed().as_secs_f64();
     let text = if json {

@@ -15,8 +15,8 @@ use loaderx::dataset::{DatasetError, WriteOptions, write_dataset_npy};
 use loaderx::{Codec, ReadMode};
 
 use crate::CliResult;
-use crate::records::{Records, Totals};
 use crate::out::{CliError, Json, MIB, bar_style, human, per_second, phase_style, print, progress_bar, table};
+use crate::records::{Records, Totals};
 use crate::stats::{read_schema, schema_json};
 
 /// How often the progress bar looks at the store's length.

@@ -116,7 +116,12 @@ fn run_sharded(path: &Path, indices: &[u64], shard: Option<usize>, wait: bool, j
         for d in &done {
             rows.push((
                 format!("shard {}", d.shard),
-                format!("{} deleted, {} -> {} (its last records moved into the holes)", d.before - d.after, d.before, d.after),
+                format!(
+                    "{} deleted, {} -> {} (its last records moved into the holes)",
+                    d.before - d.after,
+                    d.before,
+                    d.after
+                ),
             ));
         }
         let rows: Vec<(&str, String)> = rows.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();

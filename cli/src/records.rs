@@ -22,10 +22,8 @@ pub fn is_sharded(path: &Path) -> bool {
 
 /// The shard directories of the sharded dataset at `path`, in order.
 pub fn shard_dirs(path: &Path) -> Result<Vec<PathBuf>, DatasetError> {
-    let manifest = Manifest::read(&RealFs, path)?.ok_or_else(|| DatasetError::Manifest {
-        path: path.join(MANIFEST_FILE),
-        reason: "missing".into(),
-    })?;
+    let manifest = Manifest::read(&RealFs, path)?
+        .ok_or_else(|| DatasetError::Manifest { path: path.join(MANIFEST_FILE), reason: "missing".into() })?;
     Ok((0..manifest.shards()).map(|k| shard_dir(path, k)).collect())
 }
 
@@ -61,7 +59,7 @@ impl Records {
     }
 
     /// Shards read (1 for a store).
-    pub fn shard_count(&self) -> usize {
+    pub fn shards(&self) -> usize {
         match self {
             Records::Store(_) => 1,
             Records::Sharded(s) => s.count(),

@@ -7,10 +7,9 @@ use std::path::Path;
 use loaderx::dataset::{DatasetError, Layout, Schema};
 use loaderx::io::real::RealFs;
 
-
 use crate::CliResult;
-use crate::records::{Records, Totals};
 use crate::out::{Json, human, print, table};
+use crate::records::{Records, Totals};
 
 pub fn run(path: &Path, json: bool) -> CliResult<()> {
     let store = Records::open(path, loaderx::ReadMode::Auto)?;

@@ -79,7 +79,8 @@ fn delete_by_global_index_and_by_shard() {
     let shards: Vec<u64> = json["shards"].as_array().unwrap().iter().map(|s| s["shard"].as_u64().unwrap()).collect();
     assert_eq!(shards, [0, 1, 2]);
     // The model: swap-with-last within each shard.
-    let mut per: Vec<Vec<[u32; 2]>> = data.chunks(2).map(|c| [c[0], c[1]]).collect::<Vec<_>>().chunks(10).map(<[_]>::to_vec).collect();
+    let mut per: Vec<Vec<[u32; 2]>> =
+        data.chunks(2).map(|c| [c[0], c[1]]).collect::<Vec<_>>().chunks(10).map(<[_]>::to_vec).collect();
     for (k, local) in [(0usize, 3usize), (1, 2), (2, 4)] {
         let last = per[k].pop().unwrap();
         if local < per[k].len() {
@@ -128,7 +129,7 @@ fn convert_writes_shards() {
     let json = ok_json(&loaderx(&["convert", path_str(&npy), path_str(&out), "--shard-records", "8", "--json"]));
     assert_eq!((json["records_written"].as_u64(), json["records"].as_u64()), (Some(30), Some(30)));
     let ds = Dataset::open(&out).unwrap();
-    assert_eq!((ds.len(), ds.shard_count()), (30, 4));
+    assert_eq!((ds.len(), ds.shards()), (30, 4));
     let mut got = vec![0f32; 90];
     ds.gather_into(&(0..30).collect::<Vec<u64>>(), &mut got).unwrap();
     assert_eq!(got, values);

@@ -188,7 +188,7 @@ impl Dataset {
         let mode = read_mode_of(read_mode)?;
         let dataset = py.detach(|| ds::Dataset::open_with(&path, mode)).map_err(|e| dataset_error(py, &e))?;
         let (schema, shape) = (dataset.schema().clone(), dataset.shape().to_vec());
-        let shards = (dataset.shard_count(), dataset.is_sharded());
+        let shards = (dataset.shards(), dataset.is_sharded());
         let opened = Opened::new(py, dataset, &schema, &shape, path, mode, shards)?;
         self.opened.set(opened).map_err(|_| PyRuntimeError::new_err("the Dataset is open already"))
     }
@@ -231,8 +231,8 @@ impl Dataset {
 
     /// Number of shards (1 for a single store), as at open.
     #[getter]
-    fn shard_count(&self) -> PyResult<usize> {
-        Ok(self.shared()?.shard_count())
+    fn shards(&self) -> PyResult<usize> {
+        Ok(self.shared()?.shards())
     }
 
     /// True if the dataset is sharded (has a `shards.json` manifest).
@@ -339,7 +339,7 @@ impl RaggedDataset {
         let mode = read_mode_of(read_mode)?;
         let dataset = py.detach(|| ds::RaggedDataset::open_with(&path, mode)).map_err(|e| dataset_error(py, &e))?;
         let (schema, shape) = (dataset.schema().clone(), dataset.item_shape().to_vec());
-        let shards = (dataset.shard_count(), dataset.is_sharded());
+        let shards = (dataset.shards(), dataset.is_sharded());
         let opened = Opened::new(py, dataset, &schema, &shape, path, mode, shards)?;
         self.opened.set(opened).map_err(|_| PyRuntimeError::new_err("the RaggedDataset is open already"))
     }
@@ -382,8 +382,8 @@ impl RaggedDataset {
 
     /// Number of shards (1 for a single store), as at open.
     #[getter]
-    fn shard_count(&self) -> PyResult<usize> {
-        Ok(self.shared()?.shard_count())
+    fn shards(&self) -> PyResult<usize> {
+        Ok(self.shared()?.shards())
     }
 
     /// True if the dataset is sharded (has a `shards.json` manifest).

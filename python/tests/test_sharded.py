@@ -21,7 +21,7 @@ def test_fixed_shards_read_back_and_append(tmp_path, rng):
     a, b = smooth(rng, 250, 4, 3), smooth(rng, 90, 4, 3)
     assert ours.write_dataset(tmp_path / "d", a, shard_records=64) == 250
     ds = ours.Dataset(tmp_path / "d")
-    assert ds.sharded and ds.shard_count == 4 and len(ds) == 250
+    assert ds.sharded and ds.shards == 4 and len(ds) == 250
     idx = rng.permutation(250)
     np.testing.assert_array_equal(ds[idx], a[idx])
     np.testing.assert_array_equal(ds[-1], a[-1])
@@ -29,7 +29,7 @@ def test_fixed_shards_read_back_and_append(tmp_path, rng):
     ours.write_dataset(tmp_path / "d", b, shard_records=64)
     both = np.concatenate([a, b])
     ds = ours.Dataset(tmp_path / "d")
-    assert (len(ds), ds.shard_count) == (340, 6)
+    assert (len(ds), ds.shards) == (340, 6)
     np.testing.assert_array_equal(ds[np.arange(340)], both)
     manifest = json.loads((tmp_path / "d" / "shards.json").read_text())
     assert [s.get("records") for s in manifest["shards"]] == [64, 64, 64, 64, 64, None]
@@ -44,7 +44,7 @@ def test_a_dataset_that_fits_is_one_store(tmp_path, rng):
     ours.write_dataset(tmp_path / "d", a, shard_records=50)
     assert not (tmp_path / "d" / "shards.json").exists()
     ds = ours.Dataset(tmp_path / "d")
-    assert not ds.sharded and ds.shard_count == 1 and len(ds._store) == 50
+    assert not ds.sharded and ds.shards == 1 and len(ds._store) == 50
     with pytest.raises(ValueError):
         ours.write_dataset(tmp_path / "e", a, shard_records=0)
 
@@ -53,7 +53,7 @@ def test_ragged_shards(tmp_path, rng):
     seqs = [rng.integers(0, 1000, size=int(n), dtype=np.int32) for n in rng.integers(0, 20, size=150)]
     ours.write_ragged(tmp_path / "r", seqs, codec="zstd_dict", shard_records=40)
     rds = ours.RaggedDataset(tmp_path / "r")
-    assert (len(rds), rds.shard_count) == (150, 4)
+    assert (len(rds), rds.shards) == (150, 4)
     idx = rng.permutation(150)
     values, row_splits = rds[idx]
     for k, i in enumerate(idx):

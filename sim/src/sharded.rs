@@ -43,9 +43,27 @@ struct Workload {
 
 fn workloads() -> Vec<Workload> {
     vec![
-        Workload { name: "sharded: fill, then a rollover of one record", ragged: false, codec: Codec::Zstd, writes: &[4, 1], per_call: 8 },
-        Workload { name: "sharded: writes across two rollovers", ragged: false, codec: Codec::Raw, writes: &[3, 7, 3], per_call: 2 },
-        Workload { name: "sharded: ragged across a rollover", ragged: true, codec: Codec::Zstd, writes: &[3, 4], per_call: 3 },
+        Workload {
+            name: "sharded: fill, then a rollover of one record",
+            ragged: false,
+            codec: Codec::Zstd,
+            writes: &[4, 1],
+            per_call: 8,
+        },
+        Workload {
+            name: "sharded: writes across two rollovers",
+            ragged: false,
+            codec: Codec::Raw,
+            writes: &[3, 7, 3],
+            per_call: 2,
+        },
+        Workload {
+            name: "sharded: ragged across a rollover",
+            ragged: true,
+            codec: Codec::Zstd,
+            writes: &[3, 4],
+            per_call: 3,
+        },
     ]
 }
 
@@ -76,7 +94,11 @@ fn write(vfs: &Arc<dyn Vfs>, w: &Workload, range: std::ops::Range<usize>) -> Res
 /// The dataset's records and shard counts, read through a fresh open.
 fn read(vfs: &Arc<dyn Vfs>, w: &Workload) -> Result<(Vec<Vec<u8>>, Vec<u64>), DatasetError> {
     let root = Path::new(ROOT);
-    if vfs.kind(&root.join("schema.json")).map_err(|e| DatasetError::Io { path: root.into(), op: "stat", source: e })?.is_none() {
+    if vfs
+        .kind(&root.join("schema.json"))
+        .map_err(|e| DatasetError::Io { path: root.into(), op: "stat", source: e })?
+        .is_none()
+    {
         return Ok((Vec::new(), Vec::new()));
     }
     if w.ragged {
@@ -84,19 +106,26 @@ fn read(vfs: &Arc<dyn Vfs>, w: &Workload) -> Result<(Vec<Vec<u8>>, Vec<u64>), Da
         let all: Vec<u64> = (0..ds.len()).collect();
         let batch = ds.gather(&all)?;
         let records = (0..batch.len()).map(|k| batch.record(k).expect("in the batch").to_vec()).collect();
-        Ok((records, (0..ds.shard_count()).map(|k| ds.shard_extent(k).expect("a shard").1).collect()))
+        Ok((records, (0..ds.shards()).map(|k| ds.shard_extent(k).expect("a shard").1).collect()))
     } else {
         let ds = Dataset::open_in(vfs.clone(), root)?;
         let all: Vec<u64> = (0..ds.len()).collect();
         let bytes = ds.gather(&all)?;
         let records = bytes.as_bytes().chunks(RECORD_BYTES).map(<[u8]>::to_vec).collect();
-        Ok((records, (0..ds.shard_count()).map(|k| ds.shard_extent(k).expect("a shard").1).collect()))
+        Ok((records, (0..ds.shards()).map(|k| ds.shard_extent(k).expect("a shard").1).collect()))
     }
 }
 
 /// The recovered dataset: a prefix of the oracle of `before..=after`
 /// records (exactly one of the two when `exact`), every shard but the last full.
-fn check(fs: &SimFs, vfs: &Arc<dyn Vfs>, w: &Workload, before: usize, after: usize, exact: bool) -> Result<usize, Violation> {
+fn check(
+    fs: &SimFs,
+    vfs: &Arc<dyn Vfs>,
+    w: &Workload,
+    before: usize,
+    after: usize,
+    exact: bool,
+) -> Result<usize, Violation> {
     let v = |what: String| Violation { what, trace: fs.trace() };
     let (records, counts) = read(vfs, w).map_err(|e| v(format!("the recovered dataset does not open: {e}")))?;
     let n = records.len();
@@ -107,7 +136,11 @@ fn check(fs: &SimFs, vfs: &Arc<dyn Vfs>, w: &Workload, before: usize, after: usi
         return Err(v(format!("record {k} is not the one written")));
     }
     if let Some(k) = counts.iter().rev().skip(1).position(|&c| c != SHARD_RECORDS) {
-        return Err(v(format!("sealed shard {} holds {} records: {counts:?}", counts.len() - 2 - k, counts[counts.len() - 2 - k])));
+        return Err(v(format!(
+            "sealed shard {} holds {} records: {counts:?}",
+            counts.len() - 2 - k,
+            counts[counts.len() - 2 - k]
+        )));
     }
     Ok(n)
 }
@@ -171,7 +204,8 @@ const DOOMED: [u64; 3] = [1, 6, 9];
 /// (swap-with-last within each shard of 4).
 fn after_deletes(j: usize) -> Vec<Vec<u8>> {
     let w = &workloads()[1];
-    let mut shards: Vec<Vec<Vec<u8>>> = (0..3).map(|k| (k * 4..k * 4 + 4).map(|i| record(i, w.ragged)).collect()).collect();
+    let mut shards: Vec<Vec<Vec<u8>>> =
+        (0..3).map(|k| (k * 4..k * 4 + 4).map(|i| record(i, w.ragged)).collect()).collect();
     for &i in DOOMED.iter().take(j) {
         let (k, local) = (i as usize / 4, i as usize % 4);
         let last = shards[k].pop().expect("a record");
@@ -219,18 +253,22 @@ fn run_delete(at: Option<u64>, persist: Persist, seed: u64) -> Result<u64, Viola
 fn expect_deletes(fs: &SimFs, vfs: &Arc<dyn Vfs>, w: &Workload, allowed: &[usize]) -> Result<usize, Violation> {
     let v = |what: String| Violation { what, trace: fs.trace() };
     let (records, _) = read(vfs, w).map_err(|e| v(format!("the dataset does not open after the delete: {e}")))?;
-    allowed
-        .iter()
-        .copied()
-        .find(|&j| records == after_deletes(j))
-        .ok_or_else(|| v(format!("{} records, none of the states after the deletes of shards {allowed:?}", records.len())))
+    allowed.iter().copied().find(|&j| records == after_deletes(j)).ok_or_else(|| {
+        v(format!("{} records, none of the states after the deletes of shards {allowed:?}", records.len()))
+    })
 }
 
 /// Crashes every write of every sharded workload at every I/O operation,
 /// then a delete across sealed shards and the last at every I/O operation.
 pub fn run() -> Result<Explored, (String, Violation)> {
     let mut explored = Explored::default();
-    let choices = [(Persist::Nothing, 1), (Persist::Everything, 1), (Persist::Random, 1), (Persist::Random, 2), (Persist::Random, 3)];
+    let choices = [
+        (Persist::Nothing, 1),
+        (Persist::Everything, 1),
+        (Persist::Random, 1),
+        (Persist::Random, 2),
+        (Persist::Random, 3),
+    ];
     for w in workloads() {
         run_once(&w, None, Persist::Nothing, 0).map_err(|v| (format!("{} without a crash", w.name), v))?;
         let mut points = 0;

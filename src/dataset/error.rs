@@ -247,18 +247,18 @@ impl fmt::Display for DatasetError {
             DatasetError::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
             DatasetError::Manifest { path, reason } => write!(f, "{}: bad shard manifest: {reason}", path.display()),
             DatasetError::ShardMissing { path, shard } => {
-                write!(f, "{}: shard {shard} named by the manifest is missing (no store or schema.json)", path.display())
+                write!(
+                    f,
+                    "{}: shard {shard} named by the manifest is missing (no store or schema.json)",
+                    path.display()
+                )
             }
-            DatasetError::ShardSchema { path, shard, holds, manifest } => write!(
-                f,
-                "{}: shard {shard} holds {holds} records, the manifest says {manifest}",
-                path.display()
-            ),
-            DatasetError::ShardLength { path, shard, holds, manifest } => write!(
-                f,
-                "{}: shard {shard} holds {holds} records, the manifest records {manifest}",
-                path.display()
-            ),
+            DatasetError::ShardSchema { path, shard, holds, manifest } => {
+                write!(f, "{}: shard {shard} holds {holds} records, the manifest says {manifest}", path.display())
+            }
+            DatasetError::ShardLength { path, shard, holds, manifest } => {
+                write!(f, "{}: shard {shard} holds {holds} records, the manifest records {manifest}", path.display())
+            }
             DatasetError::ShardNotEmpty { path, holds } => write!(
                 f,
                 "{}: a shard directory the manifest does not name holds {holds} records; move it away",

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use super::dtype::{DType, Element};
 use super::error::DatasetError;
 use super::schema::Schema;
-use super::tensor::{Pool, Tensor, check_dtype};
-use crate::io::Vfs;
 use super::shards::{ShardRef, Shards};
+use super::tensor::{Pool, Tensor, check_dtype};
 use crate::ReadMode;
+use crate::io::Vfs;
 
 /// A fixed-shape dataset: every record is one sample of the schema's dtype
 /// and shape. Opened read-only (no lock; many processes may read while one
@@ -105,7 +105,7 @@ impl Dataset {
     }
 
     /// Number of shards (1 for a single store).
-    pub fn shard_count(&self) -> usize {
+    pub fn shards(&self) -> usize {
         self.shards.count()
     }
 

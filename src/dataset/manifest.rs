@@ -88,7 +88,9 @@ impl Manifest {
             .collect();
         shards.push(format!("    {{\n      \"dir\": \"{}\"\n    }}", shard_dir_name(self.sealed.len())));
         let pending = match self.pending {
-            Some(p) => format!(",\n  \"pending\": {{\n    \"shard\": {},\n    \"records\": {}\n  }}", p.shard, p.records),
+            Some(p) => {
+                format!(",\n  \"pending\": {{\n    \"shard\": {},\n    \"records\": {}\n  }}", p.shard, p.records)
+            }
             None => String::new(),
         };
         format!(
@@ -127,9 +129,11 @@ impl Manifest {
             }
             match (shard.get("records"), k == last) {
                 (None, true) => {}
-                (Some(_), true) => return Err(bad(format!("the last shard ({k}) has a count: it counts as its store"))),
+                (Some(_), true) => {
+                    return Err(bad(format!("the last shard ({k}) has a count: it counts as its store")));
+                }
                 (None, false) => return Err(bad(format!("shard {k} has no \"records\""))),
-                (Some(n), false) => sealed.push(count(n).ok_or_else(|| bad(format!("shard {k}'s count {n}"))) ?),
+                (Some(n), false) => sealed.push(count(n).ok_or_else(|| bad(format!("shard {k}'s count {n}")))?),
             }
         }
         let pending = match map.get("pending") {

@@ -37,17 +37,17 @@ mod write;
 pub use dtype::{ByteOrder, DType, Element, Kind};
 pub use error::DatasetError;
 pub use fixed::Dataset;
-pub use mutate::{ShardDelete, ShardedMutation};
 pub use manifest::{MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION, Manifest, Pending, SHARDS_MAX, shard_dir};
+pub use mutate::{ShardDelete, ShardedMutation};
 pub use npy::{NpyHeader, read_npy_header_in};
 pub use ragged::{Padded, Ragged, RaggedDataset, pad, pad_bytes};
+pub use schema::{Layout, SCHEMA_FILE, SCHEMA_FORMAT, SCHEMA_VERSION, Schema, parse_codec};
 pub use shard_index::ShardIndex;
 pub use shards::{ShardRef, Shards};
-pub use schema::{Layout, SCHEMA_FILE, SCHEMA_FORMAT, SCHEMA_VERSION, Schema, parse_codec};
 pub(crate) use tensor::Pool;
 pub use tensor::Tensor;
 pub use write::{
     DICT_SAMPLE_BYTES_MAX, DICT_SAMPLES_MAX, WRITE_CHUNK_BYTES_DEFAULT, WriteOptions, write_dataset,
-    write_dataset_bytes, write_dataset_bytes_in, write_dataset_iter, write_dataset_npy, write_dataset_npy_in, write_ragged, write_ragged_bytes,
-    write_ragged_results, write_ragged_results_in,
+    write_dataset_bytes, write_dataset_bytes_in, write_dataset_iter, write_dataset_npy, write_dataset_npy_in,
+    write_ragged, write_ragged_bytes, write_ragged_results, write_ragged_results_in,
 };

@@ -107,23 +107,36 @@ impl ShardedMutation {
         let mut store = self.sealed(k)?;
         let before = u64::from(store.len());
         if let Some(&bad) = local.iter().find(|&&i| i >= before) {
-            return Err(crate::Error::IndexOutOfRange { path: store.path().to_path_buf(), index: bad, len: store.len() }.into());
+            return Err(crate::Error::IndexOutOfRange {
+                path: store.path().to_path_buf(),
+                index: bad,
+                len: store.len(),
+            }
+            .into());
         }
         let mut distinct = local.to_vec();
         distinct.sort_unstable();
         distinct.dedup();
         let after = before - distinct.len() as u64;
         let mut manifest = self.manifest().clone();
+        // S1: the mark, durable before the shard changes.
         manifest.pending = Some(Pending { shard: k, records: after });
         self.target.set_manifest(manifest.clone())?;
+        // S2: the store's delete (its commit is D3).
         let deleted = store.delete(local);
         drop(store);
         // The count the store holds now (reopened: a failed delete is
         // recovered to before or after), and the mark dropped.
         let len = u64::from(self.target.open_sealed(k)?.len());
         if len != before && len != after {
-            return Err(DatasetError::ShardLength { path: super::manifest::shard_dir(self.target.path(), k), shard: k, holds: len, manifest: after });
+            return Err(DatasetError::ShardLength {
+                path: super::manifest::shard_dir(self.target.path(), k),
+                shard: k,
+                holds: len,
+                manifest: after,
+            });
         }
+        // S3: the count, the mark dropped.
         manifest.pending = None;
         manifest.sealed[k] = len;
         self.target.set_manifest(manifest)?;

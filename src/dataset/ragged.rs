@@ -9,10 +9,10 @@ use std::sync::Arc;
 use super::dtype::{DType, Element};
 use super::error::DatasetError;
 use super::schema::Schema;
-use super::tensor::{Pool, Tensor, check_dtype};
-use crate::io::Vfs;
 use super::shards::{ShardRef, Shards};
+use super::tensor::{Pool, Tensor, check_dtype};
 use crate::ReadMode;
+use crate::io::Vfs;
 
 /// A packed batch: every record's rows back to back in `values`
 /// (`[total_rows, *item_shape]`), record `k` being rows
@@ -277,7 +277,7 @@ impl RaggedDataset {
     }
 
     /// Number of shards (1 for a single store).
-    pub fn shard_count(&self) -> usize {
+    pub fn shards(&self) -> usize {
         self.shards.count()
     }
 

@@ -64,8 +64,7 @@ impl Shards {
             let table = Table { index, stores: vec![Arc::new(OnceLock::from(store))] };
             return Ok(Shards::new(vfs, root, schema, read_mode, false, table));
         };
-        let shards =
-            Shards::new(vfs, root, manifest.schema.clone(), read_mode, true, Table::empty(manifest.shards()));
+        let shards = Shards::new(vfs, root, manifest.schema.clone(), read_mode, true, Table::empty(manifest.shards()));
         let table = shards.table_for(&manifest, None)?;
         *shards.table.write().expect("not poisoned") = Arc::new(table);
         Ok(shards)
@@ -135,6 +134,11 @@ impl Shards {
         self.table().index.len()
     }
 
+    /// True if no shard holds a record.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Number of shards (1 for a single store).
     pub fn count(&self) -> usize {
         self.table().index.shards()
@@ -149,9 +153,10 @@ impl Shards {
     /// Shard `k`'s store, opened (and checked) if it was not yet.
     pub fn shard(&self, k: usize) -> Result<ShardRef, DatasetError> {
         let table = self.table();
-        let store = table.stores.get(k).cloned().ok_or_else(|| {
-            DatasetError::InvalidArgument(format!("shard {k} of {} shards", table.index.shards()))
-        })?;
+        let store =
+            table.stores.get(k).cloned().ok_or_else(|| {
+                DatasetError::InvalidArgument(format!("shard {k} of {} shards", table.index.shards()))
+            })?;
         let count = table.index.count(k);
         let last = k + 1 == table.index.shards();
         self.opened(&store, k, (!last).then_some(count))?;
@@ -159,7 +164,12 @@ impl Shards {
     }
 
     /// Opens shard `k` into `cell` once; a sealed shard's length must be `expect`.
-    fn opened<'c>(&self, cell: &'c OnceLock<Zrecord>, k: usize, expect: Option<u64>) -> Result<&'c Zrecord, DatasetError> {
+    fn opened<'c>(
+        &self,
+        cell: &'c OnceLock<Zrecord>,
+        k: usize,
+        expect: Option<u64>,
+    ) -> Result<&'c Zrecord, DatasetError> {
         if let Some(store) = cell.get() {
             return Ok(store);
         }
@@ -228,7 +238,8 @@ impl Shards {
 
     /// Where the records of `indices` are.
     fn split(&self, table: &Table, indices: &[u64]) -> Result<Split, DatasetError> {
-        let out_of_range = |index| DatasetError::IndexOutOfRange { path: self.root.clone(), index, len: table.index.len() };
+        let out_of_range =
+            |index| DatasetError::IndexOutOfRange { path: self.root.clone(), index, len: table.index.len() };
         let first = match indices.first() {
             None => return Ok(Split::One(0, Vec::new())),
             Some(&i) => table.index.locate(i).ok_or_else(|| out_of_range(i))?.0,
@@ -296,7 +307,13 @@ impl Shards {
     }
 
     /// Decodes record `indices[k]` into `dst[offsets[k]..][..lens[k]]`.
-    pub fn gather_var(&self, indices: &[u64], dst: &mut [u8], offsets: &[u64], lens: &[u32]) -> Result<(), DatasetError> {
+    pub fn gather_var(
+        &self,
+        indices: &[u64],
+        dst: &mut [u8],
+        offsets: &[u64],
+        lens: &[u32],
+    ) -> Result<(), DatasetError> {
         let table = self.table();
         if !self.sharded {
             return Ok(self.single(&table).gather_var(indices, dst, offsets, lens)?);

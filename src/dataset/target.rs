@@ -87,7 +87,8 @@ impl Target {
         if shard_records == 0 {
             return Err(DatasetError::InvalidArgument("shard_records must be at least 1".into()));
         }
-        let kind = vfs.kind(root).map_err(|source| DatasetError::Io { path: root.to_path_buf(), op: "stat", source })?;
+        let kind =
+            vfs.kind(root).map_err(|source| DatasetError::Io { path: root.to_path_buf(), op: "stat", source })?;
         if kind.is_some_and(|k| k != FileKind::Dir) {
             return Err(crate::Error::NotADirectory { path: root.to_path_buf() }.into());
         }
@@ -288,6 +289,7 @@ impl Target {
     /// Seals the last shard and starts the next (steps R1-R4 of
     /// `docs/crash-safety.md`, "Shard rollover").
     fn roll_over(&mut self) -> Result<(), DatasetError> {
+        // R0: the sealed shard's appends durable (each is already).
         let sealed = self.store.take().expect("a full store is open");
         sealed.sync()?;
         let next = self.shard + 1;
@@ -319,8 +321,11 @@ impl Target {
             store.install_dict(bytes)?;
         }
         // R3: the manifest names the new shard (the commit point).
-        let mut manifest =
-            self.manifest.clone().unwrap_or_else(|| Manifest { schema: self.schema.clone(), sealed: Vec::new(), pending: None });
+        let mut manifest = self.manifest.clone().unwrap_or_else(|| Manifest {
+            schema: self.schema.clone(),
+            sealed: Vec::new(),
+            pending: None,
+        });
         manifest.sealed.push(u64::from(sealed.len()));
         manifest.write(&*self.vfs, &self.root)?;
         // R4: the sealed shard's writer lock released only now.

@@ -17,8 +17,8 @@ use super::npy::NpyFile;
 use super::schema::Schema;
 use super::target::{Batch, Target};
 use crate::format::{Codec, RECORD_BYTES_MAX};
-use crate::io::real::RealFs;
 use crate::io::Vfs;
+use crate::io::real::RealFs;
 use crate::{Options, Zrecord, default_dict_size};
 
 /// Bytes submitted per append call by default (the reference's `chunk_bytes`).
@@ -419,10 +419,7 @@ where
         let bytes = record.as_ref();
         let position = written + lens.len() as u64;
         if bytes.len() > RECORD_BYTES_MAX as usize {
-            return Err(DatasetError::RecordTooLarge {
-                path: Some(path.to_path_buf()),
-                bytes: bytes.len() as u64,
-            });
+            return Err(DatasetError::RecordTooLarge { path: Some(path.to_path_buf()), bytes: bytes.len() as u64 });
         }
         if !bytes.len().is_multiple_of(row_bytes) {
             return Err(DatasetError::ShapeMismatch(format!(
