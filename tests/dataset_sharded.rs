@@ -379,3 +379,13 @@ fn deletes_by_global_index_shard_by_shard() {
     let m = Manifest::read(&loaderx::io::real::RealFs, dir.path()).unwrap().unwrap();
     assert_eq!((m.sealed, m.pending), (vec![8, 9], None));
 }
+
+#[test]
+fn zero_byte_records_shard_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty: Vec<Vec<u16>> = vec![Vec::new(); 25];
+    assert_eq!(write_dataset_iter(dir.path(), &[0], &empty, &sharded(Codec::Raw, 10)).unwrap(), 25);
+    let ds = Dataset::open(dir.path()).unwrap();
+    assert_eq!((ds.len(), ds.shards()), (25, 3));
+    assert_eq!(ds.gather(&[0, 24, 11]).unwrap().shape(), &[3, 0]);
+}

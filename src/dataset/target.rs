@@ -25,8 +25,8 @@ const OPEN_ATTEMPTS: usize = 8;
 
 /// Records of one append call, a range of which goes to one store.
 pub(crate) enum Batch<'a> {
-    /// `data` holds records of `item` bytes back to back.
-    Fixed { data: &'a [u8], item: usize },
+    /// `data` holds `n` records of `item` bytes (0 included) back to back.
+    Fixed { data: &'a [u8], n: usize, item: usize },
     /// Record `k` is `data[offsets[k]..][..lens[k]]`.
     Var { data: &'a [u8], offsets: &'a [u64], lens: &'a [u32] },
 }
@@ -34,14 +34,14 @@ pub(crate) enum Batch<'a> {
 impl Batch<'_> {
     fn len(&self) -> usize {
         match self {
-            Batch::Fixed { data, item } => data.len() / (*item).max(1),
+            Batch::Fixed { n, .. } => *n,
             Batch::Var { lens, .. } => lens.len(),
         }
     }
 
     fn append(&self, store: &Zrecord, range: std::ops::Range<usize>, codec: Codec) -> crate::Result<u64> {
         match self {
-            Batch::Fixed { data, item } => {
+            Batch::Fixed { data, item, .. } => {
                 store.append(&data[range.start * item..range.end * item], range.len(), *item, codec)
             }
             Batch::Var { data, offsets, lens } => store.append_var(data, &offsets[range.clone()], &lens[range], codec),

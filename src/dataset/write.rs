@@ -293,7 +293,7 @@ fn write_fixed(
     while start < count {
         let n = step.min(count - start) as usize;
         let data = records.records(start, n, &mut scratch)?;
-        target.append(&Batch::Fixed { data, item: record_bytes })?;
+        target.append(&Batch::Fixed { data, n, item: record_bytes })?;
         start += n as u64;
     }
     target.finish()?;
