@@ -19,6 +19,13 @@
 //! Datasets open read-only; the reference package opens what
 //! [`write_dataset`] and [`write_ragged`] write and the other way round
 //! (`tests/interop/`). `docs/loader.md` has the formats and the design.
+//!
+//! Past a store's 2^24 records (or [`WriteOptions::shard_records`]) a
+//! dataset is **sharded**: complete stores in the root and `shard-*/`, and
+//! a `shards.json` [`Manifest`] written last. Both kinds open the same way,
+//! with u64 indices mapped to (shard, local) by a [`ShardIndex`]; shards
+//! open on first use ([`Shards`]). [`ShardedMutation`] deletes from and
+//! compacts the shards.
 
 mod dtype;
 mod error;
