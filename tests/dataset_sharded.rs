@@ -389,3 +389,20 @@ fn zero_byte_records_shard_too() {
     assert_eq!((ds.len(), ds.shards()), (25, 3));
     assert_eq!(ds.gather(&[0, 24, 11]).unwrap().shape(), &[3, 0]);
 }
+
+/// A store's capacity, not a chosen size: 2^24 + 3 records roll over into a
+/// second shard by themselves, and the records past 2^24 read back exactly.
+#[test]
+fn a_full_store_rolls_over_by_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = (1usize << 24) + 3;
+    let data: Vec<u8> = (0..n).map(|i| (i % 251) as u8).collect();
+    write_dataset(dir.path(), &data, &[], &WriteOptions::codec(Codec::Raw)).unwrap();
+    let ds = Dataset::open(dir.path()).unwrap();
+    assert_eq!((ds.len(), ds.shards(), ds.shard_extent(1)), (n as u64, 2, Some((1 << 24, 3))));
+    let idx: Vec<u64> = ((1 << 24) - 4..n as u64).chain([0, 1 << 23]).collect();
+    let mut got = vec![0u8; idx.len()];
+    ds.gather_into(&idx, &mut got).unwrap();
+    assert_eq!(got, idx.iter().map(|&i| data[i as usize]).collect::<Vec<u8>>());
+    assert_eq!(Zrecord::open_read_only(dir.path()).unwrap().len(), 1 << 24);
+}
