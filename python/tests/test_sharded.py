@@ -86,3 +86,25 @@ def test_the_reference_opens_each_shard(tmp_path, rng):
         assert len(alone) == min(30, 100 - k * 30)
         for i in range(len(alone)):
             np.testing.assert_array_equal(alone[i], seqs[k * 30 + i])
+
+
+def test_pickles_and_refreshes(tmp_path, rng):
+    import pickle
+    a = smooth(rng, 50, 2)
+    ours.write_dataset(tmp_path / "d", a, shard_records=20)
+    ds = ours.Dataset(tmp_path / "d")
+    again = pickle.loads(pickle.dumps(ds))
+    assert (len(again), again.shards) == (50, 3)
+    np.testing.assert_array_equal(again[np.arange(50)], a)
+    b = smooth(rng, 30, 2)
+    ours.write_dataset(tmp_path / "d", b, shard_records=20)
+    assert ds.refresh() == 80 and ds.shards == 4
+    np.testing.assert_array_equal(ds[np.arange(80)], np.concatenate([a, b]))
+
+
+def test_bad_manifests_raise_dataset_errors(tmp_path, rng):
+    ours.write_dataset(tmp_path / "d", smooth(rng, 50, 2), shard_records=20)
+    manifest = tmp_path / "d" / "shards.json"
+    manifest.write_text(manifest.read_text().replace('"records": 20', '"records": 99999999999', 1))
+    with pytest.raises(ours.DatasetError, match="shards.json"):
+        ours.Dataset(tmp_path / "d")
