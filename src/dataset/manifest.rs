@@ -76,7 +76,7 @@ impl Manifest {
     }
 
     /// The manifest's text: keys in the order `format`, `version`,
-    /// `schema` (the shards' `schema.json` object), `shards`, [`pending`],
+    /// `schema` (the shards' `schema.json` object), `shards`, then `pending` if any,
     /// indented by two spaces.
     pub fn to_json(&self) -> String {
         let schema = self.schema.to_json().trim_end().replace('\n', "\n  ");
