@@ -334,7 +334,7 @@ fn main() -> Res<()> {
                 // One label per record of the data (20,000 unless --data holds another count).
                 let labels: Vec<i64> = (0..Dataset::open(&data)?.len() as i64).collect();
                 write_dataset(&label, &labels, &[], &opts)?;
-                let stats = Dataset::open(&data)?.store().stats()?;
+                let stats = Dataset::open(&data)?.shard(0)?.stats()?;
                 println!(
                     "write   {codec_name:<6} {:.1} s, ratio {:.3}x, codecs raw/zstd/dict {:?}",
                     start.elapsed().as_secs_f64(),

@@ -82,7 +82,7 @@ fn run(dir: &Path, records: usize, batches: u64) -> Result<()> {
     write_dataset(&data_path, &data, &[FLOATS], &WriteOptions::default())?;
     write_dataset(&label_path, &labels, &[], &WriteOptions::default())?;
     let secs = start.elapsed().as_secs_f64();
-    let stats = Dataset::open(&data_path)?.store().stats()?;
+    let stats = Dataset::open(&data_path)?.shard(0)?.stats()?;
     println!("datasets  {} and {}", data_path.display(), label_path.display());
     println!(
         "write     {records} x {} B float32 + {records} int64 labels, zstd: {:.1} s, {:.0} MiB/s, ratio {:.2}x",

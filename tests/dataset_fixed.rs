@@ -48,7 +48,7 @@ fn typed_gathers_match_the_oracle() {
             (n as u64, &shape[..], DType::parse("<f4").unwrap(), 60)
         );
         assert_eq!(ds.schema().codec, codec);
-        assert_eq!(ds.store().has_dict(), codec == Codec::ZstdDict);
+        assert_eq!(ds.shard(0).unwrap().has_dict(), codec == Codec::ZstdDict);
         let mut rng = Rng(11);
         for batch in [0usize, 1, 7, 64, 299] {
             let indices: Vec<u64> = (0..batch).map(|_| rng.below(n as u64)).collect();
@@ -381,7 +381,7 @@ fn an_untrainable_dictionary_leaves_nothing_behind() {
     let path = dir.path().join("many");
     assert_eq!(write_dataset(&path, &many, &[16], &dict).unwrap(), 400);
     let ds = Dataset::open(&path).unwrap();
-    assert!(ds.store().has_dict());
+    assert!(ds.shard(0).unwrap().has_dict());
     let mut got = vec![0f32; 16];
     ds.gather_into(&[399], &mut got).unwrap();
     assert_eq!(got, many[399 * 16..]);

@@ -56,7 +56,7 @@ fn packed_padded_and_fused_match_the_oracle() {
             assert_eq!(write_ragged(&path, &row_shape, &seqs, &opts).unwrap(), 400);
             let rds = RaggedDataset::open(&path).unwrap();
             assert_eq!((rds.len(), rds.item_shape(), rds.row_bytes()), (400, &row_shape[..], 4 * row));
-            assert_eq!(rds.store().has_dict(), codec == Codec::ZstdDict);
+            assert_eq!(rds.shard(0).unwrap().has_dict(), codec == Codec::ZstdDict);
             let mut rng = Rng(3);
             for batch in [0usize, 1, 5, 64, 256] {
                 let indices: Vec<u64> = (0..batch).map(|_| rng.below(400)).collect();

@@ -10,16 +10,14 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use loaderx::dataset::{Dataset, RaggedDataset};
+use loaderx::ReadMode;
 use loaderx::io::real::evict_page_cache;
 use loaderx::loader::{Column, DataLoader, Stream};
 use loaderx::sampler::{Mode, Sampler};
-use loaderx::{ReadMode, Zrecord};
 
 use crate::CliResult;
-use crate::out::{CliError, Json, MIB, per_second, print, table};
-use crate::out::{is_remote, open_read_only};
-use crate::stats::store_schema;
+use crate::out::{CliError, Json, MIB, is_remote, per_second, print, table};
+use crate::records::Records;
 
 /// What `bench` was asked for.
 pub struct Options {
@@ -63,8 +61,16 @@ impl Options {
     }
 }
 
-/// Evicts the store's chunk files from the page cache.
+/// Evicts the store's chunk files (every shard's) from the page cache.
 fn evict(path: &Path) -> CliResult<()> {
+    if crate::records::is_sharded(path) {
+        return crate::records::shard_dirs(path)?.iter().try_for_each(|dir| evict_store(dir));
+    }
+    evict_store(path)
+}
+
+/// Evicts one store's chunk files from the page cache.
+fn evict_store(path: &Path) -> CliResult<()> {
     for entry in std::fs::read_dir(path)? {
         let file = entry?.path();
         let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
@@ -73,6 +79,11 @@ fn evict(path: &Path) -> CliResult<()> {
         }
     }
     Ok(())
+}
+
+/// `N`, or `N in K shards`.
+fn records_line(len: u64, shards: usize) -> String {
+    if shards > 1 { format!("{len} in {shards} shards") } else { len.to_string() }
 }
 
 /// `--seconds`: a positive, finite number of seconds.
@@ -87,7 +98,7 @@ fn sampler_name(opts: &Options) -> &'static str {
     if opts.cold { "cyclic" } else { "IID" }
 }
 
-fn cache_line(opts: &Options, store: &Zrecord) -> String {
+fn cache_line(opts: &Options, store: &Records) -> String {
     let (engine, mode) = (store.read_engine().name(), opts.read_mode.mode().name());
     if opts.cold {
         format!("cold: chunk files evicted before each workload (read mode {mode}, engine {engine})")
@@ -162,25 +173,18 @@ pub fn run(path: &Path, opts: &Options, json: bool) -> CliResult<()> {
         ))
         .into());
     }
-    let (store, vfs, at) = open_read_only(path, read_mode)?;
-    let len = u64::from(store.len());
+    let store = Records::open(path, read_mode)?;
+    let len = store.len();
     if len == 0 {
         return Err(CliError::new(format!("{}: the store is empty: nothing to read", path.display())).into());
     }
     let gather = bench_gather(&store, opts)?;
     let workers =
         opts.workers.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |w| w as usize);
-    let loader = match store_schema(&store) {
+    let loader = match store.schema() {
         Ok(None) => Err("no schema.json (the loader reads datasets)".to_string()),
         Err(e) => Err(format!("schema.json unreadable: {e}")),
-        Ok(Some(schema)) => {
-            let stream: Stream = if schema.is_ragged() {
-                RaggedDataset::open_in_with(vfs, &at, read_mode)?.into()
-            } else {
-                Dataset::open_in_with(vfs, &at, read_mode)?.into()
-            };
-            bench_loader(path, stream, workers, opts).map(Ok)?
-        }
+        Ok(Some(schema)) => bench_loader(path, store.stream(&schema, read_mode)?, workers, opts).map(Ok)?,
     };
     let batch = opts.batch_size.min(len as usize);
     let text = if json {
@@ -191,6 +195,7 @@ pub fn run(path: &Path, opts: &Options, json: bool) -> CliResult<()> {
         let mut text = Json::object()
             .field("store", path.to_string_lossy().as_ref())
             .field("records", len)
+            .field("shards", store.shards() as u64)
             .field("batch_size", batch as u64)
             .field("seed", opts.seed)
             .field("cold", opts.cold)
@@ -209,7 +214,7 @@ pub fn run(path: &Path, opts: &Options, json: bool) -> CliResult<()> {
         };
         table(&[
             ("store", path.display().to_string()),
-            ("records", len.to_string()),
+            ("records", records_line(len, store.shards())),
             ("batch", format!("{batch} records, {} indices, seed {}", sampler_name(opts), opts.seed)),
             ("cache", cache_line(opts, &store)),
             ("gather", gather.line()),
@@ -222,8 +227,8 @@ pub fn run(path: &Path, opts: &Options, json: bool) -> CliResult<()> {
 
 /// Random-batch gather: the sampler's IID batches, each decoded with one
 /// `gather_var` into a reused buffer.
-fn bench_gather(store: &Zrecord, opts: &Options) -> CliResult<Run> {
-    let sampler = Sampler::new(u64::from(store.len()), opts.batch_size, opts.mode(), opts.seed)?;
+fn bench_gather(store: &Records, opts: &Options) -> CliResult<Run> {
+    let sampler = Sampler::new(store.len(), opts.batch_size, opts.mode(), opts.seed)?;
     let n = sampler.batch_len();
     let mut indices = vec![0u64; n];
     let mut lens = vec![0u32; n];

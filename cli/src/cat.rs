@@ -7,11 +7,10 @@ use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
 use loaderx::dataset::{Layout, Schema};
-use loaderx::{Error, Zrecord};
 
 use crate::CliResult;
 use crate::out::CliError;
-use crate::stats::store_schema;
+use crate::records::Records;
 
 /// Indices looked up per `lengths` call.
 const WINDOW: usize = 4096;
@@ -65,9 +64,9 @@ impl Selection<'_> {
     }
 }
 
-/// The store's own error for the first index at or past its length.
-fn out_of_range(store: &Zrecord, index: u64) -> Box<dyn std::error::Error> {
-    Box::new(Error::IndexOutOfRange { path: store.path().to_path_buf(), index, len: store.len() })
+/// The store's (or dataset's) own error for the first index at or past its length.
+fn out_of_range(store: &Records, index: u64) -> Box<dyn std::error::Error> {
+    store.out_of_range(index)
 }
 
 /// Writes the records; `to_terminal` is false when standard output is a
@@ -87,8 +86,8 @@ pub fn run(
         )
         .into());
     }
-    let (store, _, _) = crate::out::open_read_only(path, loaderx::ReadMode::Auto)?;
-    let len = u64::from(store.len());
+    let store = Records::open(path, loaderx::ReadMode::Auto)?;
+    let len = store.len();
     let selection = match range {
         Some(RangeArg { start, end }) => {
             let end = end.unwrap_or(len.max(start));
@@ -143,9 +142,9 @@ pub fn run(
 /// The `.npy` header for the selection, from the dataset's schema: shape
 /// `(records, *shape)` for a fixed-shape dataset, `(rows, *item_shape)` for
 /// one ragged record. Record lengths are checked here, before any output.
-fn npy_header_for(store: &Zrecord, selection: &Selection<'_>) -> CliResult<Vec<u8>> {
+fn npy_header_for(store: &Records, selection: &Selection<'_>) -> CliResult<Vec<u8>> {
     let path = store.path();
-    let schema: Schema = store_schema(store)?.ok_or_else(|| {
+    let schema: Schema = store.schema()?.ok_or_else(|| {
         CliError::new(format!(
             "{}: no schema.json, so no dtype or shape for --npy (write raw bytes instead)",
             path.display()
@@ -192,7 +191,7 @@ fn npy_header_for(store: &Zrecord, selection: &Selection<'_>) -> CliResult<Vec<u
 
 /// Checks every selected record's length with `fits`; the error names the
 /// first that does not, as not `what`.
-fn check_lengths(store: &Zrecord, selection: &Selection<'_>, fits: impl Fn(u64) -> bool, what: &str) -> CliResult<()> {
+fn check_lengths(store: &Records, selection: &Selection<'_>, fits: impl Fn(u64) -> bool, what: &str) -> CliResult<()> {
     let mut window: Vec<u64> = Vec::with_capacity(WINDOW);
     let mut lens = vec![0u32; WINDOW];
     let mut all = selection.iter();
@@ -244,7 +243,7 @@ pub fn npy_header(descr: &str, shape: &[u64]) -> Vec<u8> {
 }
 
 /// Gathers the selected records in bounded batches and writes them in order.
-fn write_records(store: &Zrecord, mut selection: impl Iterator<Item = u64>, w: &mut dyn Write) -> CliResult<()> {
+fn write_records(store: &Records, mut selection: impl Iterator<Item = u64>, w: &mut dyn Write) -> CliResult<()> {
     let mut window: Vec<u64> = Vec::with_capacity(WINDOW);
     let mut lens: Vec<u32> = Vec::with_capacity(WINDOW);
     let mut buf: Vec<u8> = Vec::new();

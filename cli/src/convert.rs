@@ -12,10 +12,11 @@ use std::time::{Duration, Instant};
 use clap::ValueEnum;
 use indicatif::ProgressBar;
 use loaderx::dataset::{DatasetError, WriteOptions, write_dataset_npy};
-use loaderx::{Codec, Zrecord};
+use loaderx::{Codec, ReadMode};
 
 use crate::CliResult;
 use crate::out::{CliError, Json, MIB, bar_style, human, per_second, phase_style, print, progress_bar, table};
+use crate::records::{Records, Totals};
 use crate::stats::{read_schema, schema_json};
 
 /// How often the progress bar looks at the store's length.
@@ -46,9 +47,18 @@ impl CodecArg {
     }
 }
 
-pub fn run(input: &Path, output: &Path, codec: CodecArg, dict_size: Option<usize>, json: bool) -> CliResult<()> {
-    let opts = WriteOptions { dict_size, chunk_bytes: CALL_BYTES, ..WriteOptions::codec(codec.codec()) };
-    let records_before = Zrecord::open_read_only(output).map_or(0, |s| u64::from(s.len()));
+/// What `convert` writes: the codec of a new dataset, the dictionary's
+/// size cap, and the records per shard.
+pub struct Target {
+    pub codec: CodecArg,
+    pub dict_size: Option<usize>,
+    pub shard_records: Option<u64>,
+}
+
+pub fn run(input: &Path, output: &Path, target: Target, json: bool) -> CliResult<()> {
+    let Target { codec, dict_size, shard_records } = target;
+    let opts = WriteOptions { dict_size, shard_records, chunk_bytes: CALL_BYTES, ..WriteOptions::codec(codec.codec()) };
+    let records_before = Records::open(output, ReadMode::Auto).map_or(0, |s| s.len());
     if records_before > 0 && read_schema(output)?.is_none() {
         // Records of unknown layout: a schema written over them would lie.
         return Err(CliError::new(format!(
@@ -66,7 +76,7 @@ pub fn run(input: &Path, output: &Path, codec: CodecArg, dict_size: Option<usize
     let schema =
         read_schema(output)?.ok_or_else(|| CliError::new(format!("{}: no schema.json written", output.display())))?;
     let bytes = written * schema.unit_bytes()? as u64;
-    let stats = Zrecord::open_read_only(output)?.stats()?;
+    let stats = Totals::of(&Records::open(output, ReadMode::Auto)?)?;
     let ratio = (stats.live_bytes > 0).then(|| stats.logical_bytes as f64 / stats.live_bytes as f64);
     let mib_s = per_second(bytes as f64 / MIB, elapsed);
     let records_s = per_second(written as f64, elapsed);
@@ -129,7 +139,7 @@ fn write_watched(
 ) -> Result<u64, DatasetError> {
     thread::scope(|scope| {
         let writer = scope.spawn(|| write_dataset_npy(output, input, opts));
-        let mut reader: Option<Zrecord> = Zrecord::open_read_only(output).ok();
+        let mut reader: Option<Records> = Records::open(output, ReadMode::Auto).ok();
         // A new zstd_dict dataset is created once its dictionary is trained:
         // until then the bar says so instead of showing a rate of 0.
         if reader.is_none() && opts.codec == Codec::ZstdDict {
@@ -139,13 +149,13 @@ fn write_watched(
         while !writer.is_finished() {
             thread::sleep(POLL);
             if reader.is_none() {
-                reader = Zrecord::open_read_only(output).ok();
+                reader = Records::open(output, ReadMode::Auto).ok();
                 if reader.is_some() {
                     bar.set_style(bar_style("convert", false));
                 }
             }
             if let Some(len) = reader.as_ref().and_then(|r| r.refresh().ok()) {
-                bar.set_position(u64::from(len).saturating_sub(records_before));
+                bar.set_position(len.saturating_sub(records_before));
             }
         }
         bar.finish_and_clear();

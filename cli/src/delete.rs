@@ -7,14 +7,23 @@ use std::io::{self, Read};
 use std::path::Path;
 
 use crate::CliResult;
-use crate::out::{CliError, Json, human, print, table};
+use loaderx::dataset::{ShardDelete, ShardedMutation};
+
+use crate::out::{CliError, Json, human, json_array, print, table};
 
 /// Largest `--from-file` read: 2^24 indices of up to 20 digits each, with room.
 const FROM_FILE_BYTES_MAX: u64 = 1 << 30;
 
-pub fn run(path: &Path, mut indices: Vec<u64>, from_file: Option<&Path>, wait: bool, json: bool) -> CliResult<()> {
+pub fn run(path: &Path, mut indices: Vec<u64>, from_file: Option<&Path>, how: How, json: bool) -> CliResult<()> {
     if let Some(file) = from_file {
         indices.extend(read_indices(file)?);
+    }
+    let How { shard, wait } = how;
+    if crate::records::is_sharded(path) {
+        return run_sharded(path, &indices, shard, wait, json);
+    }
+    if let Some(k) = shard.filter(|&k| k != 0) {
+        return Err(CliError::new(format!("{}: not a sharded dataset, so no shard {k}", path.display())).into());
     }
     let mut store = crate::out::open_to_mutate(path, wait)?;
     let before = store.len();
@@ -39,6 +48,84 @@ pub fn run(path: &Path, mut indices: Vec<u64>, from_file: Option<&Path>, wait: b
             ("records", format!("{after} (was {before}; the last records moved into the holes)")),
             ("reclaimable", format!("{} (run `loaderx compact` to free it)", human(reclaimable))),
         ])
+    };
+    print(&text)?;
+    Ok(())
+}
+
+/// Which records a delete names, and whether it waits for readers.
+pub struct How {
+    /// Indices local to this shard (`--shard`); global indices otherwise.
+    pub shard: Option<usize>,
+    pub wait: bool,
+}
+
+/// A sharded dataset: the indices mapped to their shards (all checked
+/// first), each shard's part deleted in turn (each atomic), and a line per
+/// shard; a failure part-way reports the shards done before it.
+fn run_sharded(path: &Path, indices: &[u64], shard: Option<usize>, wait: bool, json: bool) -> CliResult<()> {
+    let mut dataset = ShardedMutation::open(path, wait)?;
+    let before: u64 = dataset.counts().iter().sum();
+    let parts = match shard {
+        Some(k) if k >= dataset.shards() => {
+            return Err(CliError::new(format!("{}: shard {k} of {} shards", path.display(), dataset.shards())).into());
+        }
+        Some(k) => vec![(k, indices.to_vec())],
+        None => dataset.split(indices)?,
+    };
+    let mut done: Vec<ShardDelete> = Vec::new();
+    for (k, local) in parts {
+        match dataset.delete_in(k, &local) {
+            Ok(d) => done.push(d),
+            Err(e) => {
+                let finished: Vec<String> = done.iter().map(|d| format!("shard {}", d.shard)).collect();
+                let finished = if finished.is_empty() { "none".to_string() } else { finished.join(", ") };
+                return Err(CliError::with_source(
+                    format!("{}: the delete in shard {k} failed (deleted before it: {finished})", path.display()),
+                    e,
+                )
+                .into());
+            }
+        }
+    }
+    let deleted: u64 = done.iter().map(|d| d.before - d.after).sum();
+    let text = if json {
+        let shards = json_array(done.iter().map(|d| {
+            Json::object()
+                .field("shard", d.shard as u64)
+                .field("deleted", d.before - d.after)
+                .field("records_before", d.before)
+                .field("records", d.after)
+                .finish()
+        }));
+        let mut text = Json::object()
+            .field("store", path.to_string_lossy().as_ref())
+            .field("deleted", deleted)
+            .field("records_before", before)
+            .field("records", before - deleted)
+            .raw("shards", &shards)
+            .finish();
+        text.push('\n');
+        text
+    } else {
+        let mut rows = vec![
+            ("dataset".to_string(), format!("{} ({} shards)", path.display(), dataset.shards())),
+            ("deleted".to_string(), format!("{deleted} records ({} indices given)", indices.len())),
+            ("records".to_string(), format!("{} (was {before})", before - deleted)),
+        ];
+        for d in &done {
+            rows.push((
+                format!("shard {}", d.shard),
+                format!(
+                    "{} deleted, {} -> {} (its last records moved into the holes)",
+                    d.before - d.after,
+                    d.before,
+                    d.after
+                ),
+            ));
+        }
+        let rows: Vec<(&str, String)> = rows.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        table(&rows)
     };
     print(&text)?;
     Ok(())

@@ -11,6 +11,11 @@
 //! `push` publishes a store to object storage, `pull` fetches one back. `compact` and `delete`
 //! open it for writing (the store's advisory lock keeps a second writer
 //! out); `convert` writes a new dataset or appends to one.
+//!
+//! Each accepts a sharded dataset (a directory with `shards.json`) where it
+//! accepts a store: `stats`, `verify`, `cat`, `convert` and `bench` work on
+//! the whole dataset (global indices), `delete` and `compact` shard by
+//! shard (`--shard K` for one), with a line per shard.
 
 mod bench;
 mod cat;
@@ -19,6 +24,7 @@ mod convert;
 mod delete;
 mod out;
 mod publish;
+mod records;
 mod stats;
 mod verify;
 
@@ -59,7 +65,8 @@ enum Command {
     /// Show a store's size, codec mix, compression ratio, dictionary and schema.
     #[command(after_help = EXIT_CODES)]
     Stats {
-        /// The store directory, or a published store's s3:// URL.
+        /// The store directory (or a sharded dataset's: shards.json), or a
+        /// published store's s3:// URL.
         store: PathBuf,
         /// Print one JSON object instead of a table.
         #[arg(long)]
@@ -77,7 +84,8 @@ enum Command {
     /// stderr when it is a terminal.
     #[command(after_help = EXIT_CODES)]
     Verify {
-        /// The store directory, or a published store's s3:// URL.
+        /// The store directory (or a sharded dataset's: shards.json), or a
+        /// published store's s3:// URL.
         store: PathBuf,
         /// Print one JSON object instead of a list.
         #[arg(long)]
@@ -95,7 +103,7 @@ enum Command {
     /// it is a terminal.
     #[command(after_help = EXIT_CODES)]
     Compact {
-        /// The store directory.
+        /// The store directory (or a sharded dataset's: shards.json).
         store: PathBuf,
         /// Move at most this many bytes in this run (K, M, G, T suffixes:
         /// powers of 1024); run again to go on. The fill only.
@@ -113,6 +121,10 @@ enum Command {
         /// Wait for readers elsewhere to close instead of failing.
         #[arg(long)]
         wait: bool,
+        /// For a sharded dataset: compact shard K only (default: every
+        /// shard in turn, a line per shard).
+        #[arg(long, value_name = "K")]
+        shard: Option<usize>,
         /// Print one JSON object instead of a summary.
         #[arg(long)]
         json: bool,
@@ -138,6 +150,11 @@ enum Command {
         /// adapted to the sample).
         #[arg(long, value_name = "N")]
         dict_size: Option<usize>,
+        /// Start a new shard every N records (default: when a store is
+        /// full, at 2^24 records). A dataset that fits one shard stays one
+        /// store; past it, the output is a sharded dataset (shards.json).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        shard_records: Option<u64>,
         /// Print one JSON object instead of a summary.
         #[arg(long)]
         json: bool,
@@ -148,7 +165,8 @@ enum Command {
     /// INDEX and no --range.
     #[command(after_help = EXIT_CODES)]
     Cat {
-        /// The store directory, or a published store's s3:// URL.
+        /// The store directory (or a sharded dataset's: shards.json), or a
+        /// published store's s3:// URL.
         store: PathBuf,
         /// Record indices, written in the order given (repeats allowed).
         #[arg(value_name = "INDEX", conflicts_with = "range")]
@@ -181,7 +199,7 @@ enum Command {
     /// lock), or with --wait run once every reader has closed.
     #[command(after_help = EXIT_CODES)]
     Delete {
-        /// The store directory.
+        /// The store directory (or a sharded dataset's: shards.json).
         store: PathBuf,
         /// Record indices to delete (any order, repeats allowed).
         #[arg(value_name = "INDEX", required_unless_present = "from_file")]
@@ -194,6 +212,11 @@ enum Command {
         /// delete is refused while the store is open for reading).
         #[arg(long)]
         wait: bool,
+        /// For a sharded dataset: the indices are shard K's own (default:
+        /// the dataset's global indices, each deleted in its shard, a line
+        /// per shard).
+        #[arg(long, value_name = "K")]
+        shard: Option<usize>,
         /// Print one JSON object instead of a summary.
         #[arg(long)]
         json: bool,
@@ -207,7 +230,8 @@ enum Command {
     /// early when --seconds has passed.
     #[command(after_help = EXIT_CODES)]
     Bench {
-        /// The store directory, or a published store's s3:// URL.
+        /// The store directory (or a sharded dataset's: shards.json), or a
+        /// published store's s3:// URL.
         store: PathBuf,
         /// Records per batch.
         #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
@@ -284,12 +308,16 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Stats { store, json } => stats::run(&store, json).map(|()| Done::Ok),
         Command::Verify { store, json } => verify::run(&store, json),
-        Command::Compact { store, max_bytes, dry_run, repack, wait, json } => {
+        Command::Compact { store, max_bytes, dry_run, repack, wait, shard, json } => {
             let options = loaderx::CompactOptions { max_bytes, repack };
-            if dry_run { compact::plan(&store, options, json) } else { compact::run(&store, options, wait, json) }
-                .map(|()| Done::Ok)
+            if dry_run {
+                compact::plan(&store, options, shard, json)
+            } else {
+                compact::run(&store, options, shard, wait, json)
+            }
+            .map(|()| Done::Ok)
         }
-        Command::Convert { input, output, codec, dict_size, json } => {
+        Command::Convert { input, output, codec, dict_size, shard_records, json } => {
             if dict_size.is_some() && codec != CodecArg::ZstdDict {
                 use clap::CommandFactory;
                 let message = "--dict-size applies to --codec zstd_dict only";
@@ -299,14 +327,15 @@ fn main() -> ExitCode {
                 let convert = cli.find_subcommand_mut("convert").expect("convert is a subcommand");
                 convert.error(clap::error::ErrorKind::ArgumentConflict, message).exit();
             }
-            convert::run(&input, &output, codec, dict_size, json).map(|()| Done::Ok)
+            convert::run(&input, &output, convert::Target { codec, dict_size, shard_records }, json).map(|()| Done::Ok)
         }
         Command::Cat { store, indices, range, out, npy, to_terminal } => {
             let to_terminal = to_terminal || !std::io::IsTerminal::is_terminal(&std::io::stdout());
             cat::run(&store, &indices, range, out.as_deref(), npy, to_terminal).map(|()| Done::Ok)
         }
-        Command::Delete { store, indices, from_file, wait, json } => {
-            delete::run(&store, indices, from_file.as_deref(), wait, json).map(|()| Done::Ok)
+        Command::Delete { store, indices, from_file, wait, shard, json } => {
+            let how = delete::How { shard, wait };
+            delete::run(&store, indices, from_file.as_deref(), how, json).map(|()| Done::Ok)
         }
         Command::Bench { store, batch_size, batches, seconds, workers, seed, cold, read_mode, json } => {
             let opts =

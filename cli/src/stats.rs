@@ -4,17 +4,18 @@
 
 use std::path::Path;
 
+use loaderx::Zrecord;
 use loaderx::dataset::{DatasetError, Layout, Schema};
 use loaderx::io::real::RealFs;
-use loaderx::{ReadMode, Stats, Zrecord};
 
 use crate::CliResult;
-use crate::out::{Json, human, open_read_only, print, table};
+use crate::out::{Json, human, print, table};
+use crate::records::{Records, Totals};
 
 pub fn run(path: &Path, json: bool) -> CliResult<()> {
-    let (store, _, _) = open_read_only(path, ReadMode::Auto)?;
-    let stats = store.stats()?;
-    let schema = store_schema(&store);
+    let store = Records::open(path, loaderx::ReadMode::Auto)?;
+    let stats = Totals::of(&store)?;
+    let schema = store.schema();
     let engine = store.read_engine().name();
     let text = if json { to_json(path, &stats, &schema, engine) } else { to_table(path, &stats, &schema, engine) };
     print(&text)?;
@@ -42,11 +43,11 @@ pub fn read_schema(path: &Path) -> Result<Option<Schema>, DatasetError> {
 }
 
 /// logical / live, `None` when nothing is stored.
-fn ratio(s: &Stats) -> Option<f64> {
+fn ratio(s: &Totals) -> Option<f64> {
     (s.live_bytes > 0).then(|| s.logical_bytes as f64 / s.live_bytes as f64)
 }
 
-fn to_table(path: &Path, s: &Stats, schema: &Result<Option<Schema>, DatasetError>, engine: &str) -> String {
+fn to_table(path: &Path, s: &Totals, schema: &Result<Option<Schema>, DatasetError>, engine: &str) -> String {
     let [raw, zstd, dict] = s.codec_records;
     let ratio = ratio(s).map_or("n/a (nothing stored)".to_string(), |r| format!("{r:.3}x (logical / live)"));
     let dictionary = s.dict_bytes.map_or("none".to_string(), |b| format!("present, {}", human(b)));
@@ -57,7 +58,7 @@ fn to_table(path: &Path, s: &Stats, schema: &Result<Option<Schema>, DatasetError
     };
     table(&[
         ("store", path.display().to_string()),
-        ("records", s.records.to_string()),
+        ("records", records_line(s)),
         ("logical bytes", human(s.logical_bytes)),
         ("live bytes", human(s.live_bytes)),
         ("chunk bytes", human(s.chunk_bytes)),
@@ -69,6 +70,22 @@ fn to_table(path: &Path, s: &Stats, schema: &Result<Option<Schema>, DatasetError
         ("schema", schema),
         ("read engine", format!("{engine} (reads of records not in memory)")),
     ])
+}
+
+/// `N`, or `N in K shards (a, b, ...)` (the first and last few counts).
+fn records_line(s: &Totals) -> String {
+    let k = s.shard_records.len();
+    if k <= 1 {
+        return s.records.to_string();
+    }
+    let counts: Vec<String> = if k <= 8 {
+        s.shard_records.iter().map(u64::to_string).collect()
+    } else {
+        let head = s.shard_records[..3].iter().map(u64::to_string);
+        let tail = s.shard_records[k - 2..].iter().map(u64::to_string);
+        head.chain(["...".to_string()]).chain(tail).collect()
+    };
+    format!("{} in {k} shards ({})", s.records, counts.join(", "))
 }
 
 /// The schema as a JSON object, keys as in schema.json.
@@ -86,7 +103,7 @@ pub fn schema_json(schema: &Schema) -> String {
         .finish()
 }
 
-fn to_json(path: &Path, s: &Stats, schema: &Result<Option<Schema>, DatasetError>, engine: &str) -> String {
+fn to_json(path: &Path, s: &Totals, schema: &Result<Option<Schema>, DatasetError>, engine: &str) -> String {
     let [raw, zstd, dict] = s.codec_records;
     let codecs = Json::object().field("raw", raw).field("zstd", zstd).field("zstd_dict", dict).finish();
     let (schema_text, schema_error) = match schema {
@@ -97,6 +114,8 @@ fn to_json(path: &Path, s: &Stats, schema: &Result<Option<Schema>, DatasetError>
     let mut text = Json::object()
         .field("store", path.to_string_lossy().as_ref())
         .field("records", s.records)
+        .field("shards", s.shard_records.len() as u64)
+        .raw("shard_records", &crate::out::json_array(s.shard_records.iter().map(u64::to_string)))
         .field("live_bytes", s.live_bytes)
         .field("logical_bytes", s.logical_bytes)
         .field("chunk_bytes", s.chunk_bytes)

@@ -3,11 +3,12 @@
 
 use std::path::Path;
 
-use loaderx::dataset::{Layout, Schema};
+use loaderx::dataset::{Layout, Manifest, Schema, shard_dir};
+use loaderx::io::real::RealFs;
 use loaderx::{Corruption, Error, VerifyReport, Zrecord};
 
 use crate::out::{Json, json_array, print, progress_bar};
-use crate::stats::{schema_json, store_schema};
+use crate::stats::{read_schema, schema_json, store_schema};
 use crate::{CliResult, Done};
 
 /// Most problems listed; the rest are counted.
@@ -26,15 +27,22 @@ struct Problem {
 /// Everything found: the listed problems and the count of all of them.
 #[derive(Default)]
 struct Findings {
-    records: u32,
+    records: u64,
     listed: Vec<Problem>,
     total: u64,
     schema: Option<Schema>,
+    /// For a sharded dataset: the shard checked now (its problems are
+    /// listed with global indices, their messages naming the shard).
+    shard: Option<(usize, u64)>,
 }
 
 impl Findings {
-    fn note(&mut self, problem: Problem) {
+    fn note(&mut self, mut problem: Problem) {
         self.total += 1;
+        if let Some((k, start)) = self.shard {
+            problem.index = problem.index.map(|i| i + start);
+            problem.message = format!("shard {k}: {}", problem.message);
+        }
         if self.listed.len() < LISTED_MAX {
             self.listed.push(problem);
         }
@@ -43,6 +51,12 @@ impl Findings {
 
 pub fn run(path: &Path, json: bool) -> CliResult<Done> {
     let mut findings = Findings::default();
+    if crate::records::is_sharded(path) {
+        check_sharded(path, &mut findings)?;
+        let text = if json { to_json(path, &findings) } else { to_text(path, &findings) };
+        print(&text)?;
+        return Ok(if findings.total == 0 { Done::Ok } else { Done::Problems });
+    }
     match crate::out::open_read_only(path, loaderx::ReadMode::Auto) {
         Ok((store, _, _)) => check_store(&store, &mut findings)?,
         // A store that cannot open because its bytes are inconsistent is a
@@ -73,7 +87,7 @@ fn check_store(store: &Zrecord, findings: &mut Findings) -> CliResult<()> {
         bar.finish_and_clear();
     }
     let report = report?;
-    findings.records = report.records;
+    findings.records += u64::from(report.records);
     for e in &report.problems {
         findings.note(problem(e));
     }
@@ -87,6 +101,57 @@ fn check_store(store: &Zrecord, findings: &mut Findings) -> CliResult<()> {
         }
         Err(e) => findings.note(Problem { index: None, kind: "schema", message: e.to_string() }),
     }
+    Ok(())
+}
+
+/// A sharded dataset: the manifest parses, and each shard it names is
+/// there, holds the manifest's schema and count, and passes the store's
+/// and the schema's checks.
+fn check_sharded(path: &Path, findings: &mut Findings) -> CliResult<()> {
+    let manifest = match Manifest::read(&RealFs, path) {
+        Ok(m) => m.expect("a sharded dataset has a manifest"),
+        Err(e) => {
+            findings.note(Problem { index: None, kind: "manifest", message: e.to_string() });
+            return Ok(());
+        }
+    };
+    let mut start = 0u64;
+    for k in 0..manifest.shards() {
+        let dir = shard_dir(path, k);
+        findings.shard = Some((k, start));
+        let store = match Zrecord::open_read_only(&dir) {
+            Ok(store) => store,
+            Err(e) if opening_found_damage(&e) => {
+                findings.note(problem(&e));
+                continue;
+            }
+            Err(Error::NoDirectory { .. } | Error::NoStore { .. }) => {
+                let message = format!("{} is missing", dir.display());
+                findings.note(Problem { index: None, kind: "shard_missing", message });
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        check_store(&store, findings)?;
+        if let Ok(Some(schema)) = read_schema(&dir)
+            && schema != manifest.schema
+        {
+            let message = format!("holds {}, the manifest says {}", schema.describe(), manifest.schema.describe());
+            findings.note(Problem { index: None, kind: "shard_schema", message });
+        }
+        let len = u64::from(store.len());
+        let pending = manifest.pending.filter(|p| p.shard == k).map(|p| p.records);
+        if let Some(&recorded) = manifest.sealed.get(k)
+            && len != recorded
+            && Some(len) != pending
+        {
+            let message = format!("holds {len} records, the manifest records {recorded}");
+            findings.note(Problem { index: None, kind: "shard_length", message });
+        }
+        start += len;
+    }
+    findings.shard = None;
+    findings.schema = Some(manifest.schema);
     Ok(())
 }
 
@@ -167,6 +232,10 @@ fn to_text(path: &Path, f: &Findings) -> String {
         text.push_str(&format!("... and {unlisted} more problems (the first {} are listed)\n", f.listed.len()));
     }
     let schema = f.schema.as_ref().map_or(String::new(), |s| format!(", schema {}", s.describe()));
+    let schema = match crate::records::shard_dirs(path) {
+        Ok(dirs) if crate::records::is_sharded(path) => format!("{schema}, {} shards", dirs.len()),
+        _ => schema,
+    };
     if f.total == 0 {
         text.push_str(&format!("{}: ok: {} records checked{schema}\n", path.display(), f.records));
     } else {

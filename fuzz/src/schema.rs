@@ -3,7 +3,9 @@
 //!
 //! `schema` (decoders only): an arbitrary or structured `schema.json` (every
 //! key present or not, of the right type or not, dtype strings NumPy has and
-//! has not, dimensions up to `u64::MAX`) parsed, printed and parsed again;
+//! has not, dimensions up to `u64::MAX`) parsed, printed and parsed again,
+//! and the same as a sharded dataset's `shards.json` and inside one (counts
+//! and names right or wrong);
 //! or a `.npy` file's header read (`npy.rs`). `dataset`: such a
 //! `schema.json` over a store whose records fit the schema or not, opened
 //! as a [`Dataset`] and as a [`RaggedDataset`]: a typed error or a valid
@@ -13,7 +15,7 @@
 use std::path::Path;
 
 use loaderx::Codec;
-use loaderx::dataset::{DType, Dataset, DatasetError, Layout, RaggedDataset, Schema, pad_bytes};
+use loaderx::dataset::{DType, Dataset, DatasetError, Layout, Manifest, RaggedDataset, Schema, pad_bytes};
 
 use crate::input::In;
 use crate::store::{Disk, FileModel};
@@ -24,8 +26,51 @@ pub fn schema(data: &[u8]) {
     if u.bool() {
         crate::npy::header(&mut u);
     } else {
-        check_schema(&schema_text(&mut u));
+        let text = schema_text(&mut u);
+        check_schema(&text);
+        check_manifest(&text);
+        check_manifest(&manifest_text(&mut u, &text));
     }
+}
+
+/// A `shards.json` around `schema` (a schema's text, valid or not): shard
+/// counts and names right or wrong, a pending mark or not.
+fn manifest_text(u: &mut In, schema: &[u8]) -> Vec<u8> {
+    let shards: Vec<String> = (0..u.below(4))
+        .map(|k| {
+            let dir = if u.below(8) == 0 {
+                "\"../x\"".to_string()
+            } else if k == 0 {
+                "\".\"".into()
+            } else {
+                format!("\"shard-{k:06}\"")
+            };
+            if u.bool() { format!("{{\"dir\":{dir},\"records\":{}}}", dim(u)) } else { format!("{{\"dir\":{dir}}}") }
+        })
+        .collect();
+    let pending = if u.below(4) == 0 {
+        format!(",\"pending\":{{\"shard\":{},\"records\":{}}}", dim(u), dim(u))
+    } else {
+        String::new()
+    };
+    let mut text = b"{\"format\":\"loaderx-sharded\",\"version\":1,\"schema\":".to_vec();
+    text.extend_from_slice(schema);
+    text.extend_from_slice(format!(",\"shards\":[{}]{pending}}}", shards.join(",")).as_bytes());
+    text
+}
+
+/// A manifest that parses has 1 to `SHARDS_MAX` shards, every count within a
+/// store's capacity and their sum within u64, a pending mark on a sealed
+/// shard, and prints as text that parses back to itself.
+fn check_manifest(text: &[u8]) {
+    let Ok(text) = std::str::from_utf8(text) else { return };
+    let Ok(m) = Manifest::parse(text, Path::new("shards.json")) else { return };
+    assert!((1..=loaderx::dataset::SHARDS_MAX).contains(&m.shards()));
+    assert!(m.sealed.iter().all(|&n| n <= u64::from(loaderx::format::RECORDS_MAX)));
+    assert!(loaderx::dataset::ShardIndex::new(&m.sealed).is_ok());
+    assert!(m.pending.is_none_or(|p| p.shard < m.sealed.len()));
+    let again = Manifest::parse(&m.to_json(), Path::new("shards.json")).expect("to_json parses");
+    assert_eq!(again, m, "shards.json does not round-trip");
 }
 
 /// The `dataset` target.

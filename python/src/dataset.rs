@@ -73,6 +73,9 @@ struct Opened<T> {
     path: Py<PyAny>,
     at: PathBuf,
     read_mode: &'static str,
+    /// Shards (1 for a single store; a sharded dataset has no one `_store`).
+    shards: usize,
+    sharded: bool,
     /// `_store`, made on first use.
     store: PyOnceLock<Py<Zrecord>>,
 }
@@ -85,6 +88,7 @@ impl<T> Opened<T> {
         shape: &[usize],
         at: PathBuf,
         mode: ReadMode,
+        (shards, sharded): (usize, bool),
     ) -> PyResult<Self> {
         Ok(Opened {
             inner: Handle::new(dataset),
@@ -94,6 +98,8 @@ impl<T> Opened<T> {
             path: pathlib(py, &at)?,
             at,
             read_mode: mode.name(),
+            shards,
+            sharded,
             store: PyOnceLock::new(),
         })
     }
@@ -109,6 +115,17 @@ impl<T> Opened<T> {
     /// The reference's `_store`: the store under the dataset, read-only.
     fn store<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, Zrecord>> {
         self.inner.get()?;
+        if self.sharded {
+            return Err(dataset_error(
+                py,
+                &ds::DatasetError::InvalidArgument(format!(
+                    "{} is a sharded dataset of {} shards: it has no one store (each shard's store is its own \
+                     directory, see shards.json)",
+                    self.at.display(),
+                    self.shards
+                )),
+            ));
+        }
         let store = self.store.get_or_try_init(py, || {
             Py::new(py, Zrecord::open_read_only(py, self.at.clone(), self.codec, self.read_mode)?)
         })?;
@@ -181,7 +198,8 @@ impl Dataset {
             })
             .map_err(|e| dataset_error(py, &e))?;
         let (schema, shape) = (dataset.schema().clone(), dataset.shape().to_vec());
-        let opened = Opened::new(py, dataset, &schema, &shape, path, mode)?;
+        let shards = (dataset.shards(), dataset.is_sharded());
+        let opened = Opened::new(py, dataset, &schema, &shape, path, mode, shards)?;
         self.opened.set(opened).map_err(|_| PyRuntimeError::new_err("the Dataset is open already"))
     }
 
@@ -219,6 +237,18 @@ impl Dataset {
     #[getter]
     fn codec(&self) -> PyResult<&'static str> {
         Ok(self.opened()?.codec)
+    }
+
+    /// Number of shards (1 for a single store), as at open.
+    #[getter]
+    fn shards(&self) -> PyResult<usize> {
+        Ok(self.shared()?.shards())
+    }
+
+    /// True if the dataset is sharded (has a `shards.json` manifest).
+    #[getter]
+    fn sharded(&self) -> PyResult<bool> {
+        Ok(self.opened()?.sharded)
     }
 
     fn __len__(&self) -> PyResult<usize> {
@@ -324,7 +354,8 @@ impl RaggedDataset {
             })
             .map_err(|e| dataset_error(py, &e))?;
         let (schema, shape) = (dataset.schema().clone(), dataset.item_shape().to_vec());
-        let opened = Opened::new(py, dataset, &schema, &shape, path, mode)?;
+        let shards = (dataset.shards(), dataset.is_sharded());
+        let opened = Opened::new(py, dataset, &schema, &shape, path, mode, shards)?;
         self.opened.set(opened).map_err(|_| PyRuntimeError::new_err("the RaggedDataset is open already"))
     }
 
@@ -362,6 +393,18 @@ impl RaggedDataset {
     #[getter]
     fn codec(&self) -> PyResult<&'static str> {
         Ok(self.opened()?.codec)
+    }
+
+    /// Number of shards (1 for a single store), as at open.
+    #[getter]
+    fn shards(&self) -> PyResult<usize> {
+        Ok(self.shared()?.shards())
+    }
+
+    /// True if the dataset is sharded (has a `shards.json` manifest).
+    #[getter]
+    fn sharded(&self) -> PyResult<bool> {
+        Ok(self.opened()?.sharded)
     }
 
     fn __len__(&self) -> PyResult<usize> {
@@ -501,8 +544,17 @@ pub fn pad<'py>(
     PyTuple::new(py, [out, i64_array(py, &padded.lengths).into_any()])
 }
 
-fn write_options(py: Python<'_>, codec: &str, chunk_bytes: usize, dict_size: Option<usize>) -> PyResult<WriteOptions> {
-    Ok(WriteOptions { codec: codec_of(py, codec)?, chunk_bytes, dict_size, ..WriteOptions::default() })
+fn write_options(
+    py: Python<'_>,
+    codec: &str,
+    chunk_bytes: usize,
+    dict_size: Option<usize>,
+    shard_records: Option<u64>,
+) -> PyResult<WriteOptions> {
+    if shard_records == Some(0) {
+        return Err(value_error("shard_records must be at least 1"));
+    }
+    Ok(WriteOptions { codec: codec_of(py, codec)?, chunk_bytes, dict_size, shard_records, ..WriteOptions::default() })
 }
 
 /// Persists `array` as a dataset at `path`, one record per slice along
@@ -512,8 +564,8 @@ fn write_options(py: Python<'_>, codec: &str, chunk_bytes: usize, dict_size: Opt
 /// at most `chunk_bytes`; another is made contiguous first.
 #[pyfunction]
 #[pyo3(
-    signature = (path, array, codec = "zstd", chunk_bytes = WRITE_CHUNK_BYTES, dict_size = None),
-    text_signature = "(path, array, codec='zstd', chunk_bytes=67108864, dict_size=None)"
+    signature = (path, array, codec = "zstd", chunk_bytes = WRITE_CHUNK_BYTES, dict_size = None, shard_records = None),
+    text_signature = "(path, array, codec='zstd', chunk_bytes=67108864, dict_size=None, shard_records=None)"
 )]
 pub fn write_dataset(
     py: Python<'_>,
@@ -522,8 +574,9 @@ pub fn write_dataset(
     codec: &str,
     chunk_bytes: usize,
     dict_size: Option<usize>,
+    shard_records: Option<u64>,
 ) -> PyResult<u64> {
-    let opts = write_options(py, codec, chunk_bytes, dict_size)?;
+    let opts = write_options(py, codec, chunk_bytes, dict_size, shard_records)?;
     let np = numpy(py)?;
     let array = np.call_method1("asarray", (array,))?.cast_into::<PyUntypedArray>()?;
     if array.ndim() < 1 {
@@ -554,8 +607,8 @@ pub fn write_dataset(
 #[pyfunction]
 #[pyo3(
     signature = (path, arrays, dtype = None, item_shape = None, codec = "zstd",
-                 chunk_bytes = WRITE_CHUNK_BYTES, dict_size = None, casting = "same_kind"),
-    text_signature = "(path, arrays, dtype=None, item_shape=None, codec='zstd', chunk_bytes=67108864, dict_size=None, casting='same_kind')"
+                 chunk_bytes = WRITE_CHUNK_BYTES, dict_size = None, casting = "same_kind", shard_records = None),
+    text_signature = "(path, arrays, dtype=None, item_shape=None, codec='zstd', chunk_bytes=67108864, dict_size=None, casting='same_kind', shard_records=None)"
 )]
 #[allow(clippy::too_many_arguments)]
 pub fn write_ragged(
@@ -568,8 +621,9 @@ pub fn write_ragged(
     chunk_bytes: usize,
     dict_size: Option<usize>,
     casting: &str,
+    shard_records: Option<u64>,
 ) -> PyResult<u64> {
-    let opts = write_options(py, codec, chunk_bytes, dict_size)?;
+    let opts = write_options(py, codec, chunk_bytes, dict_size, shard_records)?;
     cast::rule(py, casting)?;
     let np = numpy(py)?;
     let mut iter = arrays.try_iter()?;

@@ -239,6 +239,14 @@ pub fn dataset_error(py: Python<'_>, e: &DatasetError) -> PyErr {
             make(py, "RecordTooLargeError", message, path.as_deref().and_then(path_string), None)
         }
         DatasetError::DictionaryTraining { path, .. } => make(py, "DictionaryError", message, path_string(path), None),
+        DatasetError::IndexOutOfRange { path, index, .. } => {
+            make(py, "StoreIndexError", message, path_string(path), Some(*index))
+        }
+        DatasetError::ShardLength { path, .. } => make(py, "CorruptError", message, path_string(path), None),
+        DatasetError::Manifest { path, .. }
+        | DatasetError::ShardMissing { path, .. }
+        | DatasetError::ShardSchema { path, .. }
+        | DatasetError::ShardNotEmpty { path, .. } => make(py, "DatasetError", message, path_string(path), None),
         _ => make(py, "DatasetError", message, None, None),
     }
 }

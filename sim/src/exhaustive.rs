@@ -136,6 +136,9 @@ pub fn run() -> Result<Explored, (String, Violation)> {
             explored.crash_points += total;
             println!("  {:<45} {total:>4} crash points", w.name);
         }
+        let sharded = crate::sharded::run()?;
+        explored.crash_points += sharded.crash_points;
+        explored.states += sharded.states;
         Ok(explored)
     })
 }

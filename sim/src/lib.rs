@@ -6,7 +6,8 @@
 //! every recovered state against a model; [`exhaustive`] crashes short
 //! workloads at every I/O operation; [`point`] arms crashes and faults at
 //! operations chosen by what they are, and [`scenarios`] uses them to rebuild
-//! each past finding as a fixed run; [`campaign`] runs seeds on several
+//! each past finding as a fixed run; [`sharded`] crashes sharded-dataset
+//! writes and their shard rollovers at every I/O operation; [`campaign`] runs seeds on several
 //! threads and prints the summary line. See `docs/simulation.md`.
 
 pub mod campaign;
@@ -15,4 +16,5 @@ pub mod fs;
 pub mod point;
 pub mod rng;
 pub mod scenarios;
+pub mod sharded;
 pub mod workload;

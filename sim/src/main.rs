@@ -1,6 +1,7 @@
 //! `cargo run --release -p loaderx-sim -- --seeds N` runs N seeds of the
 //! random crash workload; `--seed S` replays one and prints its trace;
 //! `--exhaustive` crashes short workloads at every I/O operation;
+//! `--sharded` runs only its sharded-dataset part;
 //! `--lying-disk` makes syncs persist nothing (the checker must then fail);
 //! `--scenarios` runs the regression scenarios (`--scenario NAME` one, with
 //! its trace). Every run ends with the summary line
@@ -22,6 +23,7 @@ struct Args {
     threads: usize,
     scenarios: bool,
     scenario: Option<String>,
+    sharded: bool,
 }
 
 fn parse() -> Result<Args, String> {
@@ -35,6 +37,7 @@ fn parse() -> Result<Args, String> {
         threads: 2,
         scenarios: false,
         scenario: None,
+        sharded: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -55,15 +58,16 @@ fn parse() -> Result<Args, String> {
             "--exhaustive" => args.exhaustive = true,
             "--lying-disk" => args.lying = true,
             "--scenarios" => args.scenarios = true,
+            "--sharded" => args.sharded = true,
             "-h" | "--help" => {
                 return Err("usage: loaderx-sim [--seeds N [--start S]] [--seed S] [--exhaustive] [--lying-disk] \
-                            [--ops N] [--threads N] [--scenarios] [--scenario NAME]"
+                            [--ops N] [--threads N] [--scenarios] [--scenario NAME] [--sharded]"
                     .into());
             }
             other => return Err(format!("unknown argument {other}")),
         }
     }
-    if args.seeds == 0 && args.replay.is_none() && !args.exhaustive && !args.scenarios {
+    if args.seeds == 0 && args.replay.is_none() && !args.exhaustive && !args.scenarios && !args.sharded {
         args.seeds = 100;
     }
     Ok(args)
@@ -162,6 +166,22 @@ fn scenarios(only: Option<&str>) -> bool {
     ok
 }
 
+/// The sharded-dataset sweep alone (`--exhaustive` includes it).
+fn sharded(summary: &mut Summary) {
+    println!("sharded crash points:");
+    match loaderx_sim::sharded::run() {
+        Ok(e) => {
+            println!("sharded: {} crash points, {} states explored, 0 violations", e.crash_points, e.states);
+            summary.crash_points += e.crash_points;
+        }
+        Err((where_, v)) => {
+            eprintln!("VIOLATION in {where_}: {}", v.what);
+            print_tail(&v.trace);
+            summary.violations += 1;
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args = match parse() {
         Ok(a) => a,
@@ -180,6 +200,8 @@ fn main() -> ExitCode {
     let mut failed = false;
     if args.exhaustive {
         exhaustive(&mut summary);
+    } else if args.sharded {
+        sharded(&mut summary);
     }
 
     if args.seeds > 0 {

@@ -131,6 +131,60 @@ pub enum DatasetError {
     },
     /// Another argument that does not fit.
     InvalidArgument(String),
+    /// `shards.json` is not a valid manifest (untrusted input: every count,
+    /// name and key is checked).
+    Manifest {
+        /// The manifest file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A shard the manifest names has no directory, store or `schema.json`.
+    ShardMissing {
+        /// The shard's directory.
+        path: PathBuf,
+        /// The shard.
+        shard: usize,
+    },
+    /// A shard's `schema.json` is not the manifest's schema.
+    ShardSchema {
+        /// The shard's directory.
+        path: PathBuf,
+        /// The shard.
+        shard: usize,
+        /// What the shard holds.
+        holds: String,
+        /// What the manifest says.
+        manifest: String,
+    },
+    /// A sealed shard whose store does not hold the count the manifest records.
+    ShardLength {
+        /// The shard's directory.
+        path: PathBuf,
+        /// The shard.
+        shard: usize,
+        /// Records the store holds.
+        holds: u64,
+        /// Records the manifest records for it.
+        manifest: u64,
+    },
+    /// A shard directory the manifest does not name yet (left by a
+    /// rollover that crashed) holds records: it is not this writer's to reuse.
+    ShardNotEmpty {
+        /// The shard's directory.
+        path: PathBuf,
+        /// Records it holds.
+        holds: u64,
+    },
+    /// A global record index at or past the dataset's length.
+    IndexOutOfRange {
+        /// The dataset directory.
+        path: PathBuf,
+        /// The index asked for.
+        index: u64,
+        /// The dataset's length.
+        len: u64,
+    },
 }
 
 impl From<crate::Error> for DatasetError {
@@ -191,6 +245,28 @@ impl fmt::Display for DatasetError {
                 path.display()
             ),
             DatasetError::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
+            DatasetError::Manifest { path, reason } => write!(f, "{}: bad shard manifest: {reason}", path.display()),
+            DatasetError::ShardMissing { path, shard } => {
+                write!(
+                    f,
+                    "{}: shard {shard} named by the manifest is missing (no store or schema.json)",
+                    path.display()
+                )
+            }
+            DatasetError::ShardSchema { path, shard, holds, manifest } => {
+                write!(f, "{}: shard {shard} holds {holds} records, the manifest says {manifest}", path.display())
+            }
+            DatasetError::ShardLength { path, shard, holds, manifest } => {
+                write!(f, "{}: shard {shard} holds {holds} records, the manifest records {manifest}", path.display())
+            }
+            DatasetError::ShardNotEmpty { path, holds } => write!(
+                f,
+                "{}: a shard directory the manifest does not name holds {holds} records; move it away",
+                path.display()
+            ),
+            DatasetError::IndexOutOfRange { path, index, len } => {
+                write!(f, "{}: index {index} out of range for a dataset of {len} records", path.display())
+            }
         }
     }
 }

@@ -7,9 +7,10 @@ use std::sync::Arc;
 use super::dtype::{DType, Element};
 use super::error::DatasetError;
 use super::schema::Schema;
+use super::shards::{ShardRef, Shards};
 use super::tensor::{Pool, Tensor, check_dtype};
+use crate::ReadMode;
 use crate::io::Vfs;
-use crate::{Options, ReadMode, Zrecord};
 
 /// A fixed-shape dataset: every record is one sample of the schema's dtype
 /// and shape. Opened read-only (no lock; many processes may read while one
@@ -34,7 +35,7 @@ use crate::{Options, ReadMode, Zrecord};
 pub struct Dataset {
     schema: Schema,
     record_bytes: usize,
-    store: Zrecord,
+    shards: Shards,
 }
 
 impl Dataset {
@@ -63,18 +64,18 @@ impl Dataset {
 
     /// Opens on any filesystem implementation, with reads in `read_mode`.
     pub fn open_in_with(vfs: Arc<dyn Vfs>, path: &Path, read_mode: ReadMode) -> Result<Dataset, DatasetError> {
-        let schema = Schema::read(&*vfs, path)?;
+        let shards = Shards::open_in(vfs, path, read_mode)?;
+        let schema = shards.schema().clone();
         if schema.is_ragged() {
             return Err(DatasetError::WrongKind { path: path.to_path_buf(), ragged: true });
         }
         let record_bytes = schema.unit_bytes()?;
-        let store = Zrecord::open_in(vfs, path, Options { read_only: true, read_mode, ..Options::default() })?;
-        Ok(Dataset { schema, record_bytes, store })
+        Ok(Dataset { schema, record_bytes, shards })
     }
 
     /// The dataset's directory.
     pub fn path(&self) -> &Path {
-        self.store.path()
+        self.shards.path()
     }
 
     /// The schema.
@@ -99,22 +100,38 @@ impl Dataset {
 
     /// Number of records.
     pub fn len(&self) -> u64 {
-        u64::from(self.store.len())
+        self.shards.len()
     }
 
     /// True if the dataset holds no record.
     pub fn is_empty(&self) -> bool {
-        self.store.is_empty()
+        self.shards.len() == 0
     }
 
-    /// The store beneath, for byte-level access.
-    pub fn store(&self) -> &Zrecord {
-        &self.store
+    /// True if the dataset is sharded (has a `shards.json` manifest).
+    pub fn is_sharded(&self) -> bool {
+        self.shards.is_sharded()
+    }
+
+    /// Number of shards (1 for a single store).
+    pub fn shards(&self) -> usize {
+        self.shards.count()
+    }
+
+    /// Shard `k`'s first global index and record count.
+    pub fn shard_extent(&self, k: usize) -> Option<(u64, u64)> {
+        self.shards.extent(k)
+    }
+
+    /// Shard `k`'s store, for byte-level access (opened on first use; a
+    /// single-store dataset is shard 0).
+    pub fn shard(&self, k: usize) -> Result<ShardRef, DatasetError> {
+        self.shards.shard(k)
     }
 
     /// Picks up records a writer appended since open; returns the new length.
     pub fn refresh(&self) -> Result<u64, DatasetError> {
-        Ok(u64::from(self.store.refresh()?))
+        self.shards.refresh()
     }
 
     /// The shape of a batch of `n` records: `[n, *shape]`.
@@ -136,7 +153,7 @@ impl Dataset {
                 dst.len()
             )));
         }
-        Ok(self.store.gather(indices, dst, self.record_bytes)?)
+        self.shards.gather(indices, dst, self.record_bytes)
     }
 
     /// Gathers records `indices` into `dst` as elements of `T`, which must be

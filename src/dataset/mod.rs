@@ -19,22 +19,38 @@
 //! Datasets open read-only; the reference package opens what
 //! [`write_dataset`] and [`write_ragged`] write and the other way round
 //! (`tests/interop/`). `docs/loader.md` has the formats and the design.
+//!
+//! Past a store's 2^24 records (or [`WriteOptions::shard_records`]) a
+//! dataset is **sharded**: complete stores in the root and `shard-*/`, and
+//! a `shards.json` [`Manifest`] written last. Both kinds open the same way,
+//! with u64 indices mapped to (shard, local) by a [`ShardIndex`]; shards
+//! open on first use ([`Shards`]). [`ShardedMutation`] deletes from and
+//! compacts the shards.
 
 mod dtype;
 mod error;
 mod fixed;
+mod manifest;
+mod mutate;
 mod npy;
 mod ragged;
 mod schema;
+mod shard_index;
+mod shards;
+mod target;
 mod tensor;
 mod write;
 
 pub use dtype::{ByteOrder, DType, Element, Kind};
 pub use error::DatasetError;
 pub use fixed::Dataset;
+pub use manifest::{MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION, Manifest, Pending, SHARDS_MAX, shard_dir};
+pub use mutate::{ShardDelete, ShardedMutation};
 pub use npy::{NpyHeader, read_npy_header_in};
 pub use ragged::{Padded, Ragged, RaggedDataset, pad, pad_bytes};
 pub use schema::{Layout, SCHEMA_FILE, SCHEMA_FORMAT, SCHEMA_VERSION, Schema, parse_codec};
+pub use shard_index::ShardIndex;
+pub use shards::{ShardRef, Shards};
 pub(crate) use tensor::Pool;
 pub use tensor::Tensor;
 
@@ -53,6 +69,6 @@ fn remote_vfs(url: &str) -> Result<(std::sync::Arc<dyn crate::io::Vfs>, std::pat
 }
 pub use write::{
     DICT_SAMPLE_BYTES_MAX, DICT_SAMPLES_MAX, WRITE_CHUNK_BYTES_DEFAULT, WriteOptions, write_dataset,
-    write_dataset_bytes, write_dataset_iter, write_dataset_npy, write_dataset_npy_in, write_ragged, write_ragged_bytes,
-    write_ragged_results,
+    write_dataset_bytes, write_dataset_bytes_in, write_dataset_iter, write_dataset_npy, write_dataset_npy_in,
+    write_ragged, write_ragged_bytes, write_ragged_results, write_ragged_results_in,
 };

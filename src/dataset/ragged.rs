@@ -9,9 +9,10 @@ use std::sync::Arc;
 use super::dtype::{DType, Element};
 use super::error::DatasetError;
 use super::schema::Schema;
+use super::shards::{ShardRef, Shards};
 use super::tensor::{Pool, Tensor, check_dtype};
+use crate::ReadMode;
 use crate::io::Vfs;
-use crate::{Options, ReadMode, Zrecord};
 
 /// A packed batch: every record's rows back to back in `values`
 /// (`[total_rows, *item_shape]`), record `k` being rows
@@ -206,7 +207,7 @@ fn fill_pattern(dst: &mut [u8], pattern: &[u8]) {
 pub struct RaggedDataset {
     schema: Schema,
     row_bytes: usize,
-    store: Zrecord,
+    shards: Shards,
 }
 
 impl RaggedDataset {
@@ -235,18 +236,18 @@ impl RaggedDataset {
 
     /// Opens on any filesystem implementation, with reads in `read_mode`.
     pub fn open_in_with(vfs: Arc<dyn Vfs>, path: &Path, read_mode: ReadMode) -> Result<RaggedDataset, DatasetError> {
-        let schema = Schema::read(&*vfs, path)?;
+        let shards = Shards::open_in(vfs, path, read_mode)?;
+        let schema = shards.schema().clone();
         if !schema.is_ragged() {
             return Err(DatasetError::WrongKind { path: path.to_path_buf(), ragged: false });
         }
         let row_bytes = schema.unit_bytes()?;
-        let store = Zrecord::open_in(vfs, path, Options { read_only: true, read_mode, ..Options::default() })?;
-        Ok(RaggedDataset { schema, row_bytes, store })
+        Ok(RaggedDataset { schema, row_bytes, shards })
     }
 
     /// The dataset's directory.
     pub fn path(&self) -> &Path {
-        self.store.path()
+        self.shards.path()
     }
 
     /// The schema.
@@ -271,28 +272,44 @@ impl RaggedDataset {
 
     /// Number of records.
     pub fn len(&self) -> u64 {
-        u64::from(self.store.len())
+        self.shards.len()
     }
 
     /// True if the dataset holds no record.
     pub fn is_empty(&self) -> bool {
-        self.store.is_empty()
+        self.shards.len() == 0
     }
 
-    /// The store beneath.
-    pub fn store(&self) -> &Zrecord {
-        &self.store
+    /// True if the dataset is sharded (has a `shards.json` manifest).
+    pub fn is_sharded(&self) -> bool {
+        self.shards.is_sharded()
+    }
+
+    /// Number of shards (1 for a single store).
+    pub fn shards(&self) -> usize {
+        self.shards.count()
+    }
+
+    /// Shard `k`'s first global index and record count.
+    pub fn shard_extent(&self, k: usize) -> Option<(u64, u64)> {
+        self.shards.extent(k)
+    }
+
+    /// Shard `k`'s store, for byte-level access (opened on first use; a
+    /// single-store dataset is shard 0).
+    pub fn shard(&self, k: usize) -> Result<ShardRef, DatasetError> {
+        self.shards.shard(k)
     }
 
     /// Picks up records a writer appended since open; returns the new length.
     pub fn refresh(&self) -> Result<u64, DatasetError> {
-        Ok(u64::from(self.store.refresh()?))
+        self.shards.refresh()
     }
 
     /// The byte length of each record of `indices`, checked to be whole rows.
     fn byte_lengths(&self, indices: &[u64]) -> Result<Vec<u32>, DatasetError> {
         let mut lens = vec![0u32; indices.len()];
-        self.store.lengths(indices, &mut lens)?;
+        self.shards.lengths(indices, &mut lens)?;
         for (&index, &bytes) in indices.iter().zip(&lens) {
             if !(bytes as usize).is_multiple_of(self.row_bytes) {
                 return Err(DatasetError::PartialRow { index, bytes, row_bytes: self.row_bytes });
@@ -327,7 +344,7 @@ impl RaggedDataset {
             .map_err(|_| DatasetError::InvalidArgument("batch too large".into()))?;
         let shape: Vec<usize> = std::iter::once(total_rows).chain(self.item_shape().iter().copied()).collect();
         let mut values = Tensor::pooled(self.dtype(), &shape, pool)?;
-        self.store.gather_var(indices, values.as_bytes_mut(), &offsets, &lens)?;
+        self.shards.gather_var(indices, values.as_bytes_mut(), &offsets, &lens)?;
         Ok(Ragged { values, row_splits })
     }
 
@@ -340,7 +357,7 @@ impl RaggedDataset {
         offsets: &[u64],
         lens: &[u32],
     ) -> Result<(), DatasetError> {
-        Ok(self.store.gather_var(indices, dst, offsets, lens)?)
+        self.shards.gather_var(indices, dst, offsets, lens)
     }
 
     /// One packed batch of several datasets' records, part after part
@@ -420,7 +437,7 @@ impl RaggedDataset {
         let slot = padded_slot(max_len, self.row_bytes)?;
         let mut out = Tensor::zeros(self.dtype(), &padded_shape(indices.len(), max_len, self.item_shape()))?;
         let offsets: Vec<u64> = (0..indices.len() as u64).map(|k| k * slot as u64).collect();
-        self.store.gather_var(indices, out.as_bytes_mut(), &offsets, &lens)?;
+        self.shards.gather_var(indices, out.as_bytes_mut(), &offsets, &lens)?;
         if pad_element.iter().any(|&b| b != 0) {
             for (dst, &len) in out.as_bytes_mut().chunks_exact_mut(slot.max(1)).zip(&lens) {
                 fill_pattern(&mut dst[len as usize..], pad_element);

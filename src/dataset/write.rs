@@ -8,17 +8,17 @@
 //! An existing dataset keeps its own codec (the one its schema names), as
 //! in the reference.
 
-use std::cell::{Cell, OnceCell};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use super::dtype::{DType, Element};
 use super::error::DatasetError;
 use super::npy::NpyFile;
 use super::schema::Schema;
-use crate::format::{Codec, META_FILE, RECORD_BYTES_MAX};
+use super::target::{Batch, Target};
+use crate::format::{Codec, RECORD_BYTES_MAX};
+use crate::io::Vfs;
 use crate::io::real::RealFs;
-use crate::io::{FileKind, Vfs};
 use crate::{Options, Zrecord, default_dict_size};
 
 /// Bytes submitted per append call by default (the reference's `chunk_bytes`).
@@ -40,6 +40,11 @@ pub struct WriteOptions {
     pub dict_size: Option<usize>,
     /// How the store is opened (compression levels, ...). `read_only` is ignored.
     pub store: Options,
+    /// Records per shard: a new shard starts when the last one holds this
+    /// many (`None`: when a store is full, at 2^24 records or its chunk
+    /// files' capacity). Applies to this write; an existing dataset's shards
+    /// keep their counts.
+    pub shard_records: Option<u64>,
 }
 
 impl Default for WriteOptions {
@@ -49,6 +54,7 @@ impl Default for WriteOptions {
             chunk_bytes: WRITE_CHUNK_BYTES_DEFAULT,
             dict_size: None,
             store: Options::default(),
+            shard_records: None,
         }
     }
 }
@@ -60,110 +66,30 @@ impl WriteOptions {
     }
 }
 
-/// The dataset a write goes to, with the effective schema. A new dataset
-/// is created only when its first records are ready (and, for `zstd_dict`,
-/// its dictionary trained on them), so a write that fails before that
-/// leaves nothing on disk; one that fails later leaves the records of its
-/// completed calls, a dataset the next write continues.
-struct Target {
-    vfs: Arc<dyn Vfs>,
-    path: PathBuf,
-    schema: Schema,
-    unit_bytes: usize,
-    store_opts: Options,
-    store: OnceCell<Zrecord>,
-    /// `schema.json` is on disk (an existing dataset, or written since).
-    schema_written: Cell<bool>,
-}
-
-/// Resolves the dataset at `path` for appending records of `wanted`'s
-/// dtype and shape: an existing one (whose schema must match, and which
-/// keeps its codec) is opened now, a new one is left to [`Target::open`].
-fn open_target(vfs: Arc<dyn Vfs>, path: &Path, wanted: Schema, opts: &WriteOptions) -> Result<Target, DatasetError> {
-    let unit_bytes = wanted.unit_bytes().map_err(|e| e.at(path))?;
-    let kind = vfs.kind(path).map_err(|source| DatasetError::Io { path: path.to_path_buf(), op: "stat", source })?;
-    if kind.is_some_and(|k| k != FileKind::Dir) {
-        return Err(crate::Error::NotADirectory { path: path.to_path_buf() }.into());
-    }
-    let existing = match Schema::read(&*vfs, path) {
-        Ok(schema) => Some(schema),
-        Err(DatasetError::NoSchema { .. }) => None,
-        Err(e) => return Err(e),
-    };
-    if let Some(existing) = &existing
-        && (existing.layout != wanted.layout || existing.dtype != wanted.dtype)
-    {
-        return Err(DatasetError::Incompatible {
+/// Trains a dictionary on `samples` (concatenated, of `sizes`) for the
+/// dataset at `path`; zero-length samples are left out (they teach nothing).
+fn train(path: &Path, samples: &[u8], sizes: &[usize], opts: &WriteOptions) -> Result<Vec<u8>, DatasetError> {
+    let sizes: Vec<usize> = sizes.iter().copied().filter(|&s| s > 0).collect();
+    let target = opts.dict_size.unwrap_or_else(|| default_dict_size(samples.len()));
+    Zrecord::train_dict_bytes(samples, &sizes, target).map_err(|e| match e {
+        crate::Error::DictionaryTraining { reason } => DatasetError::DictionaryTraining {
             path: path.to_path_buf(),
-            holds: existing.describe(),
-            given: wanted.describe(),
-        });
-    }
-    let store_opts = Options { read_only: false, ..opts.store.clone() };
-    let store = OnceCell::new();
-    // A store without a schema (a plain one) is opened now too: it may
-    // have its dictionary already.
-    let has_store = vfs.kind(&path.join(META_FILE)).ok().flatten().is_some();
-    if existing.is_some() || has_store {
-        let _ = store.set(Zrecord::open_in(vfs.clone(), path, store_opts.clone())?);
-    }
-    let schema_written = Cell::new(existing.is_some());
-    let schema = existing.unwrap_or(wanted);
-    Ok(Target { vfs, path: path.to_path_buf(), schema, unit_bytes, store_opts, store, schema_written })
+            records: sizes.len(),
+            bytes: samples.len(),
+            reason,
+        },
+        e => e.into(),
+    })
 }
 
-impl Target {
-    fn needs_dict(&self) -> bool {
-        self.schema.codec == Codec::ZstdDict && self.store.get().is_none_or(|s| !s.has_dict())
-    }
+/// The target at `path` for records of `wanted`.
+fn open_target(vfs: Arc<dyn Vfs>, path: &Path, wanted: Schema, opts: &WriteOptions) -> Result<Target, DatasetError> {
+    Target::open(vfs, path, wanted, &opts.store, opts.shard_records)
+}
 
-    /// The store, created with its schema if new. `sample` (concatenated
-    /// records of their sizes) trains the dictionary if one is needed; it
-    /// is trained before anything is created, so a sample too small to
-    /// train on fails the write with nothing left behind. `None` (no
-    /// records to write) leaves the training to the next write.
-    fn open(&self, sample: Option<(&[u8], &[usize])>, opts: &WriteOptions) -> Result<&Zrecord, DatasetError> {
-        let dict = match sample {
-            Some((sample, sizes)) if self.needs_dict() => Some(self.train(sample, sizes, opts)?),
-            _ => None,
-        };
-        let store = match self.store.get() {
-            Some(store) => store,
-            None => {
-                let store = Zrecord::open_in(self.vfs.clone(), &self.path, self.store_opts.clone())?;
-                self.store.get_or_init(|| store)
-            }
-        };
-        if !self.schema_written.get() {
-            self.schema.write(&*self.vfs, &self.path)?;
-            self.schema_written.set(true);
-        }
-        if let Some(dict) = dict {
-            store.install_dict(dict)?;
-        }
-        Ok(store)
-    }
-
-    /// Trains a dictionary on `samples` (concatenated, of `sizes`);
-    /// zero-length samples are left out (they teach nothing).
-    fn train(&self, samples: &[u8], sizes: &[usize], opts: &WriteOptions) -> Result<Vec<u8>, DatasetError> {
-        let sizes: Vec<usize> = sizes.iter().copied().filter(|&s| s > 0).collect();
-        let target = opts.dict_size.unwrap_or_else(|| default_dict_size(samples.len()));
-        Zrecord::train_dict_bytes(samples, &sizes, target).map_err(|e| match e {
-            crate::Error::DictionaryTraining { reason } => DatasetError::DictionaryTraining {
-                path: self.path.clone(),
-                records: sizes.len(),
-                bytes: samples.len(),
-                reason,
-            },
-            e => e.into(),
-        })
-    }
-
-    /// Records per append call.
-    fn step(&self, opts: &WriteOptions) -> usize {
-        (opts.chunk_bytes / self.unit_bytes.max(1)).max(1)
-    }
+/// Records per append call.
+fn step(target: &Target, opts: &WriteOptions) -> usize {
+    (opts.chunk_bytes / target.unit_bytes.max(1)).max(1)
 }
 
 /// The reference's dictionary sample: `k = min(count, 8192, max(1, 256 MiB
@@ -210,8 +136,20 @@ pub fn write_dataset_bytes(
     data: &[u8],
     opts: &WriteOptions,
 ) -> Result<u64, DatasetError> {
-    let schema = Schema::fixed(dtype, shape.to_vec(), opts.codec).map_err(|e| e.at(path.as_ref()))?;
-    let record_bytes = schema.unit_bytes().map_err(|e| e.at(path.as_ref()))?;
+    write_dataset_bytes_in(Arc::new(RealFs), path.as_ref(), dtype, shape, data, opts)
+}
+
+/// [`write_dataset_bytes`] on any filesystem implementation.
+pub fn write_dataset_bytes_in(
+    vfs: Arc<dyn Vfs>,
+    path: &Path,
+    dtype: DType,
+    shape: &[usize],
+    data: &[u8],
+    opts: &WriteOptions,
+) -> Result<u64, DatasetError> {
+    let schema = Schema::fixed(dtype, shape.to_vec(), opts.codec).map_err(|e| e.at(path))?;
+    let record_bytes = schema.unit_bytes().map_err(|e| e.at(path))?;
     if record_bytes == 0 {
         return Err(DatasetError::ShapeMismatch(format!(
             "records of {dtype}{shape:?} are 0 bytes: their count cannot be told from a slice"
@@ -224,8 +162,8 @@ pub fn write_dataset_bytes(
         )));
     }
     let count = (data.len() / record_bytes) as u64;
-    let target = open_target(Arc::new(RealFs), path.as_ref(), schema, opts)?;
-    write_fixed(&target, count, &SliceSource { data, record_bytes }, opts)
+    let mut target = open_target(vfs, path, schema, opts)?;
+    write_fixed(&mut target, count, &SliceSource { data, record_bytes }, opts)
 }
 
 /// Writes the `.npy` file at `npy` as a fixed-shape dataset at `path`: one
@@ -251,8 +189,8 @@ pub fn write_dataset_npy_in(
 ) -> Result<u64, DatasetError> {
     let file = NpyFile::open(&*vfs, npy)?;
     let schema = Schema::fixed(file.dtype, file.record_shape.clone(), opts.codec).map_err(|e| e.at(npy))?;
-    let target = open_target(vfs, path, schema, opts)?;
-    write_fixed(&target, file.count, &file, opts)
+    let mut target = open_target(vfs, path, schema, opts)?;
+    write_fixed(&mut target, file.count, &file, opts)
 }
 
 /// Writes fixed-shape records from an iterator, each item one record of
@@ -273,8 +211,8 @@ where
 {
     let schema = Schema::fixed(T::DTYPE, shape.to_vec(), opts.codec).map_err(|e| e.at(path.as_ref()))?;
     let record_bytes = schema.unit_bytes().map_err(|e| e.at(path.as_ref()))?;
-    let target = open_target(Arc::new(RealFs), path.as_ref(), schema, opts)?;
-    let step = target.step(opts);
+    let mut target = open_target(Arc::new(RealFs), path.as_ref(), schema, opts)?;
+    let step = step(&target, opts);
     let mut block: Vec<u8> = Vec::with_capacity(step * record_bytes);
     let mut written = 0u64;
     let mut records = records.into_iter().peekable();
@@ -297,9 +235,9 @@ where
             block.extend_from_slice(bytes);
             n += 1;
         }
-        written += write_fixed(&target, n as u64, &SliceSource { data: &block, record_bytes }, opts)?;
+        written += write_fixed(&mut target, n as u64, &SliceSource { data: &block, record_bytes }, opts)?;
     }
-    target.open(None, opts)?.sync()?;
+    target.finish()?;
     Ok(written)
 }
 
@@ -331,34 +269,34 @@ impl FixedSource for NpyFile {
 /// Appends the `count` records of `records`; trains the dictionary first
 /// if needed.
 fn write_fixed(
-    target: &Target,
+    target: &mut Target,
     count: u64,
     records: &dyn FixedSource,
     opts: &WriteOptions,
 ) -> Result<u64, DatasetError> {
     let record_bytes = target.unit_bytes;
-    let codec = target.schema.codec;
-    let store = if count > 0 && target.needs_dict() {
+    let dict = if count > 0 && target.needs_dict() {
         let indices = dict_sample_indices(count, record_bytes);
         let mut sample = Vec::with_capacity(indices.len() * record_bytes);
         let mut scratch = Vec::new();
         for &i in &indices {
             sample.extend_from_slice(records.records(i, 1, &mut scratch)?);
         }
-        target.open(Some((&sample, &vec![record_bytes; indices.len()])), opts)?
+        Some(train(target.path(), &sample, &vec![record_bytes; indices.len()], opts)?)
     } else {
-        target.open(None, opts)?
+        None
     };
-    let step = target.step(opts) as u64;
+    target.prepare(dict)?;
+    let step = step(target, opts) as u64;
     let mut scratch = Vec::new();
     let mut start = 0u64;
     while start < count {
         let n = step.min(count - start) as usize;
-        let bytes = records.records(start, n, &mut scratch)?;
-        store.append(bytes, n, record_bytes, codec)?;
+        let data = records.records(start, n, &mut scratch)?;
+        target.append(&Batch::Fixed { data, n, item: record_bytes })?;
         start += n as u64;
     }
-    store.sync()?;
+    target.finish()?;
     Ok(count)
 }
 
@@ -430,30 +368,47 @@ where
     R: AsRef<[u8]>,
     I: IntoIterator<Item = Result<R, DatasetError>>,
 {
-    let schema = Schema::ragged(dtype, item_shape.to_vec(), opts.codec).map_err(|e| e.at(path.as_ref()))?;
-    let target = open_target(Arc::new(RealFs), path.as_ref(), schema, opts)?;
+    write_ragged_results_in(Arc::new(RealFs), path.as_ref(), dtype, item_shape, records, opts)
+}
+
+/// [`write_ragged_results`] on any filesystem implementation.
+pub fn write_ragged_results_in<R, I>(
+    vfs: Arc<dyn Vfs>,
+    path: &Path,
+    dtype: DType,
+    item_shape: &[usize],
+    records: I,
+    opts: &WriteOptions,
+) -> Result<u64, DatasetError>
+where
+    R: AsRef<[u8]>,
+    I: IntoIterator<Item = Result<R, DatasetError>>,
+{
+    let schema = Schema::ragged(dtype, item_shape.to_vec(), opts.codec).map_err(|e| e.at(path))?;
+    let mut target = open_target(vfs, path, schema, opts)?;
     let row_bytes = target.unit_bytes;
     let mut block: Vec<u8> = Vec::new();
     let mut lens: Vec<u32> = Vec::new();
     let mut written = 0u64;
-    let flush = |block: &mut Vec<u8>, lens: &mut Vec<u32>, written: &mut u64| -> Result<(), DatasetError> {
+    let flush = |target: &mut Target, block: &mut Vec<u8>, lens: &mut Vec<u32>, written: &mut u64| {
         if lens.is_empty() {
-            return Ok(());
+            return Ok::<(), DatasetError>(());
         }
-        let store = if target.needs_dict() {
+        let dict = if target.needs_dict() {
             let k = lens.len().min(DICT_SAMPLES_MAX);
             let sizes: Vec<usize> = lens[..k].iter().map(|&l| l as usize).collect();
-            target.open(Some((&block[..sizes.iter().sum()], &sizes)), opts)?
+            Some(train(target.path(), &block[..sizes.iter().sum()], &sizes, opts)?)
         } else {
-            target.open(None, opts)?
+            None
         };
+        target.prepare(dict)?;
         let mut offsets = Vec::with_capacity(lens.len());
         let mut at = 0u64;
         for &l in lens.iter() {
             offsets.push(at);
             at += u64::from(l);
         }
-        store.append_var(block, &offsets, lens, target.schema.codec)?;
+        target.append(&Batch::Var { data: block, offsets: &offsets, lens })?;
         *written += lens.len() as u64;
         block.clear();
         lens.clear();
@@ -464,10 +419,7 @@ where
         let bytes = record.as_ref();
         let position = written + lens.len() as u64;
         if bytes.len() > RECORD_BYTES_MAX as usize {
-            return Err(DatasetError::RecordTooLarge {
-                path: Some(path.as_ref().to_path_buf()),
-                bytes: bytes.len() as u64,
-            });
+            return Err(DatasetError::RecordTooLarge { path: Some(path.to_path_buf()), bytes: bytes.len() as u64 });
         }
         if !bytes.len().is_multiple_of(row_bytes) {
             return Err(DatasetError::ShapeMismatch(format!(
@@ -479,11 +431,11 @@ where
         lens.push(bytes.len() as u32);
         let sampling = target.needs_dict() && lens.len() < DICT_SAMPLES_MAX && block.len() < DICT_SAMPLE_BYTES_MAX;
         if block.len() >= opts.chunk_bytes && !sampling {
-            flush(&mut block, &mut lens, &mut written)?;
+            flush(&mut target, &mut block, &mut lens, &mut written)?;
         }
     }
-    flush(&mut block, &mut lens, &mut written)?;
-    target.open(None, opts)?.sync()?;
+    flush(&mut target, &mut block, &mut lens, &mut written)?;
+    target.finish()?;
     Ok(written)
 }
 

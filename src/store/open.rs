@@ -22,7 +22,7 @@ use crate::format::{
 use crate::io::{FileKind, LockKind, OpenMode, Vfs, read_exact_at, read_file, write_all_at};
 
 /// Largest `dict.zr` accepted (the reference caps training at 1 MiB).
-const DICT_BYTES_MAX: u64 = 64 << 20;
+pub(crate) const DICT_BYTES_MAX: u64 = 64 << 20;
 
 pub(super) fn open(vfs: Arc<dyn Vfs>, path: &Path, options: Options) -> Result<Zrecord> {
     let io_err = |op: &'static str| move |source| Error::Io { path: path.to_path_buf(), op, source };
