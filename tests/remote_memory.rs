@@ -464,3 +464,17 @@ fn the_cache_serves_what_was_read_before_within_its_cap() {
         .sum();
     assert!(held > 0 && held <= 3 * 4100, "{held} bytes cached");
 }
+
+#[test]
+fn a_sharded_dataset_is_refused_by_push_not_published_in_part() {
+    use loaderx::dataset::{WriteOptions, write_dataset};
+    let dir = tempfile::tempdir().unwrap();
+    let data: Vec<u32> = (0..100).collect();
+    let opts = WriteOptions { shard_records: Some(30), ..WriteOptions::default() };
+    assert_eq!(write_dataset(dir.path(), &data, &[1], &opts).unwrap(), 100);
+    let remote = Faulty::new();
+    let error = push(dir.path(), &location(&remote, options())).unwrap_err();
+    assert!(matches!(&error, Error::InvalidArgument(what) if what.contains("sharded")), "{error}");
+    let listed = futures::executor::block_on(remote.inner.list_with_delimiter(None)).unwrap();
+    assert!(listed.objects.is_empty() && listed.common_prefixes.is_empty(), "nothing is uploaded");
+}

@@ -138,6 +138,17 @@ fn sources(store: &Zrecord, dir: &Path) -> Result<(u32, Vec<(String, Source)>)> 
 /// they add after the open is not published), a delete or compaction
 /// waits for it (the readers' lock).
 pub fn push(dir: &Path, to: &Location) -> Result<PushReport> {
+    // A sharded dataset's root is its shard 0: publishing it alone would
+    // lose every other shard without a word.
+    let shards = dir.join(crate::dataset::MANIFEST_FILE);
+    if RealFs.kind(&shards).map_err(|source| Error::Io { path: shards.clone(), op: "stat", source })?.is_some() {
+        return Err(Error::InvalidArgument(format!(
+            "{}: a sharded dataset (it has {}); push publishes one store, and a sharded dataset cannot be \
+             published yet",
+            dir.display(),
+            crate::dataset::MANIFEST_FILE
+        )));
+    }
     let store = Zrecord::open_read_only(dir)?;
     let (records, sources) = sources(&store, dir)?;
     let remote_err = |op| move |source| Error::Io { path: to.url().into(), op, source };
