@@ -346,3 +346,43 @@ fn a_transform_sees_the_source_and_packing_works_on_a_mixture() {
         assert!(b.dense("t_segment_ids").is_some());
     }
 }
+
+/// A sharded source (shards of 64 records, fixed and ragged streams) beside
+/// a single store: each value is its source's record, and the sharded
+/// source covers every record once a cycle, across its shard boundaries.
+#[test]
+fn a_sharded_source_mixes_with_a_single_store() {
+    let f = fixture();
+    let dir = tempfile::tempdir().unwrap();
+    let opts = WriteOptions { shard_records: Some(64), ..WriteOptions::default() };
+    let len = 300usize;
+    let values: Vec<i64> = (0..len as i64).map(|i| 9 * BASE + i).collect();
+    let tokens: Vec<Vec<i64>> = values.iter().map(|&x| vec![x; (x % BASE % 5) as usize]).collect();
+    let (pv, pt) = (dir.path().join("v"), dir.path().join("t"));
+    write_dataset(&pv, &values, &[], &opts).unwrap();
+    write_ragged(&pt, &[], &tokens, &opts).unwrap();
+    let (v, t) = (Arc::new(Dataset::open(&pv).unwrap()), Arc::new(RaggedDataset::open(&pt).unwrap()));
+    assert!(v.shards() > 4 && t.shards() > 4, "sharded: {} and {} shards", v.shards(), t.shards());
+    let m = Mixture::new(vec![1.0, 1.0])
+        .source([("v", loaderx::loader::Stream::from(v)), ("t", t.into())])
+        .source([("v", loaderx::loader::Stream::from(f.v[0].clone())), ("t", f.t[0].clone().into())]);
+    let batches = take(loader(m, 40).build().unwrap(), 40);
+    let base = [9 * BASE, 0];
+    for b in &batches {
+        let v = b.dense("v").unwrap().as_slice::<i64>().unwrap().to_vec();
+        let t = b.ragged("t").unwrap();
+        let tokens = t.values.as_slice::<i64>().unwrap();
+        for (k, (s, index)) in samples(b).into_iter().enumerate() {
+            let want = base[s as usize] + index as i64;
+            assert_eq!(v[k], want, "step {} record {k}", b.step());
+            assert_eq!(tokens[t.rows(k).unwrap()], vec![want; (index % 5) as usize], "tokens of record {k}");
+        }
+    }
+    let seen: Vec<u64> = batches.iter().flat_map(samples).filter(|(s, _)| *s == 0).map(|(_, i)| i).collect();
+    assert!(seen.len() >= 2 * len, "{} samples of the sharded source", seen.len());
+    for cycle in seen.chunks_exact(len) {
+        let mut sorted = cycle.to_vec();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..len as u64).collect::<Vec<_>>());
+    }
+}
