@@ -465,16 +465,35 @@ fn the_cache_serves_what_was_read_before_within_its_cap() {
     assert!(held > 0 && held <= 3 * 4100, "{held} bytes cached");
 }
 
+/// A sharded dataset (four shards of up to 30 records) round trips: push
+/// (shards 1 on under `shard-NNNNNN/`, shard 0 and `shards.json` at the
+/// prefix, its manifest last), a `Dataset` read through the remote
+/// filesystem across every shard, a second push that uploads only the
+/// manifests, and a pull that opens locally with the same records.
 #[test]
-fn a_sharded_dataset_is_refused_by_push_not_published_in_part() {
-    use loaderx::dataset::{WriteOptions, write_dataset};
+fn a_sharded_dataset_is_published_read_and_pulled_whole() {
+    use loaderx::dataset::{Dataset, WriteOptions, write_dataset};
     let dir = tempfile::tempdir().unwrap();
-    let data: Vec<u32> = (0..100).collect();
+    let data: Vec<u32> = (0..100).map(|i| i * 7 + 1).collect();
     let opts = WriteOptions { shard_records: Some(30), ..WriteOptions::default() };
     assert_eq!(write_dataset(dir.path(), &data, &[1], &opts).unwrap(), 100);
     let remote = Faulty::new();
-    let error = push(dir.path(), &location(&remote, options())).unwrap_err();
-    assert!(matches!(&error, Error::InvalidArgument(what) if what.contains("sharded")), "{error}");
-    let listed = futures::executor::block_on(remote.inner.list_with_delimiter(None)).unwrap();
-    assert!(listed.objects.is_empty() && listed.common_prefixes.is_empty(), "nothing is uploaded");
+    let report = push(dir.path(), &location(&remote, options())).unwrap();
+    assert_eq!(report.records, 100);
+    assert!(report.uploaded.iter().any(|o| o == "shard-000003/manifest.json"), "{:?}", report.uploaded);
+    assert_eq!(report.uploaded.last().map(String::as_str), Some("manifest.json"), "the root manifest last");
+    let all: Vec<u64> = (0..100).collect();
+    let read = |ds: &Dataset| ds.gather(&all).unwrap().as_slice::<u32>().unwrap().to_vec();
+    let fs = Arc::new(RemoteFs::open(location(&remote, options())).unwrap());
+    let root = std::path::PathBuf::from(fs.root());
+    let published = Dataset::open_in_with(fs, &root, ReadMode::Auto).unwrap();
+    assert_eq!((published.len(), published.shards()), (100, 4));
+    assert_eq!(read(&published), data);
+    let again = push(dir.path(), &location(&remote, options())).unwrap();
+    assert!(again.uploaded.iter().all(|o| o.ends_with("manifest.json")), "{:?}", again.uploaded);
+    let local = tempfile::tempdir().unwrap();
+    let pulled = pull(&location(&remote, options()), &local.path().join("copy")).unwrap();
+    assert_eq!((pulled.records, pulled.shards), (100, 4));
+    let copy = Dataset::open(local.path().join("copy")).unwrap();
+    assert_eq!(read(&copy), data);
 }

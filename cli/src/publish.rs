@@ -52,15 +52,15 @@ fn push_json(store: &Path, url: &str, r: &PushReport) -> String {
 
 pub fn run_pull(url: &str, dir: &Path, json: bool) -> CliResult<()> {
     let from = location(url)?;
-    let manifest = pull(&from, dir)?;
-    let bytes: u64 = manifest.objects.values().map(|o| o.size).sum();
+    let r = pull(&from, dir)?;
     let text = if json {
         let mut text = Json::object()
             .field("url", url)
             .field("dir", dir.to_string_lossy().as_ref())
-            .field("records", manifest.records)
-            .field("objects", manifest.objects.len() as u64)
-            .field("bytes", bytes)
+            .field("records", r.records)
+            .field("shards", r.shards as u64)
+            .field("objects", r.objects as u64)
+            .field("bytes", r.bytes)
             .finish();
         text.push('\n');
         text
@@ -68,8 +68,11 @@ pub fn run_pull(url: &str, dir: &Path, json: bool) -> CliResult<()> {
         table(&[
             ("pulled", url.to_string()),
             ("into", dir.display().to_string()),
-            ("records", manifest.records.to_string()),
-            ("objects", format!("{}, {} (CRC-32 checked)", manifest.objects.len(), human(bytes))),
+            (
+                "records",
+                if r.shards > 1 { format!("{} in {} shards", r.records, r.shards) } else { r.records.to_string() },
+            ),
+            ("objects", format!("{}, {} (CRC-32 checked)", r.objects, human(r.bytes))),
         ])
     };
     print(&text)?;

@@ -67,6 +67,16 @@ def test_a_ragged_dataset_and_a_store_by_url(tmp_path):
         Zrecord(url)
 
 
+def test_a_sharded_dataset_by_url_reads_every_shard(tmp_path, rng):
+    data = rng.standard_normal((1000, 4)).astype(np.float32)
+    write_dataset(tmp_path / "sharded", data, shard_records=300)
+    url = push(tmp_path / "sharded", "sharded")
+    ds = Dataset(url)
+    assert len(ds) == 1000 and ds.sharded and ds.shards == 4
+    idx = rng.permutation(1000)
+    np.testing.assert_array_equal(ds[idx], data[idx])
+
+
 def test_a_missing_store_is_an_error_naming_it():
     url = f"s3://{BUCKET}/python-nothing-here"
     with pytest.raises(OSError, match="python-nothing-here/manifest.json"):

@@ -44,7 +44,8 @@ pub struct ObjectInfo {
 pub struct Manifest {
     /// The store's length when published.
     pub records: u32,
-    /// Object name (`meta.zr`, `0.zr`, `dict.zr`, `schema.json`) to what it is.
+    /// Object name (`meta.zr`, `0.zr`, `dict.zr`, `schema.json`; `shards.json`
+    /// beside a sharded dataset's shard 0) to what it is.
     pub objects: BTreeMap<String, ObjectInfo>,
 }
 
@@ -54,6 +55,8 @@ pub(crate) fn size_limit(name: &str) -> Option<u64> {
         META_FILE => Some(META_BYTES),
         DICT_FILE => Some(64 << 20),
         SCHEMA_FILE => Some(1 << 20),
+        // A sharded dataset's manifest, beside its shard 0.
+        crate::dataset::MANIFEST_FILE => Some(64 << 20),
         _ => {
             let id: u32 = name.strip_suffix(".zr")?.parse().ok()?;
             (id < CHUNKS_MAX && name == chunk_file_name(id as u16)).then_some(CHUNK_BYTES_MAX)

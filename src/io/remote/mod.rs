@@ -232,6 +232,12 @@ impl Location {
         &self.root
     }
 
+    /// `name` under this prefix (a sharded dataset's shard directory),
+    /// through the same client and its in-flight bound.
+    pub fn child(&self, name: &str) -> Location {
+        Location { root: format!("{}/{name}", self.root), prefix: self.key(name), fetcher: self.fetcher.clone() }
+    }
+
     /// The object `name` under the prefix, as the manifest pins it.
     pub(crate) fn object(&self, name: &str, info: &ObjectInfo) -> ObjectRef {
         ObjectRef {
@@ -252,13 +258,17 @@ impl Location {
     }
 }
 
-/// A published store, read through object storage.
+/// A published store, read through object storage; for a sharded
+/// dataset, its shard 0, with the other shards' stores under it.
 #[derive(Debug)]
 pub struct RemoteFs {
     location: Location,
     /// The objects, by name.
     objects: BTreeMap<String, Arc<RemoteObject>>,
     manifest: Manifest,
+    /// The stores published under `shard-NNNNNN/` (a sharded dataset's
+    /// shards 1 on), each connected on first use; `None`: none is there.
+    shards: std::sync::Mutex<BTreeMap<String, Option<Arc<RemoteFs>>>>,
 }
 
 /// One object and, for the small files read whole, its bytes.
@@ -287,7 +297,7 @@ impl RemoteFs {
                 (name.clone(), Arc::new(RemoteObject { object: location.object(name, info), whole: OnceLock::new() }))
             })
             .collect();
-        Ok(RemoteFs { location, objects, manifest })
+        Ok(RemoteFs { location, objects, manifest, shards: Default::default() })
     }
 
     /// The store's URL: the path to open it at (`Zrecord::open_in`).
@@ -303,6 +313,31 @@ impl RemoteFs {
     /// Requests and bytes so far (the benchmarks' figures).
     pub fn counters(&self) -> FetchCounters {
         self.location.fetcher.counters()
+    }
+
+    /// The store of the shard directory `path` lies in (`ROOT/shard-NNNNNN`
+    /// or below it), connected on first use; `None` for a path of this
+    /// store, or a shard directory where nothing is published.
+    fn shard_of(&self, path: &Path) -> io::Result<Option<Arc<RemoteFs>>> {
+        let Some(rest) = path.to_str().and_then(|p| p.strip_prefix(self.root())?.strip_prefix('/')) else {
+            return Ok(None);
+        };
+        let name = rest.split('/').next().unwrap_or_default();
+        let digits = name.strip_prefix("shard-").filter(|d| d.len() == 6 && d.bytes().all(|b| b.is_ascii_digit()));
+        if digits.is_none() {
+            return Ok(None);
+        }
+        let mut shards = self.shards.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(shard) = shards.get(name) {
+            return Ok(shard.clone());
+        }
+        let location = self.location.child(name);
+        let shard = match read_manifest(&location)? {
+            None => None,
+            Some(_) => Some(Arc::new(RemoteFs::open(location)?)),
+        };
+        shards.insert(name.to_string(), shard.clone());
+        Ok(shard)
     }
 
     /// The object `path` names, if the manifest lists it.
@@ -375,6 +410,9 @@ fn read_only(what: &str) -> io::Error {
 
 impl Vfs for RemoteFs {
     fn kind(&self, path: &Path) -> io::Result<Option<FileKind>> {
+        if let Some(shard) = self.shard_of(path)? {
+            return shard.kind(path);
+        }
         Ok(if self.is_root(path) { Some(FileKind::Dir) } else { self.object(path).map(|_| FileKind::File) })
     }
 
@@ -383,6 +421,9 @@ impl Vfs for RemoteFs {
     }
 
     fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        if let Some(shard) = self.shard_of(path)? {
+            return shard.list_dir(path);
+        }
         if !self.is_root(path) {
             return Err(not_found(&path.display().to_string()));
         }
@@ -400,6 +441,9 @@ impl Vfs for RemoteFs {
                 return Err(io::Error::new(io::ErrorKind::InvalidInput, "a remote store has no O_DIRECT reads"));
             }
             OpenMode::Write | OpenMode::Create => return Err(read_only("open for writing")),
+        }
+        if let Some(shard) = self.shard_of(path)? {
+            return shard.open(path, mode);
         }
         if self.is_root(path) {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: a directory", path.display())));
@@ -455,7 +499,7 @@ impl RemoteFile {
     /// The file's bytes, fetched once, for the small files read whole.
     fn whole(&self) -> Option<io::Result<Arc<[u8]>>> {
         let name = self.object.object.key.filename()?;
-        if ![META_FILE, DICT_FILE, SCHEMA_FILE].contains(&name) {
+        if ![META_FILE, DICT_FILE, SCHEMA_FILE, crate::dataset::MANIFEST_FILE].contains(&name) {
             return None;
         }
         if let Some(bytes) = self.object.whole.get() {

@@ -19,6 +19,14 @@
 //! reference package writes it) appear last, by rename, after everything
 //! else is durable: a pull cut short leaves no `meta.zr`, and the open
 //! refuses the directory (`Error::MetaMissing`) until a pull finishes.
+//!
+//! A sharded dataset (`shards.json` beside its shard 0) is published as its
+//! local layout: shards 1 on each a store under `shard-NNNNNN/` with its own
+//! manifest, pushed first, then shard 0 with `shards.json` at the prefix,
+//! whose manifest, last of all, is the dataset's commit. A pull fetches
+//! shards 1 on first and shard 0 (`shards.json` with it, `meta.zr` last)
+//! after them.
+//!
 //! Local files are reached through the I/O boundary (`RealFs`).
 
 use std::collections::BTreeMap;
@@ -30,7 +38,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
 
 use super::manifest::{MANIFEST_FILE, Manifest, ObjectInfo, size_limit};
 use super::{Location, RemoteError, RemoteErrorKind, read_manifest};
-use crate::dataset::SCHEMA_FILE;
+use crate::dataset::{SCHEMA_FILE, shard_dir};
 use crate::error::{Error, Result};
 use crate::format::{DICT_FILE, META_BYTES, META_FILE, META_TMP_FILE, chunk_file_name};
 use crate::io::real::RealFs;
@@ -55,8 +63,21 @@ pub struct PushReport {
     pub removed: Vec<String>,
     /// Bytes uploaded.
     pub bytes: u64,
-    /// The store's length as published.
-    pub records: u32,
+    /// The records published (every shard's, for a sharded dataset).
+    pub records: u64,
+}
+
+/// What [`pull`] fetched.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PullReport {
+    /// Records (every shard's, for a sharded dataset).
+    pub records: u64,
+    /// Objects fetched, every shard's.
+    pub objects: usize,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Stores fetched: 1, or a sharded dataset's shard count.
+    pub shards: usize,
 }
 
 /// One object to publish: its name and where its bytes come from.
@@ -122,7 +143,7 @@ fn sources(store: &Zrecord, dir: &Path) -> Result<(u32, Vec<(String, Source)>)> 
         }
         out.push((name, Source::File { file, len }));
     }
-    for name in [DICT_FILE, SCHEMA_FILE] {
+    for name in [DICT_FILE, SCHEMA_FILE, crate::dataset::MANIFEST_FILE] {
         let path = dir.join(name);
         if fs.kind(&path).map_err(io_err(&path, "stat"))? == Some(FileKind::File) {
             let file = fs.open(&path, OpenMode::Read).map_err(io_err(&path, "open"))?;
@@ -138,22 +159,50 @@ fn sources(store: &Zrecord, dir: &Path) -> Result<(u32, Vec<(String, Source)>)> 
 /// they add after the open is not published), a delete or compaction
 /// waits for it (the readers' lock).
 pub fn push(dir: &Path, to: &Location) -> Result<PushReport> {
-    // A sharded dataset's root is its shard 0: publishing it alone would
-    // lose every other shard without a word.
-    let shards = dir.join(crate::dataset::MANIFEST_FILE);
-    if RealFs.kind(&shards).map_err(|source| Error::Io { path: shards.clone(), op: "stat", source })?.is_some() {
+    let Some(shards) = dataset_manifest(&RealFs, dir)? else { return push_store(dir, to) };
+    if let Some(pending) = &shards.pending {
         return Err(Error::InvalidArgument(format!(
-            "{}: a sharded dataset (it has {}); push publishes one store, and a sharded dataset cannot be \
-             published yet",
+            "{}: a delete of shard {} is under way; open the dataset for writing to finish it, then push",
             dir.display(),
-            crate::dataset::MANIFEST_FILE
+            pending.shard
         )));
     }
+    let mut report = PushReport::default();
+    for k in (1..shards.shards()).chain([0]) {
+        let name = shard_name(dir, k);
+        let shard = push_store(&shard_dir(dir, k), &if k == 0 { to.clone() } else { to.child(&name) })?;
+        let within = |v: Vec<String>| v.into_iter().map(|o| if k == 0 { o } else { format!("{name}/{o}") });
+        report.uploaded.extend(within(shard.uploaded));
+        report.unchanged.extend(within(shard.unchanged));
+        report.removed.extend(within(shard.removed));
+        report.bytes += shard.bytes;
+        report.records += shard.records;
+    }
+    Ok(report)
+}
+
+/// The sharded dataset's manifest at `dir` on `fs`, `None` for a store.
+fn dataset_manifest(fs: &dyn Vfs, dir: &Path) -> Result<Option<crate::dataset::Manifest>> {
+    crate::dataset::Manifest::read(fs, dir).map_err(|e| Error::Io {
+        path: dir.join(crate::dataset::MANIFEST_FILE),
+        op: "read shards.json",
+        source: io::Error::new(io::ErrorKind::InvalidData, e.to_string()),
+    })
+}
+
+/// Shard `k`'s directory name under the dataset's root (`shard-NNNNNN`).
+fn shard_name(root: &Path, k: usize) -> String {
+    let dir = shard_dir(root, k);
+    dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+/// [`push`] of one store.
+fn push_store(dir: &Path, to: &Location) -> Result<PushReport> {
     let store = Zrecord::open_read_only(dir)?;
     let (records, sources) = sources(&store, dir)?;
     let remote_err = |op| move |source| Error::Io { path: to.url().into(), op, source };
     let old = read_manifest(to).map_err(remote_err("read manifest.json"))?;
-    let mut report = PushReport { records, ..PushReport::default() };
+    let mut report = PushReport { records: u64::from(records), ..PushReport::default() };
     let mut objects = BTreeMap::new();
     for (name, source) in &sources {
         let local = |op| move |source| Error::Io { path: dir.join(name), op, source };
@@ -251,10 +300,29 @@ async fn upload_parts(store: &dyn ObjectStore, key: &object_store::path::Path, s
     Ok(())
 }
 
-/// Fetches the store at `from` into `dir` (created if missing; it must hold
-/// no `meta.zr`), checking every object's CRC-32 (see the module comment).
-/// Returns the manifest it went by.
-pub fn pull(from: &Location, dir: &Path) -> Result<Manifest> {
+/// Fetches the store or sharded dataset at `from` into `dir` (created if
+/// missing; it must hold no `meta.zr`, nor may a shard's directory),
+/// checking every object's CRC-32 (see the module comment).
+pub fn pull(from: &Location, dir: &Path) -> Result<PullReport> {
+    let remote = super::RemoteFs::open(from.clone()).map_err(|source| Error::Io {
+        path: from.url().into(),
+        op: "read manifest.json",
+        source,
+    })?;
+    let shards = dataset_manifest(&remote, Path::new(remote.root()))?.map_or(1, |m| m.shards());
+    let mut report = PullReport { shards, ..PullReport::default() };
+    for k in (1..shards).chain([0]) {
+        let at = if k == 0 { from.clone() } else { from.child(&shard_name(dir, k)) };
+        let manifest = pull_store(&at, &shard_dir(dir, k))?;
+        report.records += u64::from(manifest.records);
+        report.objects += manifest.objects.len();
+        report.bytes += manifest.objects.values().map(|o| o.size).sum::<u64>();
+    }
+    Ok(report)
+}
+
+/// [`pull`] of one store; returns the manifest it went by.
+fn pull_store(from: &Location, dir: &Path) -> Result<Manifest> {
     let fs = RealFs;
     fn local(path: &Path, op: &'static str) -> impl FnOnce(io::Error) -> Error {
         move |source| Error::Io { path: path.to_path_buf(), op, source }
