@@ -25,6 +25,11 @@ pub fn is_sharded(path: &Path) -> bool {
     !is_remote(path) && path.join(MANIFEST_FILE).is_file()
 }
 
+/// True if `root` on `vfs` (a published dataset's too) has a manifest.
+pub fn is_sharded_in(vfs: &dyn Vfs, root: &Path) -> bool {
+    matches!(vfs.kind(&root.join(MANIFEST_FILE)), Ok(Some(loaderx::io::FileKind::File)))
+}
+
 /// The shard directories of the sharded dataset at `path`, in order.
 pub fn shard_dirs(path: &Path) -> Result<Vec<PathBuf>, DatasetError> {
     let manifest = Manifest::read(&RealFs, path)?
@@ -39,7 +44,11 @@ impl Records {
         if is_sharded(path) {
             return Ok(Records::Sharded(Shards::open(path, read_mode)?));
         }
-        let (store, vfs, _) = open_read_only(path, read_mode)?;
+        let (store, vfs, at) = open_read_only(path, read_mode)?;
+        if is_sharded_in(&*vfs, &at) {
+            // A published sharded dataset: its root store is shard 0 only.
+            return Ok(Records::Sharded(Shards::open_in(vfs, &at, read_mode)?));
+        }
         Ok(Records::Store(store, vfs))
     }
 
@@ -56,7 +65,7 @@ impl Records {
     pub fn stream(&self, schema: &Schema, read_mode: ReadMode) -> CliResult<Stream> {
         let (vfs, at): (Arc<dyn Vfs>, &Path) = match self {
             Records::Store(s, vfs) => (vfs.clone(), s.path()),
-            Records::Sharded(s) => (Arc::new(RealFs), s.path()),
+            Records::Sharded(s) => (s.filesystem(), s.path()),
         };
         Ok(if schema.is_ragged() {
             RaggedDataset::open_in_with(vfs, at, read_mode)?.into()

@@ -8,7 +8,7 @@ use loaderx::io::real::RealFs;
 use loaderx::{Corruption, Error, VerifyReport, Zrecord};
 
 use crate::out::{Json, json_array, print, progress_bar};
-use crate::stats::{read_schema, schema_json, store_schema};
+use crate::stats::{schema_json, store_schema};
 use crate::{CliResult, Done};
 
 /// Most problems listed; the rest are counted.
@@ -52,12 +52,14 @@ impl Findings {
 pub fn run(path: &Path, json: bool) -> CliResult<Done> {
     let mut findings = Findings::default();
     if crate::records::is_sharded(path) {
-        check_sharded(path, &mut findings)?;
+        check_sharded(std::sync::Arc::new(RealFs), path, &mut findings)?;
         let text = if json { to_json(path, &findings) } else { to_text(path, &findings) };
         print(&text)?;
         return Ok(if findings.total == 0 { Done::Ok } else { Done::Problems });
     }
     match crate::out::open_read_only(path, loaderx::ReadMode::Auto) {
+        // A published sharded dataset: its root store is shard 0 only.
+        Ok((_, vfs, at)) if crate::records::is_sharded_in(&*vfs, &at) => check_sharded(vfs, &at, &mut findings)?,
         Ok((store, _, _)) => check_store(&store, &mut findings)?,
         // A store that cannot open because its bytes are inconsistent is a
         // finding, not a failure to check.
@@ -107,8 +109,8 @@ fn check_store(store: &Zrecord, findings: &mut Findings) -> CliResult<()> {
 /// A sharded dataset: the manifest parses, and each shard it names is
 /// there, holds the manifest's schema and count, and passes the store's
 /// and the schema's checks.
-fn check_sharded(path: &Path, findings: &mut Findings) -> CliResult<()> {
-    let manifest = match Manifest::read(&RealFs, path) {
+fn check_sharded(vfs: std::sync::Arc<dyn loaderx::io::Vfs>, path: &Path, findings: &mut Findings) -> CliResult<()> {
+    let manifest = match Manifest::read(&*vfs, path) {
         Ok(m) => m.expect("a sharded dataset has a manifest"),
         Err(e) => {
             findings.note(Problem { index: None, kind: "manifest", message: e.to_string() });
@@ -119,7 +121,8 @@ fn check_sharded(path: &Path, findings: &mut Findings) -> CliResult<()> {
     for k in 0..manifest.shards() {
         let dir = shard_dir(path, k);
         findings.shard = Some((k, start));
-        let store = match Zrecord::open_read_only(&dir) {
+        let options = loaderx::Options { read_only: true, ..loaderx::Options::default() };
+        let store = match Zrecord::open_in(vfs.clone(), &dir, options) {
             Ok(store) => store,
             Err(e) if opening_found_damage(&e) => {
                 findings.note(problem(&e));
@@ -133,7 +136,7 @@ fn check_sharded(path: &Path, findings: &mut Findings) -> CliResult<()> {
             Err(e) => return Err(e.into()),
         };
         check_store(&store, findings)?;
-        if let Ok(Some(schema)) = read_schema(&dir)
+        if let Ok(Some(schema)) = store_schema(&store)
             && schema != manifest.schema
         {
             let message = format!("holds {}, the manifest says {}", schema.describe(), manifest.schema.describe());

@@ -115,6 +115,12 @@ impl Shards {
         &self.schema
     }
 
+    /// The filesystem the shards are on (the real one, a published
+    /// dataset's remote one).
+    pub fn filesystem(&self) -> Arc<dyn Vfs> {
+        self.vfs.clone()
+    }
+
     /// The dataset's root directory.
     pub fn path(&self) -> &Path {
         &self.root

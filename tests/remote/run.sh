@@ -59,6 +59,18 @@ got = ds[idx] if hasattr(ds, "__getitem__") else ds.gather(idx)
 assert np.array_equal(np.asarray(got), rows[idx.astype(np.int64)]), "the reference reads the pulled store"
 print("remote: the reference package reads the pulled dataset")
 PY
+echo "== remote: a sharded dataset by URL (push, stats, verify, cat, pull)"
+surl="s3://$LOADERX_S3_TEST_BUCKET/cli-sharded"
+"$cli" convert "$work/rows.npy" "$work/sharded" --codec zstd --shard-records 1500
+"$cli" push "$work/sharded" "$surl"
+"$cli" stats "$surl" --json | grep -q '"records":5000'
+"$cli" verify "$surl"
+"$cli" cat "$surl" 4999 --out "$work/last-sharded.bin"
+cmp "$work/last-sharded.bin" "$work/last-local.bin"
+"$cli" pull "$surl" "$work/pulled-sharded" --json | grep -q '"shards":4'
+"$cli" verify "$work/pulled-sharded"
+"$cli" cat "$work/pulled-sharded" 4999 --out "$work/last-pulled.bin"
+cmp "$work/last-pulled.bin" "$work/last-local.bin"
 if [[ -n "${REMOTE_PYTEST_PYTHON:-}" ]]; then
     echo "== remote: Python by URL (python/tests/test_remote.py)"
     LOADERX_CLI="$cli" "$REMOTE_PYTEST_PYTHON" -m pytest -q python/tests/test_remote.py
