@@ -34,6 +34,8 @@ struct Findings {
     /// For a sharded dataset: the shard checked now (its problems are
     /// listed with global indices, their messages naming the shard).
     shard: Option<(usize, u64)>,
+    /// A sharded dataset's shard count.
+    shards: Option<usize>,
 }
 
 impl Findings {
@@ -154,6 +156,7 @@ fn check_sharded(vfs: std::sync::Arc<dyn loaderx::io::Vfs>, path: &Path, finding
         start += len;
     }
     findings.shard = None;
+    findings.shards = Some(manifest.shards());
     findings.schema = Some(manifest.schema);
     Ok(())
 }
@@ -235,9 +238,9 @@ fn to_text(path: &Path, f: &Findings) -> String {
         text.push_str(&format!("... and {unlisted} more problems (the first {} are listed)\n", f.listed.len()));
     }
     let schema = f.schema.as_ref().map_or(String::new(), |s| format!(", schema {}", s.describe()));
-    let schema = match crate::records::shard_dirs(path) {
-        Ok(dirs) if crate::records::is_sharded(path) => format!("{schema}, {} shards", dirs.len()),
-        _ => schema,
+    let schema = match f.shards {
+        Some(n) => format!("{schema}, {n} shards"),
+        None => schema,
     };
     if f.total == 0 {
         text.push_str(&format!("{}: ok: {} records checked{schema}\n", path.display(), f.records));
