@@ -14,6 +14,9 @@ use crate::error::{Error, Result};
 /// loom, which must see every thread).
 const PARALLEL_BYTES_MIN: usize = if cfg!(loom) { usize::MAX } else { 128 << 10 };
 
+/// The fewest bytes a task of a mapped gather copies or decodes.
+const TASK_BYTES_MIN: usize = 64 << 10;
+
 /// Tasks per thread a batched gather is cut into. Records are decoded as
 /// their reads complete (`batch.rs`); a second task per thread keeps the
 /// device busy while the first's last reads drain. One task per thread
@@ -87,7 +90,12 @@ impl Zrecord {
         let read = if serial {
             items.iter_mut().try_for_each(|(index, slot)| self.read_into(*index, view, slot))
         } else {
-            let min_len = (items.len() / (rayon::current_num_threads() * 4)).max(1);
+            // Four tasks a thread, none under TASK_BYTES_MIN: a small
+            // gather (a mixture's part) is not cut into tasks whose
+            // hand-off costs more than their copy.
+            let by_count = items.len() / (rayon::current_num_threads() * 4);
+            let by_bytes = TASK_BYTES_MIN / (total / items.len().max(1)).max(1);
+            let min_len = by_count.max(by_bytes).max(1);
             items.par_iter_mut().with_min_len(min_len).try_for_each(|(index, slot)| self.read_into(*index, view, slot))
         };
         if self.options.read_mode == ReadMode::Auto {
