@@ -496,4 +496,7 @@ fn a_sharded_dataset_is_published_read_and_pulled_whole() {
     assert_eq!((pulled.records, pulled.shards), (100, 4));
     let copy = Dataset::open(local.path().join("copy")).unwrap();
     assert_eq!(read(&copy), data);
+    let nothing = Location::with_store(remote.clone(), "s3://test/nothing", "nothing", options()).unwrap();
+    let error = pull(&nothing, &local.path().join("none")).unwrap_err();
+    assert!(matches!(error, Error::NoStore { .. }), "{error}");
 }

@@ -22,7 +22,7 @@ pub enum Records {
 
 /// True if `path` is a local sharded dataset (it has a manifest).
 pub fn is_sharded(path: &Path) -> bool {
-    !is_remote(path) && path.join(MANIFEST_FILE).is_file()
+    !is_remote(path) && is_sharded_in(&RealFs, path)
 }
 
 /// True if `root` on `vfs` (a published dataset's too) has a manifest.

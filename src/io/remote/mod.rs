@@ -290,6 +290,11 @@ impl RemoteFs {
             let url = format!("{}/{MANIFEST_FILE}", location.root);
             RemoteError::new(&url, RemoteErrorKind::NotFound, "no store is published here").into_io()
         })?;
+        Ok(RemoteFs::with_manifest(location, manifest))
+    }
+
+    /// The store at `location` as `manifest` (read there) lists it.
+    pub(crate) fn with_manifest(location: Location, manifest: Manifest) -> RemoteFs {
         let objects = manifest
             .objects
             .iter()
@@ -297,7 +302,7 @@ impl RemoteFs {
                 (name.clone(), Arc::new(RemoteObject { object: location.object(name, info), whole: OnceLock::new() }))
             })
             .collect();
-        Ok(RemoteFs { location, objects, manifest, shards: Default::default() })
+        RemoteFs { location, objects, manifest, shards: Default::default() }
     }
 
     /// The store's URL: the path to open it at (`Zrecord::open_in`).

@@ -304,16 +304,21 @@ async fn upload_parts(store: &dyn ObjectStore, key: &object_store::path::Path, s
 /// missing; it must hold no `meta.zr`, nor may a shard's directory),
 /// checking every object's CRC-32 (see the module comment).
 pub fn pull(from: &Location, dir: &Path) -> Result<PullReport> {
-    let remote = super::RemoteFs::open(from.clone()).map_err(|source| Error::Io {
-        path: from.url().into(),
-        op: "read manifest.json",
-        source,
-    })?;
+    let root = published(from)?;
+    let remote = super::RemoteFs::with_manifest(from.clone(), root.clone());
     let shards = dataset_manifest(&remote, Path::new(remote.root()))?.map_or(1, |m| m.shards());
     let mut report = PullReport { shards, ..PullReport::default() };
     for k in (1..shards).chain([0]) {
-        let at = if k == 0 { from.clone() } else { from.child(&shard_name(dir, k)) };
-        let manifest = pull_store(&at, &shard_dir(dir, k))?;
+        let (at, manifest) = match k {
+            // The root's manifest is the one `shards.json` was read by.
+            0 => (from.clone(), root.clone()),
+            _ => {
+                let at = from.child(&shard_name(dir, k));
+                let manifest = published(&at)?;
+                (at, manifest)
+            }
+        };
+        pull_store(&at, &shard_dir(dir, k), &manifest)?;
         report.records += u64::from(manifest.records);
         report.objects += manifest.objects.len();
         report.bytes += manifest.objects.values().map(|o| o.size).sum::<u64>();
@@ -321,15 +326,19 @@ pub fn pull(from: &Location, dir: &Path) -> Result<PullReport> {
     Ok(report)
 }
 
-/// [`pull`] of one store; returns the manifest it went by.
-fn pull_store(from: &Location, dir: &Path) -> Result<Manifest> {
+/// The manifest of the store published at `from` (`Error::NoStore` if none is).
+fn published(from: &Location) -> Result<Manifest> {
+    read_manifest(from)
+        .map_err(|source| Error::Io { path: from.url().into(), op: "read manifest.json", source })?
+        .ok_or_else(|| Error::NoStore { path: from.url().into() })
+}
+
+/// [`pull`] of one store, as `manifest` (read at `from`) lists it.
+fn pull_store(from: &Location, dir: &Path, manifest: &Manifest) -> Result<()> {
     let fs = RealFs;
     fn local(path: &Path, op: &'static str) -> impl FnOnce(io::Error) -> Error {
         move |source| Error::Io { path: path.to_path_buf(), op, source }
     }
-    let manifest = read_manifest(from)
-        .map_err(|source| Error::Io { path: from.url().into(), op: "read manifest.json", source })?
-        .ok_or_else(|| Error::NoStore { path: from.url().into() })?;
     match fs.kind(dir).map_err(local(dir, "stat"))? {
         None => fs.create_dir_all(dir).map_err(local(dir, "create directory"))?,
         Some(FileKind::Dir) => {}
@@ -358,7 +367,7 @@ fn pull_store(from: &Location, dir: &Path) -> Result<Manifest> {
     file.sync_all().map_err(local(&tmp, "sync"))?; // SYNC P3
     fs.rename(&tmp, &dir.join(META_FILE)).map_err(local(&tmp, "rename"))?;
     fs.sync_dir(dir).map_err(local(dir, "sync directory"))?; // SYNC P4
-    Ok(manifest)
+    Ok(())
 }
 
 /// Writes object `name` into `file` at `at`, in pieces, checking its CRC-32.
