@@ -30,6 +30,10 @@
 //! store, two bounds in logical MiB/s: decode (the same kind of batches
 //! gathered from memory, mapped, on every core) and device (fio at QD32 at
 //! the mean stored record size, times the store's logical/stored ratio).
+//! That device bound also runs as a workload of its own in every round
+//! (unless `--no-fio`), so that each figure is also given over the bound of
+//! its own round ("x the bound", the median of the rounds' ratios): the
+//! disk's speed moves from minute to minute.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -113,6 +117,8 @@ enum Workload {
     Gather(ReadMode),
     /// A `DataLoader` over the store as a dataset (default options: `Auto`).
     Loader,
+    /// The device's bound in the same round: fio at QD32 (`device_bound`).
+    Bound,
 }
 
 impl Workload {
@@ -120,6 +126,7 @@ impl Workload {
         match self {
             Workload::Gather(mode) => format!("gather {}", mode_name(mode)),
             Workload::Loader => "loader".to_string(),
+            Workload::Bound => "bound (fio QD32)".to_string(),
         }
     }
 }
@@ -214,7 +221,26 @@ fn measure(args: &Args, path: &Path, n: u64, len: usize, workload: Workload, see
     match workload {
         Workload::Gather(mode) => measure_gather(args, path, n, len, mode, seed),
         Workload::Loader => measure_loader(args, path, len, seed),
+        Workload::Bound => {
+            let (files, bs, ratio) = device_bound(path, len);
+            let mib_s = fio(&files, bs, 32).map_or(f64::NAN, |b| b * ratio);
+            Measured { mib_s, amplification: f64::NAN, cpu_ms_per_batch: f64::NAN }
+        }
     }
+}
+
+/// What fio reads for a store's device bound: its chunk files, at the
+/// record size (raw) or at the mean stored record size rounded up to 512
+/// bytes (compressed), and the factor from stored to logical bytes.
+fn device_bound(path: &Path, len: usize) -> (Vec<PathBuf>, usize, f64) {
+    let stats = Zrecord::open_read_only(path).and_then(|s| s.stats()).expect("stats");
+    let files = chunk_files(path);
+    if stats.live_bytes >= stats.logical_bytes {
+        return (files, len, 1.0);
+    }
+    let stored_mean = stats.live_bytes / u64::from(stats.records.max(1));
+    let bs = (stored_mean as usize).next_multiple_of(512).max(512);
+    (files, bs, stats.logical_bytes as f64 / stats.live_bytes.max(1) as f64)
 }
 
 /// The loader's batches (cyclic: no record twice), timed from the first
@@ -378,12 +404,15 @@ fn compressed_bounds(args: &Args, path: &Path, n: u64, len: usize) -> (f64, f64,
         store.gather(batch, &mut out, len).expect("gather");
     }
     let decode = (batches.len() * args.batch * len) as f64 / MIB / t0.elapsed().as_secs_f64();
-    let stats = store.stats().expect("stats");
-    let stored_mean = stats.live_bytes / u64::from(store.len()).max(1);
-    let bs = (stored_mean as usize).next_multiple_of(512).max(512);
-    let ratio = stats.logical_bytes as f64 / stats.live_bytes.max(1) as f64;
+    let (files, bs, ratio) = device_bound(path, len);
     let device = if args.fio { fio(&files, bs, 32).map_or(f64::NAN, |b| b * ratio) } else { f64::NAN };
     (decode, device, bs)
+}
+
+/// `x` to three decimals, or `null` where it is not a number (a figure
+/// the workload has none of, such as the bound's CPU time).
+fn json_number(x: f64) -> String {
+    if x.is_finite() { format!("{x:.3}") } else { "null".to_string() }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -424,6 +453,9 @@ fn main() {
             if args.loader {
                 workloads.push(Workload::Loader);
             }
+            if args.fio {
+                workloads.push(Workload::Bound);
+            }
             let mut rounds: Vec<Vec<Measured>> = workloads.iter().map(|_| Vec::new()).collect();
             for round in 0..args.rounds {
                 for m in round_order(&workloads, round) {
@@ -442,20 +474,33 @@ fn main() {
                     }
                 }
             }
+            let bound = workloads.iter().position(|&w| w == Workload::Bound);
             for (m, &workload) in workloads.iter().enumerate() {
                 let runs = &rounds[m];
                 let mib_s = median(runs.iter().map(|r| r.mib_s).collect());
                 let amp = median(runs.iter().map(|r| r.amplification).collect());
                 let cpu = median(runs.iter().map(|r| r.cpu_ms_per_batch).collect());
-                println!(
-                    "{kib:>4} KiB {:<5} {:<15} {mib_s:>9.1} MiB/s  device bytes {amp:>6.2}x  CPU {cpu:>7.2} ms/batch",
-                    codec.name(),
-                    workload.name()
-                );
+                // Each round's figure over the same round's bound.
+                let of_bound = bound.map_or(f64::NAN, |b| {
+                    median(runs.iter().zip(&rounds[b]).map(|(r, b)| r.mib_s / b.mib_s).collect())
+                });
+                if workload == Workload::Bound {
+                    println!("{kib:>4} KiB {:<5} {:<16} {mib_s:>9.1} MiB/s", codec.name(), workload.name());
+                } else {
+                    println!(
+                        "{kib:>4} KiB {:<5} {:<16} {mib_s:>9.1} MiB/s  {of_bound:>5.2}x the bound  device bytes {amp:>6.2}x  CPU {cpu:>7.2} ms/batch",
+                        codec.name(),
+                        workload.name()
+                    );
+                }
                 json.push(format!(
-                    r#"{{"record_kib":{kib},"codec":"{}","workload":"{}","mib_s":{mib_s:.1},"device_bytes_per_byte":{amp:.3},"cpu_ms_per_batch":{cpu:.3}}}"#,
+                    r#"{{"record_kib":{kib},"codec":"{}","workload":"{}","mib_s":{},"of_bound":{},"device_bytes_per_byte":{},"cpu_ms_per_batch":{}}}"#,
                     codec.name(),
-                    workload.name()
+                    workload.name(),
+                    json_number(mib_s),
+                    json_number(of_bound),
+                    json_number(amp),
+                    json_number(cpu)
                 ));
             }
             for &mode in &args.modes {

@@ -7,7 +7,11 @@ measurement evicts the files from the page cache first
 (/sys/dev/block/MAJ:MIN/stat).
 
     python python/bench/cold.py --store DIR --record-bytes N [--batches 20]
-        [--batch 256] [--rounds 3] [--npy FILE]
+        [--batch 256] [--rounds 3] [--npy FILE] [--no-fio]
+
+The bound runs in the same rounds: fio, io_uring, direct, random reads of
+N bytes over the store's chunk files at queue depths 32 and 128. The
+ratios printed at the end are of medians of the same run.
 
 DIR is a raw store of records of N bytes, as `cargo bench -p loaderx
 --bench cold` leaves them under target/cold (e.g. target/cold/12k-raw-2048m).
@@ -66,6 +70,19 @@ def ensure_npy(store, record_bytes, npy):
     return n
 
 
+def fio(files, record_bytes, qd):
+    """fio's random-read MiB/s over `files`, or None without fio."""
+    try:
+        out = subprocess.run(
+            ["fio", "--name=bound", "--rw=randread", "--direct=1", "--ioengine=io_uring",
+             "--time_based", "--runtime=4", f"--bs={record_bytes}", f"--iodepth={qd}",
+             "--filename=" + ":".join(files), "--output-format=terse", "--terse-version=3"],
+            check=True, capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return float(out.split(";")[6]) / 1024.0
+
+
 def measure(name, gather, files, batches, record_bytes):
     evict(files)
     dev0, t0 = device_bytes(files[0]), time.perf_counter()
@@ -84,6 +101,7 @@ def main():
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--npy")
+    ap.add_argument("--no-fio", action="store_true", help="leave out the device bound")
     ap.add_argument("--cli", default="target/release/loaderx", help="the loaderx binary (cargo build --release -p loaderx-cli)")
     a = ap.parse_args()
     store = Path(a.store)
@@ -105,7 +123,12 @@ def main():
     cli = Path(a.cli)
     if cli.exists():
         results["the crate, no Python (loaderx bench --cold)"] = []
+    bound = {} if a.no_fio else {32: [], 128: []}
     for round_ in range(a.rounds):
+        for qd, runs in bound.items():
+            mib_s = fio(files, a.record_bytes, qd)
+            if mib_s is not None:
+                runs.append(mib_s)
         if cli.exists():
             out = subprocess.run(
                 [str(cli), "bench", str(store), "--cold", "--json", "--batches", str(a.batches),
@@ -124,6 +147,22 @@ def main():
         mib_s = statistics.median(r[0] for r in runs)
         amp = statistics.median(r[1] for r in runs)
         print(f"| {name} | {mib_s:.1f} | " + ("-" if amp != amp else f"{amp:.2f}x") + " |")
+    for qd, runs in bound.items():
+        if runs:
+            print(f"| fio, io_uring, direct, QD{qd} (the bound) | {statistics.median(runs):.1f} | 1.00x |")
+    print_ratios(results, bound)
+
+
+def print_ratios(results, bound):
+    med = {name: statistics.median(r[0] for r in runs) for name, runs in results.items() if runs}
+    ours_ = med["loaderx_rs Zrecord.gather"]
+    print(f"binding / reference: {ours_ / med['loaderx 0.7.3 Zrecord.gather']:.2f}x")
+    crate = med.get("the crate, no Python (loaderx bench --cold)")
+    if crate:
+        print(f"binding / the crate: {ours_ / crate:.2f}x")
+    for qd, runs in bound.items():
+        if runs:
+            print(f"binding / fio QD{qd}: {ours_ / statistics.median(runs):.2f}x")
 
 
 if __name__ == "__main__":
