@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The cold-cache benchmark in one command:
 #
-#   bash benches/cold.sh [--rounds N] [--batches N]      # about 30 minutes
+#   bash benches/cold.sh [--rounds N] [--batches N]      # about 12 minutes
 #
 # 1. `cargo bench -p loaderx --bench cold`: the crate's read modes, the
 #    loader, single-record `get` latency under 64 callers, device bytes, and
