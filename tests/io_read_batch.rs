@@ -4,7 +4,7 @@
 //! `Then` leaves no read in flight behind it.
 //!
 //! CI runs the workspace tests with the engine this machine picks (io_uring
-//! where it works); the batched-store tests run with
+//! where it works); these tests and the batched-store tests run with
 //! `LOADERX_READ_ENGINE=threads` too.
 
 use std::io::{self, Read, Write};
