@@ -9,7 +9,10 @@
 # `cargo +nightly fuzz build` into fuzz/target/SANITIZER. The working
 # corpus fuzz/work/TARGET is kept between runs and seeded by the committed
 # fuzz/corpus/TARGET; crashes go to fuzz/artifacts/TARGET/; the log to
-# fuzz/work/logs/TARGET-SANITIZER.log. The last line printed is the row.
+# fuzz/work/logs/TARGET-SANITIZER.log (with RUN=LABEL in the environment,
+# TARGET-SANITIZER-LABEL.log: a second worker on the same working corpus,
+# as libFuzzer's -jobs runs them, keeps its own log). The last line printed
+# is the row.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here/.."
@@ -20,7 +23,7 @@ if [ -z "$bindir" ]; then
     bindir="fuzz/target/$sanitizer/x86_64-unknown-linux-gnu/release"
 fi
 mkdir -p "fuzz/work/$target" "fuzz/work/logs" "fuzz/artifacts/$target"
-log="fuzz/work/logs/$target-$sanitizer.log"
+log="fuzz/work/logs/$target-$sanitizer${RUN:+-$RUN}.log"
 start=$(date +%s)
 set +e
 "$bindir/$target" "fuzz/work/$target" "fuzz/corpus/$target" -runs="$runs" -print_final_stats=1 \
