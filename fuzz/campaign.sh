@@ -44,7 +44,7 @@ def progress(tag):
     return found[0] if tag == "INITED" and found else (found[-1] if found else ("?", "?", "?"))
 start, end = progress("INITED"), progress("(?:DONE|NEW|REDUCE|pulse)")
 execs, rate, rss = stat("number_of_executed_units"), stat("average_exec_per_sec"), stat("peak_rss_mb")
-ended = "budget" if rc == "0" else f"exit {rc}: see {log}"
+ended = {"0": "budget", "72": "stopped (SIGINT)"}.get(rc, f"exit {rc}: see {log}")
 fmt = lambda v: f"{v:,}" if isinstance(v, int) else "?"
 print(f"| `{target}` | {sanitizer} | {int(seconds):,} | {fmt(execs)} | {fmt(rate)} | "
       f"{start[0]} → {end[0]} | {start[1]} → {end[1]} | {end[2]} | {fmt(rss)} MB | {ended} |")
