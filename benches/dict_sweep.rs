@@ -28,13 +28,11 @@ fn main() -> Res<()> {
             records = args.next().ok_or("--records N")?.parse()?;
         }
     }
+    let header = loaderx::dataset::read_npy_header(&path)?;
     let bytes = std::fs::read(&path)?;
-    let mut rest = &bytes[..];
-    let header = npyz::NpyHeader::from_reader(&mut rest)?;
-    let data = rest;
-    let shape = header.shape();
-    let record_bytes = (data.len() as u64 / shape[0]) as usize;
-    let n = records.min(shape[0] as usize);
+    let data = &bytes[header.data_offset as usize..];
+    let record_bytes = header.record_bytes;
+    let n = records.min(header.count as usize);
     let recs: Vec<&[u8]> = (0..n).map(|k| &data[k * record_bytes..(k + 1) * record_bytes]).collect();
     let sample: Vec<u8> = recs.concat();
     let sizes = vec![record_bytes; n];

@@ -98,7 +98,7 @@ fn parse_args() -> Res<Args> {
     Ok(args)
 }
 
-/// A `.npy` file: its bytes and where the C-order array data starts.
+/// A `.npy` file: its bytes and its header (the crate's parser).
 struct Npy {
     bytes: Vec<u8>,
     offset: usize,
@@ -107,30 +107,11 @@ struct Npy {
 }
 
 impl Npy {
-    fn header(bytes: &[u8]) -> Res<(usize, Vec<usize>, usize)> {
-        if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
-            return Err("not a .npy file".into());
-        }
-        let (len, start) = match bytes[6] {
-            1 => (usize::from(u16::from_le_bytes([bytes[8], bytes[9]])), 10),
-            _ => (u32::from_le_bytes(bytes[8..12].try_into()?) as usize, 12),
-        };
-        let header = std::str::from_utf8(&bytes[start..start + len])?;
-        if !header.contains("'fortran_order': False") {
-            return Err("a Fortran-order .npy".into());
-        }
-        let descr = header.split("'descr': '").nth(1).and_then(|s| s.split('\'').next()).ok_or("no descr")?;
-        let itemsize = descr.trim_start_matches(|c: char| !c.is_ascii_digit()).parse()?;
-        let shape = header.split("'shape': (").nth(1).and_then(|s| s.split(')').next()).ok_or("no shape")?;
-        let shape =
-            shape.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::parse).collect::<Result<_, _>>()?;
-        Ok((start + len, shape, itemsize))
-    }
-
     fn read(path: &Path) -> Res<Npy> {
+        let header = loaderx::dataset::read_npy_header(path)?;
         let bytes = fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let (offset, shape, itemsize) = Npy::header(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
-        let npy = Npy { bytes, offset, shape, itemsize };
+        let shape = std::iter::once(header.count as usize).chain(header.record_shape.iter().copied()).collect();
+        let npy = Npy { bytes, offset: header.data_offset as usize, shape, itemsize: header.dtype.itemsize() };
         if npy.data().len() != npy.rows() * npy.row_bytes() {
             return Err(format!("{}: size does not match the header", path.display()).into());
         }

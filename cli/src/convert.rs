@@ -3,15 +3,13 @@
 //! fine). On a terminal a second thread watches the store grow, read-only,
 //! to draw the progress bar; the writer is not slowed by it.
 
-use std::fs::File;
-use std::io::BufReader;
 use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
 use indicatif::ProgressBar;
-use loaderx::dataset::{DatasetError, WriteOptions, write_dataset_npy};
+use loaderx::dataset::{DatasetError, WriteOptions, read_npy_header, write_dataset_npy};
 use loaderx::{Codec, ReadMode};
 
 use crate::CliResult;
@@ -123,9 +121,7 @@ fn npy_records(input: &Path) -> Option<u64> {
     if !std::fs::metadata(input).ok()?.is_file() {
         return None;
     }
-    let file = File::open(input).ok()?;
-    let header = npyz::NpyHeader::from_reader(BufReader::new(file)).ok()?;
-    header.shape().first().copied()
+    read_npy_header(input).ok().map(|header| header.count)
 }
 
 /// Runs the conversion on a second thread and moves the bar as the store's

@@ -36,6 +36,7 @@ const CONVERT_DATA_MAX: usize = 64 << 10;
 /// What a header as NumPy writes it (magic, length field and dict) says.
 struct Honest {
     descr: String,
+    fortran: bool,
     dims: Vec<u64>,
     data_at: usize,
 }
@@ -77,6 +78,7 @@ fn npy_bytes(u: &mut In, data_max: usize) -> (Vec<u8>, usize, Option<Honest>) {
         2 => [u.u8(), u.u8()],
         _ => [1, 0],
     };
+    honest &= matches!(version, [1..=3, 0]);
     let wide = version[0] >= 2;
     let prefix = 6 + 2 + if wide { 4 } else { 2 };
     let mut header = dict.into_bytes();
@@ -109,7 +111,8 @@ fn npy_bytes(u: &mut In, data_max: usize) -> (Vec<u8>, usize, Option<Honest>) {
             dims.iter().try_fold(itemsize, |a, &d| a.checked_mul(d)).unwrap_or(0).min(data_max as u64) as usize
         }
     };
-    (out, data_len, honest.then_some(Honest { descr, dims, data_at }))
+    let fortran = fortran == "True";
+    (out, data_len, honest.then_some(Honest { descr, fortran, dims, data_at }))
 }
 
 /// A `.npy` file converted with one of the codecs: a typed error, or a
@@ -171,6 +174,10 @@ pub(crate) fn header(u: &mut In) {
             if verbose() {
                 eprintln!("npy refused: {e}");
             }
+            if let Some(honest) = honest.filter(|h| readable(h, file_len)) {
+                panic!("{e}: refused a readable header ({} {:?})", honest.descr, honest.dims);
+            }
+            disk.assert_no_fault();
             return;
         }
     };
@@ -189,4 +196,20 @@ pub(crate) fn header(u: &mut In) {
         }
     }
     disk.assert_no_fault();
+}
+
+/// Whether an honest header describes what a reader must accept: a dtype
+/// this crate has, C order, a first axis, and data within the file.
+fn readable(h: &Honest, file_len: u64) -> bool {
+    let Ok(dtype) = DType::parse(&h.descr) else { return false };
+    if h.fortran || h.dims.is_empty() {
+        return false;
+    }
+    let record = if h.dims.iter().skip(1).any(|&d| d == 0) {
+        Some(0)
+    } else {
+        h.dims.iter().skip(1).try_fold(dtype.itemsize() as u64, |a, &d| a.checked_mul(d))
+    };
+    let end = record.and_then(|r| r.checked_mul(h.dims[0])).and_then(|b| b.checked_add(h.data_at as u64));
+    end.is_some_and(|e| e <= file_len)
 }
