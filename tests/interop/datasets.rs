@@ -14,7 +14,12 @@
 //!     opens every dataset the reference wrote (`reference_datasets.py
 //!     write`) with [`Dataset`] / [`RaggedDataset`] and compares it with the
 //!     NumPy arrays it was written from (same layout of sidecars), and checks
-//!     that its `schema.json` is byte for byte what this crate writes for it.
+//!     that its `schema.json` is byte for byte what this crate writes for it;
+//!     then reads the header of every `.npy` file NumPy wrote into
+//!     `INDIR/npy/` with [`read_npy_header`] and compares it with what
+//!     NumPy's reader says (`expect.json`: dtype, shape, data offset, or a
+//!     word of the reason to refuse it), and converts each readable one with
+//!     [`write_dataset_npy`], whose records must be the file's data.
 //!
 //! Prints `ok NAME ...` or `FAIL NAME: ...` per dataset; exits 1 on a mismatch.
 
@@ -25,7 +30,8 @@ use std::process::ExitCode;
 
 use loaderx::Codec;
 use loaderx::dataset::{
-    DType, Dataset, RaggedDataset, Schema, WriteOptions, pad_bytes, write_dataset, write_dataset_npy, write_ragged,
+    DType, Dataset, RaggedDataset, Schema, WriteOptions, pad_bytes, read_npy_header, write_dataset, write_dataset_npy,
+    write_ragged,
 };
 use npyz::WriterBuilder;
 
@@ -211,10 +217,55 @@ fn check_all(root: &Path) -> Result<usize> {
             }
         }
     }
-    if failed > 0 {
-        return Err(format!("{failed} of {} datasets differ", names.len()).into());
+    let (files, npy_failed) = check_npy_headers(&root.join("npy"))?;
+    if failed + npy_failed > 0 {
+        return Err(format!("{failed} of {} datasets, {npy_failed} of {files} .npy files differ", names.len()).into());
     }
     Ok(names.len())
+}
+
+/// Every `.npy` file NumPy wrote into `dir`, read as `expect.json` says
+/// NumPy reads it; prints `ok`/`FAIL` per file; (files, failures).
+fn check_npy_headers(dir: &Path) -> Result<(usize, usize)> {
+    let expect: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&fs::read_to_string(dir.join("expect.json"))?)?;
+    let mut failed = 0;
+    for (file, want) in &expect {
+        match check_npy_header(&dir.join(file), want) {
+            Ok(summary) => println!("ok   {file:<22} {summary}"),
+            Err(e) => {
+                failed += 1;
+                println!("FAIL {file:<22} {e}");
+            }
+        }
+    }
+    Ok((expect.len(), failed))
+}
+
+fn check_npy_header(path: &Path, want: &serde_json::Value) -> Result<String> {
+    let got = read_npy_header(path);
+    if let Some(reason) = want["refused"].as_str() {
+        return match got {
+            Err(e) if e.to_string().contains(reason) => Ok(format!("refused: {e}")),
+            other => Err(format!("expected a refusal naming {reason:?}, got {other:?}").into()),
+        };
+    }
+    let header = got?;
+    let shape: Vec<u64> = want["shape"].as_array().ok_or("no shape")?.iter().filter_map(|d| d.as_u64()).collect();
+    let ours: Vec<u64> = std::iter::once(header.count).chain(header.record_shape.iter().map(|&d| d as u64)).collect();
+    let descr = want["descr"].as_str().ok_or("no descr")?;
+    if header.dtype != DType::parse(descr)? || ours != shape || Some(header.data_offset) != want["offset"].as_u64() {
+        return Err(format!("read as {header:?}; NumPy: {want}").into());
+    }
+    let out = tempfile::tempdir()?;
+    let count = write_dataset_npy(out.path().join("ds"), path, &WriteOptions::default())?;
+    let ds = Dataset::open(out.path().join("ds"))?;
+    let all: Vec<u64> = (0..count).collect();
+    let data = &fs::read(path)?[header.data_offset as usize..];
+    if count != header.count || ds.gather(&all)?.as_bytes() != data {
+        return Err("the converted records differ from the file's data".into());
+    }
+    Ok(format!("{descr}{shape:?} at byte {}, converted", header.data_offset))
 }
 
 fn main() -> ExitCode {

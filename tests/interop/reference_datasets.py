@@ -5,7 +5,11 @@
         OUTDIR/datasets/NAME and the NumPy arrays they were written from into
         OUTDIR/expected/ (NAME.npy for a fixed-shape dataset; NAME.values.npy
         and NAME.splits.npy, int64, for a ragged one), for
-        `cargo run --release --example interop_datasets -- check OUTDIR`.
+        `cargo run --release --example interop_datasets -- check OUTDIR`;
+        and .npy files NumPy itself writes into OUTDIR/npy/ (format versions
+        1.0, 2.0 and 3.0, the dtypes and shapes a header can name, and files
+        a reader must refuse), with what each header says in
+        OUTDIR/npy/expect.json, for this crate's own header parser.
     python reference_datasets.py read OUTDIR
         opens every dataset this crate wrote (`interop_datasets write`) with
         the reference's Dataset / RaggedDataset and compares it with the
@@ -79,6 +83,51 @@ def write(out):
     write_ragged(ds / "ref_ragged_i4x3_dict", points, codec="zstd_dict")
     save_ragged(exp, "ref_ragged_i4x3_dict", points)
     print(f"reference_datasets: {len(list(ds.iterdir()))} datasets written to {ds}")
+    write_npy_headers(out / "npy")
+
+
+def write_npy_headers(out):
+    """NumPy's own .npy files in every format version, and what their
+    headers say: descr, shape and where the data starts (np.lib.format's
+    reader); files this crate must refuse, with a word of the reason."""
+    out.mkdir(parents=True, exist_ok=True)
+    readable = {
+        "f4_2d": rng.standard_normal((5, 3)).astype("<f4"),
+        "u1_1d": np.arange(7, dtype=np.uint8),
+        "f2_4d": np.ones((2, 3, 4, 1), dtype="<f2"),
+        "c8": (np.arange(4) * 1j).astype(np.complex64),
+        "b1": np.array([True, False, True]),
+        "S3": np.array([b"ab", b"cde"]),
+        "U5": np.array(["x", "hello"]),
+        "i4_big_endian": np.arange(6, dtype=">i4").reshape(3, 2),
+        "no_rows": np.zeros((0, 4), dtype="<i8"),
+        "empty_records": np.zeros((3, 0), dtype="<f8"),
+    }
+    refused = {
+        "fortran": (np.asfortranarray(np.ones((3, 2), "<f4")), "Fortran-order"),
+        "structured": (np.zeros(3, dtype=[("a", "<f4"), ("b", "<i8", (2,))]), "structured dtype"),
+        "scalar": (np.array(1.5, dtype=np.float32), "0-dimensional"),
+        "object": (np.array([1, "a"], dtype=object), "dtype \"|O\""),
+    }
+    expect = {}
+    for version in [(1, 0), (2, 0), (3, 0)]:
+        for name, array in [*readable.items(), *((k, a) for k, (a, _) in refused.items())]:
+            file = f"{name}-v{version[0]}.npy"
+            with open(out / file, "wb") as f:
+                np.lib.format.write_array(f, array, version=version)
+            with open(out / file, "rb") as f:
+                assert np.lib.format.read_magic(f) == version
+                # The 2.0 reader reads 3.0's 32-bit field too (the texts here are ASCII).
+                read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+                shape, fortran, dtype = read(f)
+                offset = f.tell()
+            if name in refused:
+                expect[file] = {"refused": refused[name][1]}
+            else:
+                assert not fortran and dtype == array.dtype and shape == array.shape
+                expect[file] = {"descr": dtype.str, "shape": list(shape), "offset": offset}
+    (out / "expect.json").write_text(json.dumps(expect, indent=1))
+    print(f"reference_datasets: {len(expect)} .npy files NumPy wrote into {out}")
 
 
 def check_schema(path):

@@ -9,7 +9,9 @@
 #      write_dataset / write_ragged output opened with this crate's Dataset /
 #      RaggedDataset, and this crate's opened with the reference's, each
 #      compared with the NumPy arrays it was written from
-#      (reference_datasets.py, example interop_datasets, datasets.rs).
+#      (reference_datasets.py, example interop_datasets, datasets.rs); and
+#      .npy files NumPy writes (versions 1.0 to 3.0, files to refuse) read by
+#      this crate's header parser as NumPy's reader reads them, and converted.
 #   4. a hand-over (handover.py): the reference writes a store, this crate's
 #      writer deletes from it, the reference reads it and appends, this crate
 #      reads it.
