@@ -75,7 +75,12 @@ fn checked_layout(dict: HeaderDict, file_len: u64) -> Result<NpyHeader, String> 
             DatasetError::UnknownDtype { dtype, reason } => format!("dtype {dtype:?}: {reason}"),
             e => e.to_string(),
         })?,
-        Descr::Structured(fields) => return Err(format!("structured dtype {fields} is not supported")),
+        Descr::Structured(fields) => {
+            // The list as written, cut short: it may run to the header's 1 MiB.
+            let shown: String = fields.chars().take(200).collect();
+            let cut = if shown.len() < fields.len() { "..." } else { "" };
+            return Err(format!("structured dtype {shown}{cut} is not supported"));
+        }
     };
     let shape: Vec<usize> =
         dict.shape.iter().map(|&d| usize::try_from(d)).collect::<Result<_, _>>().map_err(|_| "dimension too large")?;
@@ -142,5 +147,40 @@ impl NpyFile {
             op: "read .npy data",
             source,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dict(descr: Descr, fortran_order: bool, shape: &[u64]) -> HeaderDict {
+        HeaderDict { descr, fortran_order, shape: shape.to_vec(), data_offset: 128 }
+    }
+
+    #[test]
+    fn a_layout_is_c_order_plain_and_within_the_file() {
+        let f4 = || Descr::Plain("<f4".into());
+        let ok = checked_layout(dict(f4(), false, &[3, 2]), 128 + 24).unwrap();
+        assert_eq!((ok.count, ok.record_shape.as_slice(), ok.record_bytes, ok.data_offset), (3, &[2][..], 8, 128));
+        for (header, file_len, why) in [
+            (dict(f4(), true, &[3, 2]), 1 << 20, "Fortran-order"),
+            (dict(f4(), false, &[]), 1 << 20, "0-dimensional"),
+            (dict(f4(), false, &[3, 2]), 128 + 23, "more than the file holds"),
+            (dict(f4(), false, &[2, 1 << 62]), u64::MAX, "record size overflows"),
+            (dict(f4(), false, &[1 << 62, 2]), u64::MAX, "more than the file holds"),
+            (dict(Descr::Plain("<M8[ns]".into()), false, &[1]), 1 << 20, "dtype \"<M8[ns]\""),
+        ] {
+            let err = checked_layout(header, file_len).unwrap_err();
+            assert!(err.contains(why), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_long_structured_descr_is_named_cut_short() {
+        let fields = format!("[{}]", "('a', '<f4'), ".repeat(10_000));
+        let err = checked_layout(dict(Descr::Structured(fields), false, &[1]), 1 << 20).unwrap_err();
+        assert!(err.starts_with("structured dtype [('a', '<f4'),") && err.ends_with("... is not supported"), "{err}");
+        assert!(err.len() < 300, "{} bytes", err.len());
     }
 }
