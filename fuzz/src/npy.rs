@@ -159,7 +159,8 @@ fn convert_npy(u: &mut In) {
 
 /// A `.npy` file's header read: a typed error, or a layout within the file
 /// whose record size is the dtype's times the record shape's; for an honest
-/// header, exactly its dimensions, dtype size and data offset.
+/// header, exactly its dimensions, dtype size and data offset, and no error
+/// when it is [`readable`].
 pub(crate) fn header(u: &mut In) {
     // The data is a hole: the decoder reads only the header, and checks it
     // against the file's length.

@@ -1,8 +1,10 @@
 //! A `.npy` file as a source of fixed-shape records: the header parsed by
-//! [`npy_header`](super::npy_header), the data read through a read-only mapping (the I/O boundary's
+//! [`npy_header`](super::npy_header) and checked against the file here, the
+//! data read through a read-only mapping (the I/O boundary's
 //! [`VfsFile::map_read`]), chunk by chunk, so a file larger than memory
 //! converts: the kernel pages the mapping in as it is read and may drop
-//! those pages again, nothing is copied to the heap but the dictionary sample.
+//! those pages again, nothing is copied to the heap but the dictionary
+//! sample.
 
 use std::path::{Path, PathBuf};
 
