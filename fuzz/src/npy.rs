@@ -108,7 +108,7 @@ fn npy_bytes(u: &mut In, data_max: usize) -> (Vec<u8>, usize, Option<Honest>) {
         0 => u.upto(4096),
         _ => {
             let itemsize = DType::parse(&descr).map_or(4, |d| d.itemsize()) as u64;
-            dims.iter().try_fold(itemsize, |a, &d| a.checked_mul(d)).unwrap_or(0).min(data_max as u64) as usize
+            array_bytes(itemsize, &dims).unwrap_or(0).min(data_max as u64) as usize
         }
     };
     let fortran = fortran == "True";
@@ -182,15 +182,14 @@ pub(crate) fn header(u: &mut In) {
             return;
         }
     };
-    let elements = h.record_shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-    let record_bytes =
-        if h.record_shape.contains(&0) { Some(0) } else { elements.and_then(|n| n.checked_mul(h.dtype.itemsize())) };
-    assert_eq!(record_bytes, Some(h.record_bytes), "record size of {h:?}");
+    let record_shape: Vec<u64> = h.record_shape.iter().map(|&d| d as u64).collect();
+    let record_bytes = array_bytes(h.dtype.itemsize() as u64, &record_shape);
+    assert_eq!(record_bytes, Some(h.record_bytes as u64), "record size of {h:?}");
     let end = h.count.checked_mul(h.record_bytes as u64).and_then(|n| n.checked_add(h.data_offset));
     assert!(end.is_some_and(|end| end <= file_len), "{h:?} runs past the file's {file_len} bytes");
     if let Some(honest) = honest {
         assert_eq!(h.data_offset, honest.data_at as u64, "data offset");
-        let dims: Vec<u64> = std::iter::once(h.count).chain(h.record_shape.iter().map(|&d| d as u64)).collect();
+        let dims: Vec<u64> = std::iter::once(h.count).chain(record_shape.iter().copied()).collect();
         assert_eq!(dims, honest.dims, "the header's shape");
         if let Ok(dtype) = DType::parse(&honest.descr) {
             assert_eq!(h.dtype.itemsize(), dtype.itemsize(), "{} read as {}", honest.descr, h.dtype);
@@ -206,11 +205,17 @@ fn readable(h: &Honest, file_len: u64) -> bool {
     if h.fortran || h.dims.is_empty() {
         return false;
     }
-    let record = if h.dims.iter().skip(1).any(|&d| d == 0) {
-        Some(0)
-    } else {
-        h.dims.iter().skip(1).try_fold(dtype.itemsize() as u64, |a, &d| a.checked_mul(d))
-    };
+    let record = array_bytes(dtype.itemsize() as u64, &h.dims[1..]);
     let end = record.and_then(|r| r.checked_mul(h.dims[0])).and_then(|b| b.checked_add(h.data_at as u64));
     end.is_some_and(|e| e <= file_len)
+}
+
+/// The bytes of an array of `dims` of `itemsize`-byte elements: 0 when a
+/// dimension is 0, else the product, `None` past `u64` (the harness's own
+/// arithmetic, independent of the crate's).
+fn array_bytes(itemsize: u64, dims: &[u64]) -> Option<u64> {
+    if dims.contains(&0) {
+        return Some(0);
+    }
+    dims.iter().try_fold(itemsize, |a, &d| a.checked_mul(d))
 }
