@@ -144,7 +144,7 @@ fn check(len: u64, batch: usize, mode: Mode, seed: u64, step: u64, count: usize,
 
     let b = s.batch(step);
     assert_eq!(b.len(), bl);
-    assert!(b.iter().all(|&i| i < len), "an index out of 0..{len}: {b:?}");
+    assert!(all_below(&b, len), "an index out of 0..{len}: {b:?}");
     let mut filled = vec![u64::MAX; bl];
     s.fill(step, &mut filled).expect("the right length");
     assert_eq!(filled, b, "fill and batch differ");
@@ -173,14 +173,23 @@ fn check(len: u64, batch: usize, mode: Mode, seed: u64, step: u64, count: usize,
     if clamped {
         // `len` indices, none twice, all below `len`: each record once.
         let mut seen = Seen::new();
-        assert!(b.iter().all(|&i| seen.insert(i)), "len {len} < batch {batch}: a record twice: {b:?}");
+        seen.add(&b);
+        assert!(seen.distinct_below(len), "len {len} < batch {batch}: a record twice: {b:?}");
         if mode == Mode::Sequential {
             assert!(b.iter().copied().eq(0..len));
         }
     } else if mode == Mode::Sequential {
-        for (k, &i) in b.iter().enumerate() {
-            let want = (u128::from(step) * bl as u128 + k as u128) % u128::from(len);
-            assert_eq!(u128::from(i), want, "sequential position {k} of step {step}");
+        // Position `k` is `(step * bl + k) mod len`: from `start = step * bl
+        // mod len`, `start + k`, less `len` once it reaches `len` (`k < bl <=
+        // len`). Built whole and compared in one go: a 128-bit remainder per
+        // position cost more than the sampler it checks.
+        let start = (u128::from(step) * bl as u128 % u128::from(len)) as u64;
+        let mut want: Vec<u64> = (0..bl as u64).map(|k| start.wrapping_add(k)).collect();
+        let wraps = (len - start).min(bl as u64) as usize;
+        want[wraps..].iter_mut().for_each(|w| *w = w.wrapping_sub(len));
+        if b != want {
+            let k = b.iter().zip(&want).position(|(x, y)| x != y).expect("a position differs");
+            panic!("sequential position {k} of step {step}: {} instead of {}", b[k], want[k]);
         }
     }
     if mode == Mode::Cyclic {
@@ -191,17 +200,19 @@ fn check(len: u64, batch: usize, mode: Mode, seed: u64, step: u64, count: usize,
             // The whole cycle of `step`: no index twice, every index once
             // when the batch divides the length.
             let mut seen = Seen::new();
+            let mut cycle = Vec::with_capacity((n * bl as u64) as usize);
             let mut buf = vec![0; bl];
             for t in first..=first + (n - 1) {
                 s.fill(t, &mut buf).expect("the right length");
-                for &i in &buf {
-                    assert!(i < len, "cyclic: index {i} out of 0..{len} at step {t}");
-                    assert!(seen.insert(i), "cyclic: index {i} twice in the cycle of step {step}");
-                }
+                seen.add(&buf);
+                cycle.extend_from_slice(&buf);
             }
-            // Every index once when the batch divides the length: `len`
-            // distinct indices below `len`.
-            assert_eq!(seen.count, n * bl as u64);
+            // No index twice, none out of range: `n * bl` distinct indices
+            // below `len`, so every index once when the batch divides the
+            // length.
+            if !seen.distinct_below(len) {
+                panic!("cyclic, the cycle of step {step}: {}", Seen::first_fault(&cycle, len));
+            }
         }
     } else {
         assert_eq!(s.steps_per_cycle(), None);
@@ -251,8 +262,12 @@ fn check_permutation(len: u64, key: u64, probe: u64) {
     assert_eq!(p.get(len), None);
     if len <= SMALL {
         // `len` distinct images below `len`: a bijection of 0..len.
+        let images: Vec<u64> = (0..len).map(|i| p.get(i).unwrap_or(u64::MAX)).collect();
         let mut seen = Seen::new();
-        assert!((0..len).all(|i| p.get(i).is_some_and(|x| x < len && seen.insert(x))), "not a bijection of 0..{len}");
+        seen.add(&images);
+        if !seen.distinct_below(len) {
+            panic!("not a bijection of 0..{len}: {}", Seen::first_fault(&images, len));
+        }
     } else {
         // Injective on a sample.
         let mut seen = BTreeSet::new();
@@ -268,28 +283,107 @@ fn check_permutation(len: u64, key: u64, probe: u64) {
     }
 }
 
-/// A set of indices below [`SMALL`] (bits on the stack: the exhaustive
-/// checks run on every input, and a sort or a tree per input cost more than
-/// the sampler they check).
-struct Seen {
-    bits: [u64; SMALL as usize / 64 + 1],
-    count: u64,
+/// Whether every index of `xs` is below `len`, without a branch per index:
+/// `x - len` in 128 bits borrows (its top bit is set) exactly when `x < len`.
+/// Under the fuzzer's compare tracing a compare per index costs more than the
+/// sampler computing it.
+fn all_below(xs: &[u64], len: u64) -> bool {
+    xs.iter().fold(1u128, |all, &x| all & (u128::from(x).wrapping_sub(u128::from(len)) >> 127)) == 1
 }
+
+/// Indices below [`SMALL`] added to a bitmap on the stack. The exhaustive
+/// checks run on every input, so adding is without a branch or a compare per
+/// index (a compare is a call under the fuzzer's compare tracing, and a sort
+/// or a tree per input cost more than the sampler they check): the bitmap
+/// counts what it was given and ORs the values together, and
+/// [`distinct_below`](Self::distinct_below) decides once at the end.
+struct Seen {
+    bits: [u64; WORDS],
+    /// The OR of every index added: below [`SMALL`] exactly when every index
+    /// is ([`SMALL`] is a power of two).
+    or: u64,
+    added: u64,
+}
+
+const WORDS: usize = SMALL as usize / 64;
+const _: () = assert!(SMALL.is_power_of_two() && SMALL >= 64);
 
 impl Seen {
     fn new() -> Seen {
-        Seen { bits: [0; SMALL as usize / 64 + 1], count: 0 }
+        Seen { bits: [0; WORDS], or: 0, added: 0 }
     }
 
-    /// Adds `i`; false when it was there already or is not below [`SMALL`].
-    fn insert(&mut self, i: u64) -> bool {
-        if i >= SMALL {
+    fn add(&mut self, xs: &[u64]) {
+        for &x in xs {
+            self.or |= x;
+            // In range whatever `x` is; exact once `or < SMALL`.
+            self.bits[(x / 64) as usize % WORDS] |= 1 << (x % 64);
+        }
+        self.added += xs.len() as u64;
+    }
+
+    /// Whether the indices added were all below `len` (at most [`SMALL`]),
+    /// none of them twice.
+    fn distinct_below(&self, len: u64) -> bool {
+        assert!(len <= SMALL);
+        if self.or >= SMALL {
             return false;
         }
-        let (word, bit) = ((i / 64) as usize, 1u64 << (i % 64));
-        let new = self.bits[word] & bit == 0;
-        self.bits[word] |= bit;
-        self.count += u64::from(new);
-        new
+        // Every index is below `SMALL`, so the bitmap holds each exactly.
+        let distinct: u64 = self.bits.iter().map(|w| u64::from(w.count_ones())).sum();
+        let (word, bit) = ((len / 64) as usize, len % 64);
+        let past = self.bits.get(word).map_or(0, |w| w >> bit) | self.bits.iter().skip(word + 1).fold(0, |a, w| a | w);
+        distinct == self.added && past == 0
+    }
+
+    /// What [`distinct_below`](Self::distinct_below) refused in `xs`, for the
+    /// message: the first index out of range or seen twice.
+    fn first_fault(xs: &[u64], len: u64) -> String {
+        let mut seen = BTreeSet::new();
+        for (k, &x) in xs.iter().enumerate() {
+            if x >= len {
+                return format!("position {k} is {x}, out of 0..{len}");
+            }
+            if !seen.insert(x) {
+                return format!("position {k} is {x}, twice");
+            }
+        }
+        "no fault".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Seen, all_below};
+
+    #[test]
+    fn all_below_is_a_compare_per_index() {
+        assert!(all_below(&[], 0));
+        assert!(all_below(&[0, 4, 9], 10));
+        assert!(!all_below(&[0, 10, 9], 10));
+        assert!(!all_below(&[u64::MAX], u64::MAX));
+        assert!(all_below(&[u64::MAX - 1, 0], u64::MAX));
+        assert!(!all_below(&[3], 0));
+    }
+
+    #[test]
+    fn seen_refuses_a_repeat_and_an_index_out_of_range() {
+        let check = |xs: &[u64], len: u64| {
+            let mut seen = Seen::new();
+            seen.add(xs);
+            seen.distinct_below(len)
+        };
+        assert!(check(&[2, 0, 1], 3));
+        assert!(check(&[], 0));
+        assert!(check(&(0..4096).rev().collect::<Vec<_>>(), 4096));
+        assert!(check(&[4095, 64, 63], 4096));
+        assert!(!check(&[2, 0, 2], 3), "a repeat");
+        assert!(!check(&[3, 0, 1], 3), "past len");
+        assert!(!check(&[64, 0], 64), "past len at a word's start");
+        assert!(!check(&[4096], 4096), "past SMALL");
+        assert!(!check(&[4096 + 5, 5], 4096), "aliases 5 in the bitmap");
+        assert!(!check(&[u64::MAX], 4096));
+        assert!(Seen::first_fault(&[2, 0, 2], 3).contains("position 2 is 2, twice"));
+        assert!(Seen::first_fault(&[7], 3).contains("out of 0..3"));
     }
 }

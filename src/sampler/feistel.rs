@@ -25,6 +25,7 @@
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 
+use super::cpu::Cpu;
 use super::error::SamplerError;
 use super::hash::hash2;
 
@@ -51,9 +52,11 @@ struct Round {
 }
 
 impl Round {
+    /// `shift < 64` ([`Permutation::keyed`] asserts it), so the unchecked
+    /// shift is the plain one, without a check per round.
     #[inline(always)]
     fn apply(self, right: u64) -> u64 {
-        self.mul.wrapping_mul(right).wrapping_add(self.add) >> self.shift
+        self.mul.wrapping_mul(right).wrapping_add(self.add).wrapping_shr(self.shift)
     }
 }
 
@@ -70,9 +73,11 @@ struct Round32 {
 }
 
 impl Round32 {
+    /// `shift < 32` ([`Permutation::keyed`] asserts it), as in
+    /// [`Round::apply`].
     #[inline(always)]
     fn apply(self, right: u32) -> u32 {
-        self.mul.wrapping_mul(right).wrapping_add(self.add) >> self.shift
+        self.mul.wrapping_mul(right).wrapping_add(self.add).wrapping_shr(self.shift)
     }
 }
 
@@ -146,6 +151,10 @@ impl Permutation {
             // `mul` stays odd; a width-0 half keeps `F = 0`.
             Round32 { mul: mul as u32, add: add as u32, shift: shift.saturating_sub(32) }
         });
+        // The shifts of every pass are unchecked (`wrapping_shr`): each
+        // is in range, checked here once per permutation.
+        debug_assert!(right_bits <= 32 && rounds.iter().all(|r| r.shift < 64));
+        debug_assert!(bits > LANE32_BITS_MAX || (right_bits <= 16 && rounds32.iter().all(|r| r.shift < 32)));
         Self { len, left_bits, right_bits, right_mask: (1u64 << right_bits) - 1, rounds, rounds32 }
     }
 
@@ -167,18 +176,37 @@ impl Permutation {
 
     /// The image of `index`, or `None` if `index >= len`.
     pub fn get(&self, index: u64) -> Option<u64> {
-        (index < self.len).then(|| self.walk(index))
+        (index < self.len).then(|| self.walk_in_range(index))
     }
 
-    /// The image of `index < len`, cycle-walking out of `len..2^bits`.
-    #[inline]
+    /// The image of `index < len`, cycle-walking out of `len..2^bits`: what
+    /// [`fill`](Self::fill) is checked against.
+    #[cfg(test)]
     pub(crate) fn walk(&self, index: u64) -> u64 {
         assert!(index < self.len, "walk of an index past the domain");
-        let mut x = self.network(index);
-        while x >= self.len {
-            x = self.network(x);
+        self.walk_in_range(index)
+    }
+
+    /// [`walk`](Self::walk) of an `index` the caller has checked is below
+    /// `len`. The width of the domain is looked at once per walk, not once
+    /// per pass (a walk is 1 to `2^bits - len + 1` passes).
+    #[inline(always)]
+    fn walk_in_range(&self, index: u64) -> u64 {
+        if self.domain_bits() > LANE32_BITS_MAX {
+            let mut x = self.network64(index);
+            while x >= self.len {
+                x = self.network64(x);
+            }
+            return x;
         }
-        x
+        // `len - 1` fits: the domain, hence `len`, is at most 2^32, and so
+        // is `index < len`.
+        let last = (self.len - 1) as u32;
+        let mut x = self.network32(index as u32);
+        while x > last {
+            x = self.network32(x);
+        }
+        u64::from(x)
     }
 
     /// Positions `start .. start + out.len()` of the permutation (all below
@@ -200,22 +228,22 @@ impl Permutation {
         }
         #[cfg(target_arch = "x86_64")]
         {
-            use std::arch::is_x86_feature_detected as has;
-            if has!("avx512f") && has!("avx512ifma") && has!("popcnt") {
+            let cpu = Cpu::features();
+            if cpu.avx512_ifma {
                 // SAFETY: the CPU supports AVX-512F, AVX-512 IFMA and POPCNT
-                // (checked just above), the features `avx512::fill` is
-                // compiled for and its only requirement.
+                // (`Cpu::features`, detected at run time), the features
+                // `avx512::fill` is compiled for and its only requirement.
                 return unsafe { avx512::fill(self, start, out) };
             }
-            if has!("avx512f") {
-                // SAFETY: the CPU supports AVX-512F (checked just above), the
+            if cpu.avx512f {
+                // SAFETY: the CPU supports AVX-512F (`Cpu::features`), the
                 // only requirement of a `#[target_feature(enable =
                 // "avx512f")]` function.
                 return unsafe { self.fill32_avx512(start, out) };
             }
-            if has!("avx2") {
-                // SAFETY: the CPU supports AVX2 (checked just above), the
-                // only requirement of a `#[target_feature(enable = "avx2")]`
+            if cpu.avx2 {
+                // SAFETY: the CPU supports AVX2 (`Cpu::features`), the only
+                // requirement of a `#[target_feature(enable = "avx2")]`
                 // function.
                 return unsafe { self.fill32_avx2(start, out) };
             }
@@ -317,34 +345,29 @@ impl Permutation {
         }
     }
 
-    /// One pass through the Feistel network: a bijection on `0..2^bits`.
-    #[inline(always)]
-    fn network(&self, x: u64) -> u64 {
-        if self.domain_bits() <= LANE32_BITS_MAX { u64::from(self.network32(x as u32)) } else { self.network64(x) }
-    }
-
-    /// The network in `u64`: each round one multiply, an add, a shift and
-    /// an xor.
+    /// One pass through the Feistel network, a bijection on `0..2^bits`, in
+    /// `u64`: each round one multiply, an add, a shift and an xor.
     #[inline(always)]
     fn network64(&self, x: u64) -> u64 {
-        let mut left = x >> self.right_bits;
+        // `right_bits <= 32` ([`Permutation::keyed`]): unchecked shifts.
+        let mut left = x.wrapping_shr(self.right_bits);
         let mut right = x & self.right_mask;
         for round in self.rounds {
             (left, right) = (right, left ^ round.apply(right));
         }
-        (left << self.right_bits) | right
+        left.wrapping_shl(self.right_bits) | right
     }
 
     /// The network in `u32`, for a domain of at most 32 bits.
     #[inline(always)]
     fn network32(&self, x: u32) -> u32 {
-        // `right_bits` is at most 16 here.
-        let mut left = x >> self.right_bits;
+        // `right_bits` is at most 16 here ([`Permutation::keyed`]).
+        let mut left = x.wrapping_shr(self.right_bits);
         let mut right = x & self.right_mask as u32;
         for round in self.rounds32 {
             (left, right) = (right, left ^ round.apply(right));
         }
-        (left << self.right_bits) | right
+        left.wrapping_shl(self.right_bits) | right
     }
 }
 

@@ -9,6 +9,7 @@
 //! with probability `(2^64 mod len) / 2^64 < len / 2^64`: for any real index
 //! space, practically never.
 
+use super::cpu::Cpu;
 use super::hash::{hash2, hash2_mixed, mix64, stream_word};
 
 /// A uniform draw from `0..len` (`len >= 1`), taking words from `word(0)`,
@@ -48,16 +49,19 @@ pub(crate) fn fill(len: u64, step_key: u64, offset: u64, out: &mut [u64]) {
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512dq") {
-        // SAFETY: the CPU supports AVX-512F and DQ (checked just above),
-        // the only requirement of this `#[target_feature]` function.
-        return unsafe { fill32_avx512(len, step_key, offset, out) };
-    }
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2 (checked just above), the only
-        // requirement of this `#[target_feature]` function.
-        return unsafe { fill32_avx2(len, step_key, offset, out) };
+    {
+        let cpu = Cpu::features();
+        if cpu.avx512dq {
+            // SAFETY: the CPU supports AVX-512F and DQ (`Cpu::features`,
+            // detected at run time), the only requirement of this
+            // `#[target_feature]` function.
+            return unsafe { fill32_avx512(len, step_key, offset, out) };
+        }
+        if cpu.avx2 {
+            // SAFETY: the CPU supports AVX2 (`Cpu::features`), the only
+            // requirement of this `#[target_feature]` function.
+            return unsafe { fill32_avx2(len, step_key, offset, out) };
+        }
     }
     fill32(len, step_key, offset, out)
 }
@@ -79,16 +83,28 @@ fn fill32_avx2(len: u64, step_key: u64, offset: u64, out: &mut [u64]) {
 /// 128-bit multiply. A word whose low product word is below `len` might
 /// be rejected ([`bounded`]): its slot is marked `u64::MAX` (never an
 /// index: they are below 2^32) and redrawn after the pass.
+/// [`draw`] of each position for `len <= u32::MAX`, in a loop the compiler
+/// vectorizes: the 128-bit product in 32-bit halves, and the rare word that
+/// needs the threshold marked `u64::MAX` and drawn again in a second pass,
+/// which runs only if one was marked.
 #[inline(always)]
 fn fill32(len: u64, step_key: u64, offset: u64, out: &mut [u64]) {
+    assert!(len <= u64::from(u32::MAX), "fill32 of a length past 32 bits");
     let key = mix64(step_key);
+    let mut marked = false;
     for (k, slot) in out.iter_mut().enumerate() {
         let position = offset.wrapping_add(k as u64);
         let w = hash2_mixed(key, position);
-        let low_product = (w & 0xFFFF_FFFF) * len;
-        let mid = (w >> 32) * len + (low_product >> 32);
+        // Both factors below 2^32, and `mid <= (2^32 - 1)^2 + 2^32 - 1 <
+        // 2^64`: the wrapping arithmetic is exact.
+        let low_product = (w & 0xFFFF_FFFF).wrapping_mul(len);
+        let mid = (w >> 32).wrapping_mul(len).wrapping_add(low_product >> 32);
         let (high, low) = (mid >> 32, (mid << 32) | (low_product & 0xFFFF_FFFF));
         *slot = if low >= len { high } else { u64::MAX };
+        marked |= low < len;
+    }
+    if !marked {
+        return;
     }
     for (k, slot) in out.iter_mut().enumerate() {
         if *slot == u64::MAX {

@@ -48,6 +48,7 @@
 //! ```
 
 mod allocation;
+mod cpu;
 mod error;
 mod feistel;
 mod hash;
@@ -228,16 +229,7 @@ impl Sampler {
     /// `unit` its length) or one batch (IID, `unit` the batch length).
     fn fill_stream_run(&self, at: u64, unit: u64, out: &mut [u64]) {
         match self.mode {
-            Mode::Sequential => {
-                let mut index = at % self.len;
-                for slot in out {
-                    *slot = index;
-                    index += 1;
-                    if index == self.len {
-                        index = 0;
-                    }
-                }
-            }
+            Mode::Sequential => fill_sequential(self.len, at % self.len, out),
             Mode::Cyclic => self.fill_permuted(hash2(self.key, at / unit), at % unit, out),
             Mode::Iid => self.fill_range(at / unit, (at % unit) as usize, out),
         }
@@ -251,14 +243,7 @@ impl Sampler {
         match self.mode {
             Mode::Sequential => {
                 let start = (u128::from(step) * u128::from(batch_len) + u128::from(offset)) % u128::from(self.len);
-                let mut index = start as u64;
-                for slot in out {
-                    *slot = index;
-                    index += 1;
-                    if index == self.len {
-                        index = 0;
-                    }
-                }
+                fill_sequential(self.len, start as u64, out);
             }
             Mode::Iid if self.clamped => self.fill_permuted(hash2(self.key, step), offset, out),
             Mode::Iid => iid::fill(self.len, hash2(self.key, step), offset, out),
@@ -274,5 +259,24 @@ impl Sampler {
     /// Positions `start..` of the permutation of `0..len` keyed by `key`.
     fn fill_permuted(&self, key: u64, start: u64, out: &mut [u64]) {
         Permutation::keyed(self.len, key).fill(start, out);
+    }
+}
+
+/// Positions `start, start + 1, ...` of `0..len` taken as a circular queue:
+/// runs of consecutive indices, the next starting at 0 where one reaches
+/// `len`. A run is a loop without a branch per index.
+fn fill_sequential(len: u64, start: u64, out: &mut [u64]) {
+    assert!(start < len, "a sequential start past the index space");
+    let mut index = start;
+    let mut rest = out;
+    while !rest.is_empty() {
+        let run = (len - index).min(rest.len() as u64) as usize;
+        let (head, tail) = rest.split_at_mut(run);
+        for (k, slot) in head.iter_mut().enumerate() {
+            // `index + k < len`: no wrap.
+            *slot = index.wrapping_add(k as u64);
+        }
+        index = 0;
+        rest = tail;
     }
 }
