@@ -6,6 +6,8 @@
 //! (or, raw, the chunk itself) gives; the batch paths must agree and leave no
 //! byte of the caller's buffer unwritten.
 
+use std::borrow::Cow;
+
 use loaderx::format::{META_BYTES, RECORD_BYTES_MAX};
 
 use crate::frames::{Dict, HIGH_LEVEL_MAX, PLAIN_LENS, compress, plain, plain_frame, trained_dict};
@@ -33,19 +35,23 @@ fn run(data: &[u8]) {
     };
     // The plain record: input bytes (zeros once the input runs out), or a
     // generated plain whose frames are kept (frames.rs).
-    // Large plains (past 4 KiB: several blocks, long matches) one time in 64:
-    // under AddressSanitizer each buffer of that size is a fresh mapping.
+    // Large plains (past 4 KiB: several blocks, long matches) one time in
+    // 512: an input with one costs as much as a hundred without (each of
+    // the reads below decodes it, and under AddressSanitizer each buffer of
+    // that size is a fresh mapping). The second draw is made only after a
+    // first 0, so the other inputs' bytes keep their meaning.
+    let large = |u: &mut In| u.below(64) == 0 && u.below(8) == 0;
     let small = PLAIN_LENS.iter().filter(|&&n| n <= HIGH_LEVEL_MAX).count() as u64;
     let generated = match u.bool() {
-        true if u.below(64) == 0 => Some(u.below(PLAIN_LENS.len() as u64) as usize),
+        true if large(&mut u) => Some(u.below(PLAIN_LENS.len() as u64) as usize),
         true => Some(u.below(small) as usize),
         false => None,
     };
-    let plain = match generated {
-        Some(k) => plain(k).to_vec(),
+    let plain: Cow<'static, [u8]> = match generated {
+        Some(k) => Cow::Borrowed(plain(k)),
         None => {
-            let len = if u.below(64) == 0 { u.upto(300_000) } else { u.upto(2048) };
-            u.fill(len)
+            let len = if large(&mut u) { u.upto(300_000) } else { u.upto(2048) };
+            Cow::Owned(u.fill(len))
         }
     };
     // High levels (other block types and match finders) only for generated
@@ -65,11 +71,11 @@ fn run(data: &[u8]) {
         _ => compress(&plain, level.min(3), dict, checksum),
     };
     let mut stored = match u.below(6) {
-        0 => plain.clone(),
-        1 | 2 => frame(Dict::None, level, checksum).unwrap_or_else(|| plain.clone()),
+        0 => plain.to_vec(),
+        1 | 2 => frame(Dict::None, level, checksum).unwrap_or_else(|| plain.to_vec()),
         3 => {
             let dict = dict.as_deref().map_or(Dict::Trained, |d| Dict::of(Some(d)));
-            frame(dict, level, checksum).unwrap_or_else(|| plain.clone())
+            frame(dict, level, checksum).unwrap_or_else(|| plain.to_vec())
         }
         4 => {
             // Two frames back to back, or a frame and trailing bytes.
@@ -111,7 +117,7 @@ fn run(data: &[u8]) {
         _ => 0,
     };
     let mut chunk =
-        FileModel { pieces: vec![(u64::from(offset), stored.clone())], len: u64::from(offset) + stored.len() as u64 };
+        FileModel { len: u64::from(offset) + stored.len() as u64, pieces: vec![(u64::from(offset), stored)] };
     match u.below(8) {
         0 => chunk.len = u.below(chunk.len + 1),
         1 => chunk.len += u64::from(u.u16()),
