@@ -187,9 +187,10 @@ impl Permutation {
         self.walk_in_range(index)
     }
 
-    /// [`walk`](Self::walk) of an `index` the caller has checked is below
-    /// `len`. The width of the domain is looked at once per walk, not once
-    /// per pass (a walk is 1 to `2^bits - len + 1` passes).
+    /// The image of an `index` the caller has checked is below `len`,
+    /// cycle-walking out of `len..2^bits`. The width of the domain is looked
+    /// at once per walk, not once per pass (a walk is 1 to `2^bits - len + 1`
+    /// passes).
     #[inline(always)]
     fn walk_in_range(&self, index: u64) -> u64 {
         if self.domain_bits() > LANE32_BITS_MAX {
@@ -210,7 +211,7 @@ impl Permutation {
     }
 
     /// Positions `start .. start + out.len()` of the permutation (all below
-    /// `len`), the same as [`walk`](Self::walk) of each, computed a chunk
+    /// `len`), the same as [`get`](Self::get) of each, computed a chunk
     /// at a time without a branch per index (the walks' lengths vary
     /// unpredictably: at `len` just above a power of two most indices need
     /// a second pass, and a branch on them would mispredict each time).

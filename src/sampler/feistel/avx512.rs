@@ -17,7 +17,8 @@
 //! written straight into the caller's slice, the late ones scattered.
 //!
 //! The portable [`Permutation::fill32`] computes the same values (the test
-//! `fill_agrees_with_walk` checks both against [`Permutation::walk`]).
+//! `fill_agrees_with_walk` checks both against `Permutation::walk`, the
+//! scalar walk of [`Permutation::get`]).
 
 use std::arch::x86_64::{
     __m128i, __m512i, _mm_cvtsi32_si128, _mm512_add_epi64, _mm512_and_si512, _mm512_cmpgt_epu64_mask,
