@@ -357,7 +357,7 @@ mod tests {
     use super::{Seen, all_below};
 
     #[test]
-    fn all_below_is_a_compare_per_index() {
+    fn all_below_is_the_range_test() {
         assert!(all_below(&[], 0));
         assert!(all_below(&[0, 4, 9], 10));
         assert!(!all_below(&[0, 10, 9], 10));

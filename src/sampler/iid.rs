@@ -82,11 +82,8 @@ fn fill32_avx2(len: u64, step_key: u64, offset: u64, out: &mut [u64]) {
 /// len`, both products below 2^64, so its high and low words need no
 /// 128-bit multiply. A word whose low product word is below `len` might
 /// be rejected ([`bounded`]): its slot is marked `u64::MAX` (never an
-/// index: they are below 2^32) and redrawn after the pass.
-/// [`draw`] of each position for `len <= u32::MAX`, in a loop the compiler
-/// vectorizes: the 128-bit product in 32-bit halves, and the rare word that
-/// needs the threshold marked `u64::MAX` and drawn again in a second pass,
-/// which runs only if one was marked.
+/// index: they are below 2^32) and redrawn by [`draw`] in a second pass,
+/// which runs only if a slot was marked.
 #[inline(always)]
 fn fill32(len: u64, step_key: u64, offset: u64, out: &mut [u64]) {
     assert!(len <= u64::from(u32::MAX), "fill32 of a length past 32 bits");
