@@ -6,7 +6,8 @@
 #
 # SANITIZER is `address` or `none`. The binary is BINARY_DIR/TARGET when
 # given (a copy, so that later builds cannot change it mid-run), else
-# `cargo +nightly fuzz build` into fuzz/target/SANITIZER. The working
+# `cargo +nightly fuzz build` into fuzz/target/SANITIZER, with the crash
+# simulator left out of the instruments (fuzz/uninstrumented.sh). The working
 # corpus fuzz/work/TARGET is kept between runs and seeded by the committed
 # fuzz/corpus/TARGET; crashes go to fuzz/artifacts/TARGET/; the log to
 # fuzz/work/logs/TARGET-SANITIZER.log (with RUN=LABEL in the environment,
@@ -19,7 +20,8 @@ cd "$here/.."
 target="$1" sanitizer="$2" runs="$3" bindir="${4:-}"
 case "$sanitizer" in address | none) ;; *) echo "SANITIZER is address or none" >&2; exit 2 ;; esac
 if [ -z "$bindir" ]; then
-    cargo +nightly fuzz build -s "$sanitizer" --target-dir "fuzz/target/$sanitizer" "$target"
+    RUSTC_WORKSPACE_WRAPPER="$PWD/fuzz/uninstrumented.sh" \
+        cargo +nightly fuzz build -s "$sanitizer" --target-dir "fuzz/target/$sanitizer" "$target"
     bindir="fuzz/target/$sanitizer/x86_64-unknown-linux-gnu/release"
 fi
 mkdir -p "fuzz/work/$target" "fuzz/work/logs" "fuzz/artifacts/$target"

@@ -9,7 +9,9 @@
 #
 # BINARY_DIR holds the built targets (for example a copy of
 # fuzz/target/none/x86_64-unknown-linux-gnu/release after
-# `cargo +nightly fuzz build -s none --target-dir fuzz/target/none`).
+# `RUSTC_WORKSPACE_WRAPPER="$PWD/fuzz/uninstrumented.sh" cargo +nightly fuzz
+# build -s none --target-dir fuzz/target/none`: the crash simulator left out
+# of the instruments, see fuzz/uninstrumented.sh).
 # Prints `TARGET seed S: EXEC_PER_SECOND` per run.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"

@@ -251,7 +251,29 @@ pub fn chunk_file_name(id: u16) -> String {
     format!("{id}.zr")
 }
 
+/// The chunk id a file name names, exactly as [`chunk_file_name`] spells
+/// it (`"7.zr"`, not `"07.zr"` or `"+7.zr"`); `None` for any other name.
+pub fn chunk_id_of(name: &str) -> Option<u16> {
+    let id: u16 = name.strip_suffix(".zr")?.parse().ok()?;
+    (name == chunk_file_name(id)).then_some(id)
+}
+
 /// Byte offset of table entry `index` in `meta.zr`.
 pub fn entry_offset(index: u32) -> u64 {
     HEADER_BYTES + u64::from(index) * ENTRY_BYTES
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{chunk_file_name, chunk_id_of};
+
+    #[test]
+    fn chunk_id_of_reads_back_exactly_the_names_chunk_file_name_writes() {
+        for id in [0, 1, 9, 10, 4095, u16::MAX] {
+            assert_eq!(chunk_id_of(&chunk_file_name(id)), Some(id));
+        }
+        for name in ["07.zr", "+7.zr", "-0.zr", "7", "7.zr.tmp", ".zr", "65536.zr", "meta.zr", " 7.zr"] {
+            assert_eq!(chunk_id_of(name), None, "{name}");
+        }
+    }
 }

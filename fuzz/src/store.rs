@@ -2,7 +2,7 @@
 //! by byte onto the simulated filesystem (in memory, sparse, no faults), a
 //! model of those bytes, and the read checks against it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -212,12 +212,11 @@ pub(crate) fn check_reads(store: &Zrecord, disk: &Disk, model: Option<&Model>, h
         assert_eq!(len, model.length, "the open store's length is not the header's");
     }
     let full = len <= FULL_CHECK_MAX;
-    let mut indices: BTreeSet<u64> = (0..u64::from(len.min(64))).collect();
-    indices.extend(u64::from(len).saturating_sub(16)..u64::from(len));
-    if full {
-        indices.extend(0..u64::from(len));
-    }
+    let mut indices: Vec<u64> =
+        if full { (0..u64::from(len)).collect() } else { (0..64).chain(u64::from(len) - 16..u64::from(len)).collect() };
     indices.extend(hints.iter().copied().filter(|&i| i < u64::from(len)));
+    indices.sort_unstable();
+    indices.dedup();
     let out_of_range = [u64::from(len), u64::from(len) + 1, u64::MAX];
 
     let mut good: Vec<(u64, Vec<u8>)> = Vec::new();

@@ -78,6 +78,15 @@ struct Image {
 impl Image {
     fn read(&self, offset: u64, buf: &mut [u8]) -> usize {
         let end = (offset + buf.len() as u64).min(self.len);
+        let (page, within) = (offset / PAGE, (offset % PAGE) as usize);
+        if end == offset + buf.len() as u64 && within + buf.len() <= PAGE as usize {
+            // Within one page (a table entry, a word): one lookup.
+            match self.pages.get(&page) {
+                Some(p) => buf.copy_from_slice(&p[within..][..buf.len()]),
+                None => buf.fill(0),
+            }
+            return buf.len();
+        }
         let mut at = offset;
         while at < end {
             let (page, within) = (at / PAGE, at % PAGE);
@@ -672,7 +681,7 @@ impl Vfs for SimFs {
                 s.pending.push(NsOp::Link(path.to_path_buf(), Node::File(id)));
                 id
             }
-            None => return Err(io::Error::new(io::ErrorKind::NotFound, format!("{} not found", path.display()))),
+            None => return Err(io::ErrorKind::NotFound.into()),
         };
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let writable = !matches!(mode, OpenMode::Read | OpenMode::ReadDirect);
@@ -971,6 +980,16 @@ impl SharedMap for SimMap {
         let mut s = self.fs.lock();
         s.inode(self.id).volatile.read(offset as u64, &mut b);
         u64::from_ne_bytes(b)
+    }
+    /// No page of the range was ever written (or all were cut away), and
+    /// it lies within the file: what `read` would give is zeros.
+    fn reads_zero(&self, offset: usize, len: usize) -> bool {
+        let (offset, len) = (offset as u64, len as u64);
+        let mut s = self.fs.lock();
+        let image = &s.inode(self.id).volatile;
+        len > 0
+            && offset + len <= image.len
+            && image.pages.range(offset / PAGE..(offset + len).div_ceil(PAGE)).next().is_none()
     }
     fn flush_range(&self, offset: usize, len: usize) -> io::Result<()> {
         let mut s = self.fs.lock();

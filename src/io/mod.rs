@@ -281,6 +281,14 @@ pub trait SharedMap: Send + Sync + fmt::Debug {
     fn load_word(&self, offset: usize) -> u64;
     /// Makes the bytes `offset..offset + len` durable (`msync`).
     fn flush_range(&self, offset: usize, len: usize) -> io::Result<()>;
+    /// True only when the bytes `offset..offset + len` are known to read as
+    /// zeros without reading them: a hole the implementation tracks (the
+    /// simulated filesystem's unwritten pages). A hint that lets a scan skip
+    /// them; the default, for an implementation that cannot tell cheaply, is
+    /// `false`, and then the caller reads them.
+    fn reads_zero(&self, _offset: usize, _len: usize) -> bool {
+        false
+    }
 }
 
 /// A read-only mapping of a chunk file.

@@ -14,12 +14,13 @@
 //! corruption.
 
 use std::io;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use super::entry::ValidEntry;
 use crate::error::{Corruption, Error, Result};
-use crate::format::{CHUNK_BYTES_MAX, CHUNKS_MAX, Frontier, chunk_file_name};
+use crate::format::{CHUNK_BYTES_MAX, CHUNKS_MAX, Frontier, chunk_file_name, chunk_id_of};
 use crate::io::{BatchRead, NOTHING, OpenMode, ReadMap, Then, Vfs, VfsFile};
 use crate::sync::{AtomicU64, Ordering};
 
@@ -315,13 +316,8 @@ impl ChunkSet {
     }
 
     /// `fdatasync` of the chunks `ids` that exist.
-    pub(crate) fn sync_data(&self, ids: impl IntoIterator<Item = u16>) -> io::Result<()> {
-        for id in ids {
-            if let Some(chunk) = self.get(id)? {
-                chunk.sync_data()?;
-            }
-        }
-        Ok(())
+    pub(crate) fn sync_data(&self, ids: Range<u16>) -> io::Result<()> {
+        self.for_each_present(ids, Chunk::sync_data)
     }
 
     /// Makes the directory's entries (created or removed chunk files) durable.
@@ -334,22 +330,56 @@ impl ChunkSet {
     /// the length goes down as well as up).
     pub(crate) fn refresh(&self, last: u16) -> io::Result<()> {
         assert!(!self.writable, "a writer's known lengths are its own");
-        for id in 0..=last.min(CHUNKS_MAX as u16 - 1) {
-            if let Some(chunk) = self.get(id)? {
-                chunk.len.store(chunk.file.len()?.min(CHUNK_BYTES_MAX), Ordering::Release);
-            }
-        }
-        Ok(())
+        self.for_each_present(0..last.min(CHUNKS_MAX as u16 - 1) + 1, |chunk| {
+            chunk.len.store(chunk.file.len()?.min(CHUNK_BYTES_MAX), Ordering::Release);
+            Ok(())
+        })
     }
 
     /// Bytes the chunk files hold up to `frontier`: every chunk before its
     /// chunk, whole, and its offset.
     pub(crate) fn bytes_below(&self, frontier: Frontier) -> io::Result<u64> {
         let mut bytes = u64::from(frontier.offset);
-        for id in 0..frontier.chunk {
-            bytes += self.get(id)?.map_or(0, Chunk::len).min(CHUNK_BYTES_MAX);
-        }
+        self.for_each_present(0..frontier.chunk, |chunk| {
+            bytes += chunk.len().min(CHUNK_BYTES_MAX);
+            Ok(())
+        })?;
         Ok(bytes)
+    }
+
+    /// Calls `f` on each chunk of `ids` whose file exists, in order, opened.
+    /// A chunk not open yet is looked up in one listing of the directory,
+    /// made at the first such chunk: a damaged header's far frontier costs
+    /// one listing, not a failed open per missing file.
+    fn for_each_present(&self, ids: Range<u16>, mut f: impl FnMut(&Chunk) -> io::Result<()>) -> io::Result<()> {
+        let mut listed: Option<Vec<bool>> = None;
+        for id in ids.clone() {
+            let chunk = match self.opened(id) {
+                Some(chunk) => Some(chunk),
+                None => {
+                    let present = match &listed {
+                        Some(present) => present,
+                        None => listed.insert(self.present_below(ids.end)?),
+                    };
+                    if present[usize::from(id)] { self.get(id)? } else { None }
+                }
+            };
+            if let Some(chunk) = chunk {
+                f(chunk)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Which chunk files below `end` the directory holds.
+    fn present_below(&self, end: u16) -> io::Result<Vec<bool>> {
+        let mut present = vec![false; usize::from(end)];
+        for id in self.vfs.list_dir(&self.dir)?.iter().filter_map(|name| chunk_id_of(name)) {
+            if let Some(slot) = present.get_mut(usize::from(id)) {
+                *slot = true;
+            }
+        }
+        Ok(present)
     }
 
     /// Truncates chunk `id` to `len` if it is longer, durably.
@@ -368,12 +398,7 @@ impl ChunkSet {
     /// [`ChunkSet::remove_past`] would remove).
     pub(crate) fn count_past(&self, last: u16) -> io::Result<u32> {
         let names = self.vfs.list_dir(&self.dir)?;
-        let past = |name: &String| {
-            name.strip_suffix(".zr")
-                .and_then(|s| s.parse::<u16>().ok())
-                .is_some_and(|id| id > last && *name == chunk_file_name(id))
-        };
-        Ok(names.iter().filter(|n| past(n)).count() as u32)
+        Ok(names.iter().filter(|name| chunk_id_of(name).is_some_and(|id| id > last)).count() as u32)
     }
 
     /// Removes the chunk files past chunk `last` (not yet durable: see
@@ -381,8 +406,8 @@ impl ChunkSet {
     pub(crate) fn remove_past(&mut self, last: u16) -> io::Result<u32> {
         let mut removed = 0;
         for name in self.vfs.list_dir(&self.dir)? {
-            let Some(id) = name.strip_suffix(".zr").and_then(|s| s.parse::<u16>().ok()) else { continue };
-            if id > last && name == chunk_file_name(id) {
+            let Some(id) = chunk_id_of(&name) else { continue };
+            if id > last {
                 if let Some(slot) = self.slot_mut(id) {
                     slot.take();
                 }

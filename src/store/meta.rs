@@ -104,7 +104,8 @@ impl Meta {
     /// a time. The table is read in blocks of [`SCAN_BLOCK_ENTRIES`], one
     /// mapping read each (on the simulated filesystem a read is a copy
     /// under a lock), so a sparse table claiming millions of entries costs
-    /// one pass over its bytes. Stops at `f`'s first error.
+    /// one pass over its bytes, and none over a block the mapping knows to
+    /// be a hole ([`SharedMap::reads_zero`]). Stops at `f`'s first error.
     pub(crate) fn try_for_each_written_entry<E>(
         &self,
         len: u32,
@@ -113,6 +114,9 @@ impl Meta {
         let mut block = vec![Entry::zeroed(); SCAN_BLOCK_ENTRIES.min(len as usize)];
         for first in (0..len).step_by(SCAN_BLOCK_ENTRIES) {
             let n = SCAN_BLOCK_ENTRIES.min((len - first) as usize);
+            if self.map.reads_zero(entry_offset(first) as usize, n * ENTRY_BYTES as usize) {
+                continue; // a hole: unwritten entries, known without a read
+            }
             self.raw_entries(first, &mut block[..n]);
             // One OR over the block's bytes, no branch per entry.
             if bytemuck::cast_slice::<Entry, u8>(&block[..n]).iter().fold(0, |a, &b| a | b) == 0 {

@@ -285,7 +285,7 @@ impl Zrecord {
     /// disk yet. Syncing clean files and ranges costs little.
     fn settle(&self) -> Result<()> {
         let sync_failed = |e| self.sync_failed(e);
-        self.chunks.sync_data(0..=self.meta.frontier().chunk).map_err(sync_failed)?;
+        self.chunks.sync_data(0..self.meta.frontier().chunk + 1).map_err(sync_failed)?;
         let vfs = self.chunks.vfs();
         let dict = self.path.join(DICT_FILE);
         if vfs.kind(&dict).map_err(|e| self.io("stat dict.zr", e))?.is_some() {

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use crate::dataset::SCHEMA_FILE;
-use crate::format::{CHUNK_BYTES_MAX, CHUNKS_MAX, DICT_FILE, META_BYTES, META_FILE, chunk_file_name};
+use crate::format::{CHUNK_BYTES_MAX, CHUNKS_MAX, DICT_FILE, META_BYTES, META_FILE, chunk_id_of};
 
 /// The manifest's object name.
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -57,10 +57,7 @@ pub(crate) fn size_limit(name: &str) -> Option<u64> {
         SCHEMA_FILE => Some(1 << 20),
         // A sharded dataset's manifest, beside its shard 0.
         crate::dataset::MANIFEST_FILE => Some(64 << 20),
-        _ => {
-            let id: u32 = name.strip_suffix(".zr")?.parse().ok()?;
-            (id < CHUNKS_MAX && name == chunk_file_name(id as u16)).then_some(CHUNK_BYTES_MAX)
-        }
+        _ => chunk_id_of(name).filter(|&id| u32::from(id) < CHUNKS_MAX).map(|_| CHUNK_BYTES_MAX),
     }
 }
 
