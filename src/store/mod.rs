@@ -322,7 +322,8 @@ impl Zrecord {
         }
         self.fail_stop.check_writable()?;
         let writer = self.meta.lock_writer();
-        self.chunks.sync_data(writer.frontier().chunk..writer.frontier().chunk + 1).map_err(|e| self.sync_failed(e))?;
+        let last = writer.frontier().chunk;
+        self.chunks.sync_data(last..last + 1).map_err(|e| self.sync_failed(e))?;
         self.meta.flush_header().map_err(|e| self.sync_failed(e))
     }
 
