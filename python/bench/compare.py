@@ -29,10 +29,9 @@ import loaderx as ref
 import loaderx_rs as ours
 from loaderx._sampler import Sampler as RefSampler
 
+from workload import BATCH, RECORD_FLOATS, RECORDS, make_data
+
 N_INDEX = 1_000_000  # sampler index space, as the reference's table
-RECORDS = 20_000  # store and loader workload, as the reference's table
-RECORD_FLOATS = 3072  # 12,288 bytes per record
-BATCH = 256
 
 
 CPU = {}  # fn -> process CPU seconds per call of its last measurement (every thread)
@@ -131,18 +130,6 @@ def bench_sampler(rounds, min_seconds, batches):
 
 
 # ---------------------------------------------------------------- store
-
-
-def make_data(rng):
-    """The reference's store workload: 20,000 float32 records of 12,288 bytes,
-    a sine of random frequency and phase plus a little noise (mildly
-    compressible, as its table's data)."""
-    x = np.linspace(0, 1, RECORD_FLOATS, dtype=np.float32)
-    f = rng.uniform(1, 20, size=(RECORDS, 1)).astype(np.float32)
-    p = rng.uniform(0, 6.283, size=(RECORDS, 1)).astype(np.float32)
-    data = np.sin(x[None, :] * f * 6.283 + p).astype(np.float32)
-    data += rng.standard_normal(data.shape).astype(np.float32) * np.float32(0.01)
-    return data
 
 
 def bench_store(root, data, rounds, min_seconds):

@@ -12,7 +12,7 @@ use super::error::DatasetError;
 /// buffer, so a reused buffer needs neither zeroing nor fresh pages.
 #[derive(Debug)]
 pub(crate) struct Pool {
-    free: Mutex<Vec<Vec<u64>>>,
+    free: Mutex<Vec<Words>>,
     /// At most this many free buffers are kept.
     keep: usize,
 }
@@ -23,11 +23,11 @@ impl Pool {
         Arc::new(Pool { free: Mutex::new(Vec::new()), keep })
     }
 
-    fn take(&self) -> Option<Vec<u64>> {
+    fn take(&self) -> Option<Words> {
         self.free.lock().unwrap_or_else(|e| e.into_inner()).pop()
     }
 
-    fn give(&self, words: Vec<u64>) {
+    fn give(&self, words: Words) {
         let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
         if free.len() < self.keep {
             free.push(words);
@@ -35,10 +35,80 @@ impl Pool {
     }
 }
 
-/// Bytes stored in `u64` words, so that every element type up to 8 bytes is
-/// aligned; returns its memory to its pool when dropped.
+/// Buffers of at least this many bytes start on a page boundary.
+pub(crate) const PAGE_ALIGNED_MIN: usize = 64 << 10;
+
+/// The alignment of a large buffer.
+pub(crate) const PAGE: usize = 4096;
+
+/// A page of a large buffer: its alignment puts the buffer's first byte on
+/// a page boundary.
+#[derive(Clone, Copy, bytemuck::Zeroable, bytemuck::Pod)]
+#[repr(C, align(4096))]
+struct Page([u8; PAGE]);
+
+/// A buffer's memory. Where a large block starts is this type's choice,
+/// not the allocator's: malloc puts one 16 bytes past a page when it maps
+/// it fresh, and anywhere on its heap once freeing a mapped block has
+/// raised its threshold, which any earlier gather in the process does. A
+/// gather copies records from page-aligned file offsets, and the CPU's
+/// string copy runs at its fastest when source and destination share their
+/// offset within a page; at 16 bytes apart it ran at a third of that speed
+/// on some machines, so a loader was fast or slow by what ran before it
+/// (`docs/benchmarks.md`, "Python loader, fresh processes").
+enum Words {
+    /// Below [`PAGE_ALIGNED_MIN`] bytes: 8-byte words.
+    Small(Vec<u64>),
+    /// From [`PAGE_ALIGNED_MIN`] bytes: whole pages.
+    Pages(Vec<Page>),
+}
+
+impl Words {
+    /// Room for at least `len` bytes, reusing `old`'s memory if it is of
+    /// the kind `len` needs (new memory is zeroed; reused keeps its bytes).
+    fn with_len(len: usize, old: Option<Words>) -> Words {
+        if len < PAGE_ALIGNED_MIN {
+            let mut words = match old {
+                Some(Words::Small(words)) => words,
+                _ => Vec::new(),
+            };
+            words.resize(words.len().max(len.div_ceil(8)), 0);
+            return Words::Small(words);
+        }
+        let mut pages = match old {
+            Some(Words::Pages(pages)) => pages,
+            _ => Vec::new(),
+        };
+        pages.resize(pages.len().max(len.div_ceil(PAGE)), Page([0; PAGE]));
+        Words::Pages(pages)
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Words::Small(words) => bytemuck::cast_slice(words),
+            Words::Pages(pages) => bytemuck::cast_slice(pages),
+        }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            Words::Small(words) => bytemuck::cast_slice_mut(words),
+            Words::Pages(pages) => bytemuck::cast_slice_mut(pages),
+        }
+    }
+}
+
+impl fmt::Debug for Words {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Words({} bytes)", self.bytes().len())
+    }
+}
+
+/// Bytes stored in `u64` words (every element type up to 8 bytes is
+/// aligned), or in whole pages when large ([`Words`]); returns its memory
+/// to its pool when dropped.
 pub(crate) struct Buffer {
-    words: Vec<u64>,
+    words: Words,
     len: usize,
     pool: Option<Arc<Pool>>,
 }
@@ -47,27 +117,23 @@ impl Buffer {
     /// A buffer of `len` bytes: zeroed if new, holding old bytes if taken
     /// from `pool` (the caller overwrites them all).
     pub(crate) fn with_len(len: usize, pool: Option<&Arc<Pool>>) -> Buffer {
-        let need = len.div_ceil(8);
-        let mut words = pool.and_then(|p| p.take()).unwrap_or_default();
-        if words.len() < need {
-            words.resize(need, 0);
-        }
+        let words = Words::with_len(len, pool.and_then(|p| p.take()));
         Buffer { words, len, pool: pool.cloned() }
     }
 
     pub(crate) fn bytes(&self) -> &[u8] {
-        &bytemuck::cast_slice(&self.words)[..self.len]
+        &self.words.bytes()[..self.len]
     }
 
     pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut bytemuck::cast_slice_mut(&mut self.words)[..self.len]
+        &mut self.words.bytes_mut()[..self.len]
     }
 }
 
 impl Drop for Buffer {
     fn drop(&mut self) {
         if let Some(pool) = self.pool.take() {
-            pool.give(std::mem::take(&mut self.words));
+            pool.give(std::mem::replace(&mut self.words, Words::Small(Vec::new())));
         }
     }
 }
@@ -237,5 +303,43 @@ impl PartialEq for Tensor {
 impl fmt::Debug for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Tensor({}{:?}, {} bytes)", self.dtype, self.shape, self.nbytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A large buffer starts on a page, new or taken from a pool, whatever
+    /// the allocator did before (`Words`); a small one is 8-byte aligned.
+    #[test]
+    fn large_buffers_start_on_a_page() {
+        let pool = Pool::new(2);
+        for len in [PAGE_ALIGNED_MIN + 1, 3 << 20, (3 << 20) + 17] {
+            // A freed large block first, as a gather in the process leaves.
+            drop(vec![0u8; len]);
+            let buffer = Buffer::with_len(len, Some(&pool));
+            assert_eq!(buffer.bytes().len(), len);
+            assert_eq!(buffer.bytes().as_ptr() as usize % PAGE, 0, "{len} bytes, new");
+            drop(buffer);
+            let reused = Buffer::with_len(len - 1, Some(&pool));
+            assert_eq!(reused.bytes().as_ptr() as usize % PAGE, 0, "{len} bytes, reused");
+            assert_eq!(reused.bytes().len(), len - 1);
+        }
+        let small = Buffer::with_len(PAGE_ALIGNED_MIN - 1, Some(&pool));
+        assert_eq!(small.bytes().as_ptr() as usize % 8, 0);
+        assert_eq!(small.bytes().len(), PAGE_ALIGNED_MIN - 1);
+    }
+
+    /// A pooled buffer of the other kind is not reused across the threshold.
+    #[test]
+    fn a_pool_gives_each_size_its_kind() {
+        let pool = Pool::new(1);
+        drop(Buffer::with_len(100, Some(&pool)));
+        let large = Buffer::with_len(PAGE_ALIGNED_MIN, Some(&pool));
+        assert_eq!(large.bytes().as_ptr() as usize % PAGE, 0);
+        drop(large);
+        let small = Buffer::with_len(100, Some(&pool));
+        assert_eq!(small.bytes().len(), 100);
     }
 }
