@@ -104,7 +104,7 @@ fn parse_args() -> Res<Args> {
             "--reps" => a.reps = value()?.parse()?,
             "--workers" => a.workers = value()?.parse()?,
             "--batch" => a.batch = value()?.parse()?,
-            "--codecs" => a.codecs = value()?.split(',').map(str::to_string).collect(),
+            "--codecs" => a.codecs = value()?.split(',').filter(|c| !c.is_empty()).map(str::to_string).collect(),
             "--variants" => a.variants = true,
             "--inline" => a.inline = Some(value()?.parse()?),
             "--no-sampler" => a.sampler = false,

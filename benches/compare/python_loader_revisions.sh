@@ -59,5 +59,5 @@ else
     new_py="$(install new "$root" "$root/target")"
 fi
 # The datasets are written by the new revision; both read the same stores.
-"$new_py" python/bench/loader.py --sides "" --python "new=$new_py" --python "old=$old_py" \
+"$new_py" python/bench/loader.py --sides "" --python "new=$new_py" --python "old=$old_py" --base new \
     --out target/bench/python_loader_revisions.md ${extra[@]+"${extra[@]}"}

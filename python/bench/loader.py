@@ -4,7 +4,7 @@ side by side with the reference's loader and with the bound, in
 alternating rounds.
 
     python python/bench/loader.py [--rounds 5] [--codecs raw,zstd] [--quick]
-        [--sides ours,reference,gathered,bound] [--steady]
+        [--sides ours,reference,gathered,bound] [--steady] [--base SIDE]
         [--python LABEL[:SIDE]=INTERPRETER ...] [--out FILE]
 
 The workload is the reference README's (`workload.py`): 20,000 float32
@@ -35,7 +35,7 @@ The sides:
 
 Prints, per codec, each side's median batches/s over the rounds and its
 range, its CPU milliseconds per batch, and the median (and range) of the
-per-round ratios of `ours` (or the first `--python` side) to it; writes the
+per-round ratios of `ours` (`--base`; without `ours`, the first side) to it; writes the
 tables to `--out` (default target/bench/python_loader.md).
 """
 
@@ -170,6 +170,7 @@ def main():
     ap.add_argument("--steady", action="store_true", help="also `ours` after 400 batches of warm-up")
     ap.add_argument("--python", action="append", default=[], metavar="LABEL[:SIDE]=INTERPRETER",
                     help="side SIDE (default ours) run by another interpreter, as side LABEL (repeatable)")
+    ap.add_argument("--base", help="the side the ratios are of (default: ours if run, else the first)")
     ap.add_argument("--seconds", type=float, default=0.4)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--quick", action="store_true", help="one round (a smoke run)")
@@ -187,7 +188,8 @@ def main():
         label, _, kind = label.partition(":")
         others.append((label, python, kind or "ours"))
     sides = others + sides
-    first = sides[0][0]
+    labels = [label for label, _, _ in sides]
+    first = args.base or ("ours" if "ours" in labels else labels[0])
     header = (f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load average "
               f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}, {rounds} rounds, a fresh process per "
               f"measurement, {args.warmup} batches of warm-up, then {args.seconds} s")

@@ -355,10 +355,12 @@ impl DataLoader {
             .mode(mode_of(mode)?)
             .seed(seed)
             .shard(shard_index, shard_count)
-            .start_step(start_step)
+            .start_step(start_step);
+        if fork::forked() {
             // In a fork child the global rayon pool has no threads: decode
             // on the workers' own (fork.rs).
-            .inline_gathers(fork::forked());
+            builder = builder.inline_gathers(true);
+        }
         let (builder, columns, kept) = match streams.cast::<Mixture>() {
             Ok(mixture) => {
                 let (mixture, columns) = mixture.get().parts(py)?;
