@@ -36,10 +36,10 @@ impl Pool {
 }
 
 /// Buffers of at least this many bytes start on a page boundary.
-pub(crate) const PAGE_ALIGNED_MIN: usize = 64 << 10;
+const PAGE_ALIGNED_MIN: usize = 64 << 10;
 
 /// The alignment of a large buffer.
-pub(crate) const PAGE: usize = 4096;
+const PAGE: usize = 4096;
 
 /// A page of a large buffer: its alignment puts the buffer's first byte on
 /// a page boundary.
