@@ -27,8 +27,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use loaderx::io::remote::publish::push;
 use loaderx::io::remote::{Location, RemoteFs, RemoteOptions};
+use loaderx::publish::push;
 use loaderx::sampler::{Mode, Sampler};
 use loaderx::{Codec, Options, Zrecord};
 use object_store::aws::AmazonS3Builder;

@@ -23,6 +23,29 @@ pub const DICT_TMP_FILE: &str = "dict.zr.tmp";
 /// by read-only opens, exclusive for a delete or compaction). Not part of
 /// the reference's format, which neither reads nor removes it.
 pub const READERS_LOCK_FILE: &str = "readers.lock";
+/// `schema.json`: a dataset's schema, beside its store.
+pub const SCHEMA_FILE: &str = "schema.json";
+/// The name a new `schema.json` is written under before it is renamed into place.
+pub const SCHEMA_TMP_FILE: &str = "schema.json.tmp";
+/// `shards.json`: a sharded dataset's shard table, beside its shard 0.
+/// This crate's only; `docs/format.md`, "Sharded datasets".
+pub const SHARDS_FILE: &str = "shards.json";
+/// The name a new `shards.json` is written under before it is renamed into place.
+pub const SHARDS_TMP_FILE: &str = "shards.json.tmp";
+/// `manifest.json`: the list of a published store's objects, the last
+/// object a push writes (`docs/remote.md`). Never in a local directory.
+pub const MANIFEST_FILE: &str = "manifest.json";
+
+/// Largest `dict.zr` read (the reference caps training at 1 MiB).
+pub const DICT_BYTES_MAX: u64 = 64 << 20;
+/// Largest `schema.json` read.
+pub const SCHEMA_BYTES_MAX: u64 = 1 << 20;
+/// Largest `shards.json` read (about 40 bytes a shard).
+pub const SHARDS_FILE_BYTES_MAX: u64 = 64 << 20;
+/// Largest `manifest.json` read (a store of 65,536 chunks fits in a few MiB).
+pub const MANIFEST_BYTES_MAX: u64 = 16 << 20;
+/// Most shards a sharded dataset has (2^44 records at full shards).
+pub const SHARDS_MAX: usize = 1 << 20;
 
 /// The four magic bytes at the start of `meta.zr`.
 pub const MAGIC: [u8; 4] = *b"ZREC";
@@ -258,6 +281,72 @@ pub fn chunk_id_of(name: &str) -> Option<u16> {
     (name == chunk_file_name(id)).then_some(id)
 }
 
+/// The directory of shard `k` of a sharded dataset, relative to its root:
+/// `.` for shard 0 (the root), `shard-{k:06}` for the others
+/// (`shard-000001`, ..., `shard-999999`, `shard-1000000`, ...).
+pub fn shard_dir_name(k: usize) -> String {
+    if k == 0 { ".".to_string() } else { format!("shard-{k:06}") }
+}
+
+/// The shard a directory name names, exactly as [`shard_dir_name`] spells
+/// it (`"shard-1000000"`, not `"shard-0000001"`, `"shard-01000000"` or
+/// `"shard-+00001"`); `None` for any other name, and for shards past
+/// [`SHARDS_MAX`].
+pub fn shard_of_dir_name(name: &str) -> Option<usize> {
+    let k = if name == "." { 0 } else { name.strip_prefix("shard-")?.parse().ok().filter(|&k| k >= 1)? };
+    (k < SHARDS_MAX && name == shard_dir_name(k)).then_some(k)
+}
+
+/// A file of a store's directory that a push publishes, as its name says.
+/// Temporary names, `readers.lock` and `manifest.json` are none of these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreFile {
+    /// `meta.zr`.
+    Meta,
+    /// `dict.zr`.
+    Dict,
+    /// `schema.json`.
+    Schema,
+    /// `shards.json` (shard 0 of a sharded dataset).
+    Shards,
+    /// A chunk file, below [`CHUNKS_MAX`].
+    Chunk(u16),
+}
+
+impl StoreFile {
+    /// The file `name` names, exactly as [`StoreFile::name`] spells it;
+    /// `None` for any other name.
+    pub fn of(name: &str) -> Option<StoreFile> {
+        match name {
+            META_FILE => Some(StoreFile::Meta),
+            DICT_FILE => Some(StoreFile::Dict),
+            SCHEMA_FILE => Some(StoreFile::Schema),
+            SHARDS_FILE => Some(StoreFile::Shards),
+            _ => chunk_id_of(name).filter(|&id| u32::from(id) < CHUNKS_MAX).map(StoreFile::Chunk),
+        }
+    }
+    /// The file's name.
+    pub fn name(self) -> String {
+        match self {
+            StoreFile::Meta => META_FILE.into(),
+            StoreFile::Dict => DICT_FILE.into(),
+            StoreFile::Schema => SCHEMA_FILE.into(),
+            StoreFile::Shards => SHARDS_FILE.into(),
+            StoreFile::Chunk(id) => chunk_file_name(id),
+        }
+    }
+    /// The largest the file may be.
+    pub fn bytes_max(self) -> u64 {
+        match self {
+            StoreFile::Meta => META_BYTES,
+            StoreFile::Dict => DICT_BYTES_MAX,
+            StoreFile::Schema => SCHEMA_BYTES_MAX,
+            StoreFile::Shards => SHARDS_FILE_BYTES_MAX,
+            StoreFile::Chunk(_) => CHUNK_BYTES_MAX,
+        }
+    }
+}
+
 /// Byte offset of table entry `index` in `meta.zr`.
 pub fn entry_offset(index: u32) -> u64 {
     HEADER_BYTES + u64::from(index) * ENTRY_BYTES
@@ -265,7 +354,7 @@ pub fn entry_offset(index: u32) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{chunk_file_name, chunk_id_of};
+    use super::*;
 
     #[test]
     fn chunk_id_of_reads_back_exactly_the_names_chunk_file_name_writes() {
@@ -274,6 +363,46 @@ mod tests {
         }
         for name in ["07.zr", "+7.zr", "-0.zr", "7", "7.zr.tmp", ".zr", "65536.zr", "meta.zr", " 7.zr"] {
             assert_eq!(chunk_id_of(name), None, "{name}");
+        }
+    }
+
+    #[test]
+    fn shard_of_dir_name_reads_back_exactly_the_names_shard_dir_name_writes() {
+        for k in [0, 1, 9, 999_999, 1_000_000, SHARDS_MAX - 1] {
+            assert_eq!(shard_of_dir_name(&shard_dir_name(k)), Some(k), "{k}");
+        }
+        assert_eq!(shard_dir_name(999_999), "shard-999999");
+        assert_eq!(shard_dir_name(1_000_000), "shard-1000000");
+        for name in [
+            "shard-0000001",
+            "shard-01000000",
+            "shard-000000",
+            "shard-00001",
+            "shard-+00001",
+            "shard--00001",
+            "shard-1048576",
+            "shard-",
+            "shard-00000a",
+            "Shard-000001",
+            "shard-000001/",
+            "..",
+            "",
+        ] {
+            assert_eq!(shard_of_dir_name(name), None, "{name}");
+        }
+    }
+
+    #[test]
+    fn store_file_reads_back_exactly_the_names_it_writes() {
+        let files = [StoreFile::Meta, StoreFile::Dict, StoreFile::Schema, StoreFile::Shards, StoreFile::Chunk(0)];
+        for file in files.into_iter().chain([StoreFile::Chunk(4095)]) {
+            assert_eq!(StoreFile::of(&file.name()), Some(file));
+        }
+        for name in [MANIFEST_FILE, READERS_LOCK_FILE, META_TMP_FILE, DICT_TMP_FILE, SCHEMA_TMP_FILE, SHARDS_TMP_FILE] {
+            assert_eq!(StoreFile::of(name), None, "{name}");
+        }
+        for name in ["07.zr", "4096.zr", "../0.zr", "shard-000001"] {
+            assert_eq!(StoreFile::of(name), None, "{name}");
         }
     }
 }

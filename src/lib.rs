@@ -17,6 +17,8 @@ mod first_fit;
 pub mod format;
 pub mod io;
 pub mod loader;
+#[cfg(feature = "remote")]
+pub mod publish;
 pub mod sampler;
 mod store;
 mod sync;

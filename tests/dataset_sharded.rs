@@ -2,12 +2,12 @@
 //! `shard_records`, small here so that the tests are fast), reads and
 //! appends against an in-memory oracle, gathers across shard boundaries,
 //! shards opened from many threads at once, and the errors of bad or
-//! mismatched manifests and shards.
+//! mismatched shard tables and shards.
 
 use std::path::Path;
 
 use loaderx::dataset::{
-    DType, Dataset, DatasetError, MANIFEST_FILE, Manifest, RaggedDataset, WriteOptions, shard_dir, write_dataset,
+    DType, Dataset, DatasetError, RaggedDataset, SHARDS_FILE, ShardTable, WriteOptions, shard_dir, write_dataset,
     write_dataset_iter, write_ragged,
 };
 use loaderx::{Codec, Options, Zrecord};
@@ -66,7 +66,7 @@ fn writes_shards_and_reads_them_back() {
             assert_eq!(alone.get(0).unwrap().as_bytes(), bytemuck::cast_slice::<u16, u8>(&data[k * 70 * per..][..per]));
             assert_eq!(alone.shard(0).unwrap().has_dict(), codec == Codec::ZstdDict);
         }
-        let m = Manifest::read(&loaderx::io::real::RealFs, &path).unwrap().unwrap();
+        let m = ShardTable::read(&loaderx::io::real::RealFs, &path).unwrap().unwrap();
         assert_eq!(m.sealed, [70, 70, 70, 70]);
     }
 }
@@ -76,7 +76,7 @@ fn a_dataset_that_fits_stays_one_store() {
     let dir = tempfile::tempdir().unwrap();
     let data = records(0, 50, 4);
     write_dataset(dir.path(), &data, &[4], &sharded(Codec::Zstd, 50)).unwrap();
-    assert!(!dir.path().join(MANIFEST_FILE).exists());
+    assert!(!dir.path().join(SHARDS_FILE).exists());
     let ds = Dataset::open(dir.path()).unwrap();
     assert!(!ds.is_sharded());
     assert_eq!(ds.shards(), 1);
@@ -203,15 +203,15 @@ fn three_shards(path: &Path) {
     write_dataset(path, &records(0, 25, 2), &[2], &sharded(Codec::Zstd, 10)).unwrap();
 }
 
-fn replace_manifest(path: &Path, from: &str, to: &str) {
-    let file = path.join(MANIFEST_FILE);
+fn replace_shard_table(path: &Path, from: &str, to: &str) {
+    let file = path.join(SHARDS_FILE);
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(text.contains(from), "{text}");
     std::fs::write(&file, text.replacen(from, to, 1)).unwrap();
 }
 
 #[test]
-fn bad_manifests_are_errors_naming_the_file() {
+fn bad_shard_tables_are_errors_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
     for (k, (from, to)) in [
         ("\"records\": 10", "\"records\": 16777217"),
@@ -225,9 +225,9 @@ fn bad_manifests_are_errors_naming_the_file() {
     {
         let path = dir.path().join(k.to_string());
         three_shards(&path);
-        replace_manifest(&path, from, to);
+        replace_shard_table(&path, from, to);
         let e = Dataset::open(&path).unwrap_err();
-        assert!(matches!(e, DatasetError::Manifest { .. }), "{from} -> {to}: {e}");
+        assert!(matches!(e, DatasetError::ShardTable { .. }), "{from} -> {to}: {e}");
         assert!(e.to_string().contains("shards.json"), "{e}");
         // A writer refuses it too.
         assert!(write_dataset(&path, &records(0, 1, 2), &[2], &sharded(Codec::Zstd, 10)).is_err());
@@ -259,21 +259,21 @@ fn mismatched_shards_are_errors_at_first_use() {
     assert!(matches!(e, DatasetError::ShardSchema { shard: 1, .. }), "{e}");
     assert!(e.to_string().contains("shard-000001"), "{e}");
 
-    // A shard shorter than the manifest says (a record deleted behind its back).
+    // A shard shorter than the shard table says (a record deleted behind its back).
     let path = dir.path().join("short");
     three_shards(&path);
     Zrecord::open_with(shard_dir(&path, 1), Options::default()).unwrap().delete(&[4]).unwrap();
     let ds = Dataset::open(&path).unwrap();
     assert_eq!(ds.len(), 25);
     let e = ds.get(10).unwrap_err();
-    assert!(matches!(e, DatasetError::ShardLength { shard: 1, holds: 9, manifest: 10, .. }), "{e}");
+    assert!(matches!(e, DatasetError::ShardLength { shard: 1, holds: 9, shard_table: 10, .. }), "{e}");
     assert!(ds.get(20).is_ok());
 }
 
 #[test]
 fn a_leftover_shard_directory_is_reused_only_empty() {
     let dir = tempfile::tempdir().unwrap();
-    // A rollover that crashed before the manifest leaves an empty store.
+    // A rollover that crashed before the shard table leaves an empty store.
     three_shards(dir.path());
     Zrecord::open(shard_dir(dir.path(), 3)).unwrap();
     write_dataset(dir.path(), &records(25, 10, 2), &[2], &sharded(Codec::Zstd, 10)).unwrap();
@@ -289,10 +289,10 @@ fn a_leftover_shard_directory_is_reused_only_empty() {
 }
 
 #[test]
-fn the_manifest_is_the_documented_text() {
+fn the_shard_table_is_the_documented_text() {
     let dir = tempfile::tempdir().unwrap();
     write_dataset(dir.path(), &records(0, 25, 2), &[2], &sharded(Codec::Raw, 10)).unwrap();
-    let text = std::fs::read_to_string(dir.path().join(MANIFEST_FILE)).unwrap();
+    let text = std::fs::read_to_string(dir.path().join(SHARDS_FILE)).unwrap();
     let want = r#"{
   "format": "loaderx-sharded",
   "version": 1,
@@ -328,12 +328,12 @@ fn the_manifest_is_the_documented_text() {
 fn a_pending_delete_counts_as_either_and_a_writer_settles_it() {
     let dir = tempfile::tempdir().unwrap();
     three_shards(dir.path());
-    let m = Manifest::read(&loaderx::io::real::RealFs, dir.path()).unwrap().unwrap();
-    let marked = Manifest { pending: Some(loaderx::dataset::Pending { shard: 1, records: 9 }), ..m.clone() };
+    let m = ShardTable::read(&loaderx::io::real::RealFs, dir.path()).unwrap().unwrap();
+    let marked = ShardTable { pending: Some(loaderx::dataset::Pending { shard: 1, records: 9 }), ..m.clone() };
     marked.write(&loaderx::io::real::RealFs, dir.path()).unwrap();
     // Not deleted yet: the recorded 10.
     assert_eq!(Dataset::open(dir.path()).unwrap().len(), 25);
-    // Deleted (the crash fell before the manifest's last step): the 9.
+    // Deleted (the crash fell before the shard table's last step): the 9.
     Zrecord::open(shard_dir(dir.path(), 1)).unwrap().delete(&[9]).unwrap();
     let ds = Dataset::open(dir.path()).unwrap();
     assert_eq!(ds.len(), 24);
@@ -341,11 +341,11 @@ fn a_pending_delete_counts_as_either_and_a_writer_settles_it() {
     drop(ds);
     // A writer's open records the count and drops the mark.
     write_dataset(dir.path(), &records(25, 1, 2), &[2], &sharded(Codec::Zstd, 10)).unwrap();
-    let settled = Manifest::read(&loaderx::io::real::RealFs, dir.path()).unwrap().unwrap();
+    let settled = ShardTable::read(&loaderx::io::real::RealFs, dir.path()).unwrap().unwrap();
     assert_eq!((settled.sealed, settled.pending), (vec![10, 9], None));
     // Neither count: an error naming the shard.
-    let m = Manifest::read(&loaderx::io::real::RealFs, dir.path()).unwrap().unwrap();
-    Manifest { pending: Some(loaderx::dataset::Pending { shard: 0, records: 3 }), ..m }
+    let m = ShardTable::read(&loaderx::io::real::RealFs, dir.path()).unwrap().unwrap();
+    ShardTable { pending: Some(loaderx::dataset::Pending { shard: 0, records: 3 }), ..m }
         .write(&loaderx::io::real::RealFs, dir.path())
         .unwrap();
     Zrecord::open(dir.path()).unwrap().delete(&[0]).unwrap();
@@ -376,7 +376,7 @@ fn deletes_by_global_index_shard_by_shard() {
     }
     let ds = Dataset::open(dir.path()).unwrap();
     assert_fixed(&ds, &shards.concat(), 2);
-    let m = Manifest::read(&loaderx::io::real::RealFs, dir.path()).unwrap().unwrap();
+    let m = ShardTable::read(&loaderx::io::real::RealFs, dir.path()).unwrap().unwrap();
     assert_eq!((m.sealed, m.pending), (vec![8, 9], None));
 }
 

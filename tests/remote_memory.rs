@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::stream::BoxStream;
-use loaderx::io::remote::publish::{pull, push};
 use loaderx::io::remote::{Location, RemoteError, RemoteErrorKind, RemoteFs, RemoteOptions};
+use loaderx::publish::{pull, push};
 use loaderx::{Codec, Error, Options, ReadMode, Zrecord};
 use object_store::memory::InMemory;
 use object_store::path::Path as ObjectPath;

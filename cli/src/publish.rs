@@ -1,11 +1,11 @@
 //! `push` and `pull`: publish a store to object storage, fetch one back
-//! (`docs/remote.md`). The library does both (`loaderx::io::remote::publish`);
+//! (`docs/remote.md`). The library does both (`loaderx::publish`);
 //! this prints what they did.
 
 use std::path::Path;
 
-use loaderx::io::remote::publish::{PushReport, pull, push};
 use loaderx::io::remote::{Location, RemoteOptions, is_url};
+use loaderx::publish::{PushReport, pull, push};
 
 use crate::CliResult;
 use crate::out::{CliError, Json, human, json_array, print, table};

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use loaderx::dataset::{Dataset, DatasetError, MANIFEST_FILE, Manifest, RaggedDataset, Schema, Shards, shard_dir};
+use loaderx::dataset::{Dataset, DatasetError, RaggedDataset, SHARDS_FILE, Schema, ShardTable, Shards, shard_dir};
 use loaderx::io::Vfs;
 use loaderx::io::real::RealFs;
 use loaderx::loader::Stream;
@@ -20,25 +20,25 @@ pub enum Records {
     Sharded(Shards),
 }
 
-/// True if `path` is a local sharded dataset (it has a manifest).
+/// True if `path` is a local sharded dataset (it has a shard table).
 pub fn is_sharded(path: &Path) -> bool {
     !is_remote(path) && is_sharded_in(&RealFs, path)
 }
 
-/// True if `root` on `vfs` (a published dataset's too) has a manifest.
+/// True if `root` on `vfs` (a published dataset's too) has a shard table.
 pub fn is_sharded_in(vfs: &dyn Vfs, root: &Path) -> bool {
-    matches!(vfs.kind(&root.join(MANIFEST_FILE)), Ok(Some(loaderx::io::FileKind::File)))
+    matches!(vfs.kind(&root.join(SHARDS_FILE)), Ok(Some(loaderx::io::FileKind::File)))
 }
 
 /// The shard directories of the sharded dataset at `path`, in order.
 pub fn shard_dirs(path: &Path) -> Result<Vec<PathBuf>, DatasetError> {
-    let manifest = Manifest::read(&RealFs, path)?
-        .ok_or_else(|| DatasetError::Manifest { path: path.join(MANIFEST_FILE), reason: "missing".into() })?;
-    Ok((0..manifest.shards()).map(|k| shard_dir(path, k)).collect())
+    let shard_table = ShardTable::read(&RealFs, path)?
+        .ok_or_else(|| DatasetError::ShardTable { path: path.join(SHARDS_FILE), reason: "missing".into() })?;
+    Ok((0..shard_table.shards()).map(|k| shard_dir(path, k)).collect())
 }
 
 impl Records {
-    /// Opens `path` read-only: a sharded dataset through its manifest,
+    /// Opens `path` read-only: a sharded dataset through its shard table,
     /// anything else (a directory, a published store's URL) as a store.
     pub fn open(path: &Path, read_mode: ReadMode) -> CliResult<Records> {
         if is_sharded(path) {
@@ -174,7 +174,7 @@ impl Totals {
     }
 
     /// The totals of the store or sharded dataset at `path` (every shard
-    /// opened and checked against the manifest).
+    /// opened and checked against the shard table).
     pub fn of(records: &Records) -> CliResult<Totals> {
         let mut totals = Totals::default();
         match records {

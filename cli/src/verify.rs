@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use loaderx::dataset::{Layout, Manifest, Schema, shard_dir};
+use loaderx::dataset::{Layout, Schema, ShardTable, shard_dir};
 use loaderx::io::real::RealFs;
 use loaderx::{Corruption, Error, VerifyReport, Zrecord};
 
@@ -108,11 +108,11 @@ fn check_store(store: &Zrecord, findings: &mut Findings) -> CliResult<()> {
     Ok(())
 }
 
-/// A sharded dataset: the manifest parses, and each shard it names is
-/// there, holds the manifest's schema and count, and passes the store's
+/// A sharded dataset: the shard table parses, and each shard it names is
+/// there, holds the shard table's schema and count, and passes the store's
 /// and the schema's checks.
 fn check_sharded(vfs: std::sync::Arc<dyn loaderx::io::Vfs>, path: &Path, findings: &mut Findings) -> CliResult<()> {
-    let manifest = match Manifest::read(&*vfs, path) {
+    let shard_table = match ShardTable::read(&*vfs, path) {
         Ok(m) => m.expect("a sharded dataset has a manifest"),
         Err(e) => {
             findings.note(Problem { index: None, kind: "manifest", message: e.to_string() });
@@ -120,7 +120,7 @@ fn check_sharded(vfs: std::sync::Arc<dyn loaderx::io::Vfs>, path: &Path, finding
         }
     };
     let mut start = 0u64;
-    for k in 0..manifest.shards() {
+    for k in 0..shard_table.shards() {
         let dir = shard_dir(path, k);
         findings.shard = Some((k, start));
         let options = loaderx::Options { read_only: true, ..loaderx::Options::default() };
@@ -139,14 +139,14 @@ fn check_sharded(vfs: std::sync::Arc<dyn loaderx::io::Vfs>, path: &Path, finding
         };
         check_store(&store, findings)?;
         if let Ok(Some(schema)) = store_schema(&store)
-            && schema != manifest.schema
+            && schema != shard_table.schema
         {
-            let message = format!("holds {}, the manifest says {}", schema.describe(), manifest.schema.describe());
+            let message = format!("holds {}, the manifest says {}", schema.describe(), shard_table.schema.describe());
             findings.note(Problem { index: None, kind: "shard_schema", message });
         }
         let len = u64::from(store.len());
-        let pending = manifest.pending.filter(|p| p.shard == k).map(|p| p.records);
-        if let Some(&recorded) = manifest.sealed.get(k)
+        let pending = shard_table.pending.filter(|p| p.shard == k).map(|p| p.records);
+        if let Some(&recorded) = shard_table.sealed.get(k)
             && len != recorded
             && Some(len) != pending
         {
@@ -156,8 +156,8 @@ fn check_sharded(vfs: std::sync::Arc<dyn loaderx::io::Vfs>, path: &Path, finding
         start += len;
     }
     findings.shard = None;
-    findings.shards = Some(manifest.shards());
-    findings.schema = Some(manifest.schema);
+    findings.shards = Some(shard_table.shards());
+    findings.schema = Some(shard_table.schema);
     Ok(())
 }
 

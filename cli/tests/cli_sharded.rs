@@ -55,7 +55,7 @@ fn verify_names_the_shard_of_a_problem() {
     let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
     make(dir.path());
-    // Shard 1 one record short of what the manifest records.
+    // Shard 1 one record short of what the shard table records.
     Zrecord::open_with(shard_dir(dir.path(), 1), Options::default()).unwrap().delete(&[0]).unwrap();
     let out = loaderx(&["verify", path_str(dir.path()), "--json"]);
     assert_eq!(out.status.code(), Some(3), "{}", stdout(&out));

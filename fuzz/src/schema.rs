@@ -15,7 +15,7 @@
 use std::path::Path;
 
 use loaderx::Codec;
-use loaderx::dataset::{DType, Dataset, DatasetError, Layout, Manifest, RaggedDataset, Schema, pad_bytes};
+use loaderx::dataset::{DType, Dataset, DatasetError, Layout, RaggedDataset, Schema, ShardTable, pad_bytes};
 
 use crate::input::In;
 use crate::store::{Disk, FileModel};
@@ -64,12 +64,12 @@ fn manifest_text(u: &mut In, schema: &[u8]) -> Vec<u8> {
 /// shard, and prints as text that parses back to itself.
 fn check_manifest(text: &[u8]) {
     let Ok(text) = std::str::from_utf8(text) else { return };
-    let Ok(m) = Manifest::parse(text, Path::new("shards.json")) else { return };
+    let Ok(m) = ShardTable::parse(text, Path::new("shards.json")) else { return };
     assert!((1..=loaderx::dataset::SHARDS_MAX).contains(&m.shards()));
     assert!(m.sealed.iter().all(|&n| n <= u64::from(loaderx::format::RECORDS_MAX)));
     assert!(loaderx::dataset::ShardIndex::new(&m.sealed).is_ok());
     assert!(m.pending.is_none_or(|p| p.shard < m.sealed.len()));
-    let again = Manifest::parse(&m.to_json(), Path::new("shards.json")).expect("to_json parses");
+    let again = ShardTable::parse(&m.to_json(), Path::new("shards.json")).expect("to_json parses");
     assert_eq!(again, m, "shards.json does not round-trip");
 }
 

@@ -243,7 +243,7 @@ pub fn dataset_error(py: Python<'_>, e: &DatasetError) -> PyErr {
             make(py, "StoreIndexError", message, path_string(path), Some(*index))
         }
         DatasetError::ShardLength { path, .. } => make(py, "CorruptError", message, path_string(path), None),
-        DatasetError::Manifest { path, .. }
+        DatasetError::ShardTable { path, .. }
         | DatasetError::ShardMissing { path, .. }
         | DatasetError::ShardSchema { path, .. }
         | DatasetError::ShardNotEmpty { path, .. } => make(py, "DatasetError", message, path_string(path), None),

@@ -49,11 +49,7 @@ fn closed() -> PyErr {
 }
 
 pub fn codec_name(codec: Codec) -> &'static str {
-    match codec {
-        Codec::Raw => "raw",
-        Codec::Zstd => "zstd",
-        Codec::ZstdDict => "zstd_dict",
-    }
+    codec.name()
 }
 
 pub fn codec_of(py: Python<'_>, name: &str) -> PyResult<Codec> {

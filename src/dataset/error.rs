@@ -131,22 +131,22 @@ pub enum DatasetError {
     },
     /// Another argument that does not fit.
     InvalidArgument(String),
-    /// `shards.json` is not a valid manifest (untrusted input: every count,
+    /// `shards.json` is not a valid shard table (untrusted input: every count,
     /// name and key is checked).
-    Manifest {
-        /// The manifest file.
+    ShardTable {
+        /// The `shards.json` file.
         path: PathBuf,
         /// What is wrong.
         reason: String,
     },
-    /// A shard the manifest names has no directory, store or `schema.json`.
+    /// A shard the shard table names has no directory, store or `schema.json`.
     ShardMissing {
         /// The shard's directory.
         path: PathBuf,
         /// The shard.
         shard: usize,
     },
-    /// A shard's `schema.json` is not the manifest's schema.
+    /// A shard's `schema.json` is not the shard table's schema.
     ShardSchema {
         /// The shard's directory.
         path: PathBuf,
@@ -154,10 +154,10 @@ pub enum DatasetError {
         shard: usize,
         /// What the shard holds.
         holds: String,
-        /// What the manifest says.
-        manifest: String,
+        /// What the shard table says.
+        shard_table: String,
     },
-    /// A sealed shard whose store does not hold the count the manifest records.
+    /// A sealed shard whose store does not hold the count the shard table records.
     ShardLength {
         /// The shard's directory.
         path: PathBuf,
@@ -165,10 +165,10 @@ pub enum DatasetError {
         shard: usize,
         /// Records the store holds.
         holds: u64,
-        /// Records the manifest records for it.
-        manifest: u64,
+        /// Records the shard table records for it.
+        shard_table: u64,
     },
-    /// A shard directory the manifest does not name yet (left by a
+    /// A shard directory the shard table does not name yet (left by a
     /// rollover that crashed) holds records: it is not this writer's to reuse.
     ShardNotEmpty {
         /// The shard's directory.
@@ -245,23 +245,27 @@ impl fmt::Display for DatasetError {
                 path.display()
             ),
             DatasetError::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
-            DatasetError::Manifest { path, reason } => write!(f, "{}: bad shard manifest: {reason}", path.display()),
+            DatasetError::ShardTable { path, reason } => write!(f, "{}: bad shard table: {reason}", path.display()),
             DatasetError::ShardMissing { path, shard } => {
                 write!(
                     f,
-                    "{}: shard {shard} named by the manifest is missing (no store or schema.json)",
+                    "{}: shard {shard} named by the shard table is missing (no store or schema.json)",
                     path.display()
                 )
             }
-            DatasetError::ShardSchema { path, shard, holds, manifest } => {
-                write!(f, "{}: shard {shard} holds {holds} records, the manifest says {manifest}", path.display())
+            DatasetError::ShardSchema { path, shard, holds, shard_table } => {
+                write!(f, "{}: shard {shard} holds {holds} records, the shard table says {shard_table}", path.display())
             }
-            DatasetError::ShardLength { path, shard, holds, manifest } => {
-                write!(f, "{}: shard {shard} holds {holds} records, the manifest records {manifest}", path.display())
+            DatasetError::ShardLength { path, shard, holds, shard_table } => {
+                write!(
+                    f,
+                    "{}: shard {shard} holds {holds} records, the shard table records {shard_table}",
+                    path.display()
+                )
             }
             DatasetError::ShardNotEmpty { path, holds } => write!(
                 f,
-                "{}: a shard directory the manifest does not name holds {holds} records; move it away",
+                "{}: a shard directory the shard table does not name holds {holds} records; move it away",
                 path.display()
             ),
             DatasetError::IndexOutOfRange { path, index, len } => {

@@ -22,7 +22,7 @@
 //!
 //! Past a store's 2^24 records (or [`WriteOptions::shard_records`]) a
 //! dataset is **sharded**: complete stores in the root and `shard-*/`, and
-//! a `shards.json` [`Manifest`] written last. Both kinds open the same way,
+//! a `shards.json` [`ShardTable`] written last. Both kinds open the same way,
 //! with u64 indices mapped to (shard, local) by a [`ShardIndex`]; shards
 //! open on first use ([`Shards`]). [`ShardedMutation`] deletes from and
 //! compacts the shards.
@@ -30,13 +30,13 @@
 mod dtype;
 mod error;
 mod fixed;
-mod manifest;
 mod mutate;
 mod npy;
 mod npy_header;
 mod ragged;
 mod schema;
 mod shard_index;
+mod shard_table;
 mod shards;
 mod target;
 mod tensor;
@@ -45,12 +45,12 @@ mod write;
 pub use dtype::{ByteOrder, DType, Element, Kind};
 pub use error::DatasetError;
 pub use fixed::Dataset;
-pub use manifest::{MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION, Manifest, Pending, SHARDS_MAX, shard_dir};
 pub use mutate::{ShardDelete, ShardedMutation};
 pub use npy::{NpyHeader, read_npy_header, read_npy_header_in};
 pub use ragged::{Padded, Ragged, RaggedDataset, pad, pad_bytes};
 pub use schema::{Layout, SCHEMA_FILE, SCHEMA_FORMAT, SCHEMA_VERSION, Schema, parse_codec};
 pub use shard_index::ShardIndex;
+pub use shard_table::{Pending, SHARDS_FILE, SHARDS_FORMAT, SHARDS_MAX, SHARDS_VERSION, ShardTable, shard_dir};
 pub use shards::{ShardRef, Shards};
 pub(crate) use tensor::Pool;
 pub use tensor::Tensor;

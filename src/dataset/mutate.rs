@@ -2,10 +2,10 @@
 //! shards, one shard at a time, under the dataset's writer lock (its last
 //! shard's). Each shard's delete or compaction is the store's own, atomic
 //! (a delete) or resumable (a compaction) across a crash. A delete of a
-//! sealed shard changes the count the manifest records for it, in three
+//! sealed shard changes the count the shard table records for it, in three
 //! steps (`docs/crash-safety.md`, "Deleting in a sealed shard"): the
-//! manifest marks the shard `pending` with its count after the delete
-//! (SYNC M1-M2), the store deletes, the manifest records the new count and
+//! shard table marks the shard `pending` with its count after the delete
+//! (SYNC M1-M2), the store deletes, the shard table records the new count and
 //! drops the mark. A reader or writer that finds the mark opens the shard
 //! and takes whichever of the two counts it holds.
 //!
@@ -16,8 +16,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::error::DatasetError;
-use super::manifest::{Manifest, Pending};
 use super::shard_index::ShardIndex;
+use super::shard_table::{Pending, ShardTable};
 use super::target::Target;
 use crate::io::Vfs;
 use crate::io::real::RealFs;
@@ -52,18 +52,18 @@ impl ShardedMutation {
         Ok(ShardedMutation { target })
     }
 
-    fn manifest(&self) -> &Manifest {
-        self.target.manifest().expect("a sharded dataset")
+    fn shard_table(&self) -> &ShardTable {
+        self.target.shard_table().expect("a sharded dataset")
     }
 
     /// Number of shards.
     pub fn shards(&self) -> usize {
-        self.manifest().shards()
+        self.shard_table().shards()
     }
 
     /// Records per shard.
     pub fn counts(&mut self) -> Vec<u64> {
-        let mut counts = self.manifest().sealed.clone();
+        let mut counts = self.shard_table().sealed.clone();
         counts.push(u64::from(self.target.last_mut().expect("open").len()));
         counts
     }
@@ -118,10 +118,10 @@ impl ShardedMutation {
         distinct.sort_unstable();
         distinct.dedup();
         let after = before - distinct.len() as u64;
-        let mut manifest = self.manifest().clone();
+        let mut shard_table = self.shard_table().clone();
         // S1: the mark, durable before the shard changes.
-        manifest.pending = Some(Pending { shard: k, records: after });
-        self.target.set_manifest(manifest.clone())?;
+        shard_table.pending = Some(Pending { shard: k, records: after });
+        self.target.set_shard_table(shard_table.clone())?;
         // S2: the store's delete (its commit is D3).
         let deleted = store.delete(local);
         drop(store);
@@ -130,24 +130,24 @@ impl ShardedMutation {
         let len = u64::from(self.target.open_sealed(k)?.len());
         if len != before && len != after {
             return Err(DatasetError::ShardLength {
-                path: super::manifest::shard_dir(self.target.path(), k),
+                path: super::shard_table::shard_dir(self.target.path(), k),
                 shard: k,
                 holds: len,
-                manifest: after,
+                shard_table: after,
             });
         }
         // S3: the count, the mark dropped.
-        manifest.pending = None;
-        manifest.sealed[k] = len;
-        self.target.set_manifest(manifest)?;
+        shard_table.pending = None;
+        shard_table.sealed[k] = len;
+        self.target.set_shard_table(shard_table)?;
         deleted?;
         Ok(ShardDelete { shard: k, before, after })
     }
 
-    /// Sealed shard `k`, opened for writing and checked against the manifest.
+    /// Sealed shard `k`, opened for writing and checked against the shard table.
     fn sealed(&self, k: usize) -> Result<Zrecord, DatasetError> {
-        let recorded = *self.manifest().sealed.get(k).ok_or_else(|| {
-            DatasetError::InvalidArgument(format!("shard {k} of {} shards", self.manifest().shards()))
+        let recorded = *self.shard_table().sealed.get(k).ok_or_else(|| {
+            DatasetError::InvalidArgument(format!("shard {k} of {} shards", self.shard_table().shards()))
         })?;
         let store = self.target.open_sealed(k)?;
         if u64::from(store.len()) != recorded {
@@ -155,7 +155,7 @@ impl ShardedMutation {
                 path: store.path().to_path_buf(),
                 shard: k,
                 holds: u64::from(store.len()),
-                manifest: recorded,
+                shard_table: recorded,
             });
         }
         Ok(store)

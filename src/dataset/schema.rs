@@ -9,19 +9,14 @@ use serde_json::Value;
 
 use super::dtype::DType;
 use super::error::DatasetError;
-use crate::format::{Codec, RECORD_BYTES_MAX};
+pub use crate::format::SCHEMA_FILE;
+use crate::format::{Codec, RECORD_BYTES_MAX, SCHEMA_BYTES_MAX, SCHEMA_TMP_FILE};
 use crate::io::{OpenMode, Vfs, read_file, write_all_at};
 
-/// The schema's file name inside a dataset directory.
-pub const SCHEMA_FILE: &str = "schema.json";
 /// The value of the `format` key.
 pub const SCHEMA_FORMAT: &str = "loaderx-zrecord";
 /// The value of the `version` key this crate reads and writes.
 pub const SCHEMA_VERSION: u64 = 1;
-/// Largest `schema.json` read (a schema is a few hundred bytes).
-const SCHEMA_BYTES_MAX: u64 = 1 << 20;
-/// Temporary name the schema is written under before its rename.
-const SCHEMA_TMP_FILE: &str = "schema.json.tmp";
 
 /// The shape of a dataset's records.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -213,12 +208,7 @@ impl Schema {
     }
 }
 
-/// A codec by its schema name.
+/// A codec by its schema name ([`Codec::from_name`]).
 pub fn parse_codec(name: &str) -> Result<Codec, DatasetError> {
-    match name {
-        "raw" => Ok(Codec::Raw),
-        "zstd" => Ok(Codec::Zstd),
-        "zstd_dict" => Ok(Codec::ZstdDict),
-        other => Err(DatasetError::UnknownCodec { found: other.to_string() }),
-    }
+    Codec::from_name(name).ok_or_else(|| DatasetError::UnknownCodec { found: name.to_string() })
 }

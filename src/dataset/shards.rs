@@ -1,20 +1,20 @@
 //! [`Shards`]: the stores under a dataset, read-only. One store (a
-//! directory without `shards.json`) or the shards a manifest names
-//! ([`Manifest`]), opened on first use: opening a sharded dataset reads the
-//! manifest and opens the last shard (its length is the last count), and
+//! directory without `shards.json`) or the shards a shard table names
+//! ([`ShardTable`]), opened on first use: opening a sharded dataset reads the
+//! shard table and opens the last shard (its length is the last count), and
 //! nothing else. A global index goes to its shard by [`ShardIndex`].
 //!
 //! A shard is checked when it opens: its `schema.json` must be the
-//! manifest's, and a sealed shard must hold exactly the count the manifest
+//! shard table's, and a sealed shard must hold exactly the count the shard table
 //! records for it.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use super::error::DatasetError;
-use super::manifest::{Manifest, shard_dir};
 use super::schema::Schema;
 use super::shard_index::ShardIndex;
+use super::shard_table::{ShardTable, shard_dir};
 use crate::io::{FileKind, Vfs};
 use crate::{Options, ReadMode, Zrecord};
 
@@ -26,7 +26,7 @@ pub struct Shards {
     root: PathBuf,
     schema: Schema,
     read_mode: ReadMode,
-    /// True if the dataset has a manifest.
+    /// True if the dataset has a shard table.
     sharded: bool,
     table: RwLock<Arc<Table>>,
     /// Held while a shard opens, so that it opens once.
@@ -57,15 +57,16 @@ impl Shards {
 
     /// [`Shards::open`] on any filesystem implementation.
     pub fn open_in(vfs: Arc<dyn Vfs>, root: &Path, read_mode: ReadMode) -> Result<Shards, DatasetError> {
-        let Some(manifest) = Manifest::read(&*vfs, root)? else {
+        let Some(shard_table) = ShardTable::read(&*vfs, root)? else {
             let schema = Schema::read(&*vfs, root)?;
             let store = Zrecord::open_in(vfs.clone(), root, read_only(read_mode))?;
             let index = ShardIndex::new(&[u64::from(store.len())])?;
             let table = Table { index, stores: vec![Arc::new(OnceLock::from(store))] };
             return Ok(Shards::new(vfs, root, schema, read_mode, false, table));
         };
-        let shards = Shards::new(vfs, root, manifest.schema.clone(), read_mode, true, Table::empty(manifest.shards()));
-        let table = shards.table_for(&manifest, None)?;
+        let shards =
+            Shards::new(vfs, root, shard_table.schema.clone(), read_mode, true, Table::empty(shard_table.shards()));
+        let table = shards.table_for(&shard_table, None)?;
         *shards.table.write().expect("not poisoned") = Arc::new(table);
         Ok(shards)
     }
@@ -82,16 +83,16 @@ impl Shards {
         }
     }
 
-    /// The table of `manifest`'s shards: the last one opened (its length
+    /// The table of `shard table`'s shards: the last one opened (its length
     /// is its count), and a shard with a pending delete opened to learn
     /// which of its two counts holds. `old` lends the stores already open.
-    fn table_for(&self, manifest: &Manifest, old: Option<&Table>) -> Result<Table, DatasetError> {
-        let n = manifest.shards();
+    fn table_for(&self, shard_table: &ShardTable, old: Option<&Table>) -> Result<Table, DatasetError> {
+        let n = shard_table.shards();
         let stores: Vec<Arc<OnceLock<Zrecord>>> = (0..n)
             .map(|k| old.and_then(|t| t.stores.get(k).cloned()).unwrap_or_else(|| Arc::new(OnceLock::new())))
             .collect();
-        let mut counts = manifest.sealed.clone();
-        if let Some(p) = manifest.pending {
+        let mut counts = shard_table.sealed.clone();
+        if let Some(p) = shard_table.pending {
             let len = self.opened(&stores[p.shard], p.shard, None)?.len();
             if u64::from(len) != counts[p.shard] && u64::from(len) != p.records {
                 return Err(self.length_error(p.shard, len, counts[p.shard]));
@@ -126,7 +127,7 @@ impl Shards {
         &self.root
     }
 
-    /// True if the dataset has a manifest (even of one shard).
+    /// True if the dataset has a shard table (even of one shard).
     pub fn is_sharded(&self) -> bool {
         self.sharded
     }
@@ -192,7 +193,7 @@ impl Shards {
         Ok(cell.get_or_init(|| store))
     }
 
-    /// Opens shard `k`'s store after checking its schema against the manifest's.
+    /// Opens shard `k`'s store after checking its schema against the shard table's.
     fn open_shard(&self, k: usize) -> Result<Zrecord, DatasetError> {
         let dir = shard_dir(&self.root, k);
         let io = |source| DatasetError::Io { path: dir.clone(), op: "stat shard directory", source };
@@ -208,14 +209,14 @@ impl Shards {
                 path: dir,
                 shard: k,
                 holds: format!("{} ({})", schema.describe(), schema.codec.name()),
-                manifest: format!("{} ({})", self.schema.describe(), self.schema.codec.name()),
+                shard_table: format!("{} ({})", self.schema.describe(), self.schema.codec.name()),
             });
         }
         Ok(Zrecord::open_in(self.vfs.clone(), &dir, read_only(self.read_mode))?)
     }
 
-    fn length_error(&self, k: usize, holds: u32, manifest: u64) -> DatasetError {
-        DatasetError::ShardLength { path: shard_dir(&self.root, k), shard: k, holds: u64::from(holds), manifest }
+    fn length_error(&self, k: usize, holds: u32, shard_table: u64) -> DatasetError {
+        DatasetError::ShardLength { path: shard_dir(&self.root, k), shard: k, holds: u64::from(holds), shard_table }
     }
 
     /// Picks up appends (and, for a sharded dataset, new shards) since
@@ -223,16 +224,16 @@ impl Shards {
     pub fn refresh(&self) -> Result<u64, DatasetError> {
         let old = self.table();
         let table = if self.sharded {
-            let manifest = Manifest::read(&*self.vfs, &self.root)?
+            let shard_table = ShardTable::read(&*self.vfs, &self.root)?
                 .ok_or_else(|| DatasetError::ShardMissing { path: self.root.clone(), shard: 0 })?;
-            if manifest.schema != self.schema || manifest.shards() < old.index.shards() {
+            if shard_table.schema != self.schema || shard_table.shards() < old.index.shards() {
                 return Err(DatasetError::Store(crate::Error::StoreChanged {
                     path: self.root.clone(),
                     index: None,
-                    what: "the manifest changed under this reader".into(),
+                    what: "the shard table changed under this reader".into(),
                 }));
             }
-            self.table_for(&manifest, Some(&old))?
+            self.table_for(&shard_table, Some(&old))?
         } else {
             let store = old.stores[0].get().expect("a single store opens at open");
             Table { index: ShardIndex::new(&[u64::from(store.refresh()?)])?, stores: old.stores.clone() }

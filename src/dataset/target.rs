@@ -3,19 +3,19 @@
 //! "Shard rollover"): when the last store is full (by records, by its
 //! chunk files' capacity, or at the caller's `shard_records`), the next
 //! shard's store is made complete (created, `schema.json`, the dictionary)
-//! and durable, and only then is the manifest replaced to name it. Records
-//! go into a shard only once the manifest names it, by the store's own
+//! and durable, and only then is the shard table replaced to name it. Records
+//! go into a shard only once the shard table names it, by the store's own
 //! crash-ordered append.
 //!
 //! One writer at a time: the writer of a dataset is the holder of its last
-//! shard's writer lock (`meta.zr`'s `flock`), and only it replaces the manifest.
+//! shard's writer lock (`meta.zr`'s `flock`), and only it replaces the shard table.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::error::DatasetError;
-use super::manifest::{Manifest, shard_dir};
 use super::schema::Schema;
+use super::shard_table::{ShardTable, shard_dir};
 use crate::format::{Codec, DICT_FILE, META_FILE, RECORDS_MAX};
 use crate::io::{FileKind, Vfs, read_file};
 use crate::{Options, Zrecord};
@@ -62,8 +62,8 @@ pub(crate) struct Target {
     store_opts: Options,
     /// Records per shard before a new one starts (at most a store's capacity).
     shard_records: u64,
-    /// The manifest, for a sharded dataset.
-    manifest: Option<Manifest>,
+    /// The shard table, for a sharded dataset.
+    shard_table: Option<ShardTable>,
     /// The last shard (the root for a single store) and its store, once open.
     shard: usize,
     store: Option<Zrecord>,
@@ -100,12 +100,12 @@ impl Target {
             unit_bytes,
             store_opts,
             shard_records,
-            manifest: None,
+            shard_table: None,
             shard: 0,
             store: None,
             schema_written: false,
         };
-        if Manifest::read(&*target.vfs, root)?.is_some() {
+        if ShardTable::read(&*target.vfs, root)?.is_some() {
             target.open_sharded()?;
         } else {
             target.open_single()?;
@@ -116,22 +116,22 @@ impl Target {
     /// The sharded dataset at `root`, its last shard locked, for a delete
     /// or compaction of its shards (`store`'s `wait` applies to them).
     pub(crate) fn open_to_mutate(vfs: Arc<dyn Vfs>, root: &Path, store: &Options) -> Result<Target, DatasetError> {
-        let manifest = Manifest::read(&*vfs, root)?.ok_or_else(|| DatasetError::Manifest {
-            path: root.join(super::manifest::MANIFEST_FILE),
+        let shard_table = ShardTable::read(&*vfs, root)?.ok_or_else(|| DatasetError::ShardTable {
+            path: root.join(super::shard_table::SHARDS_FILE),
             reason: "missing: not a sharded dataset".into(),
         })?;
-        Target::open(vfs, root, manifest.schema, store, None)
+        Target::open(vfs, root, shard_table.schema, store, None)
     }
 
-    /// The manifest (a sharded dataset's).
-    pub(crate) fn manifest(&self) -> Option<&Manifest> {
-        self.manifest.as_ref()
+    /// The shard table (a sharded dataset's).
+    pub(crate) fn shard_table(&self) -> Option<&ShardTable> {
+        self.shard_table.as_ref()
     }
 
-    /// Replaces the manifest (the writer's lock is held).
-    pub(crate) fn set_manifest(&mut self, manifest: Manifest) -> Result<(), DatasetError> {
-        manifest.write(&*self.vfs, &self.root)?;
-        self.manifest = Some(manifest);
+    /// Replaces the shard table (the writer's lock is held).
+    pub(crate) fn set_shard_table(&mut self, shard_table: ShardTable) -> Result<(), DatasetError> {
+        shard_table.write(&*self.vfs, &self.root)?;
+        self.shard_table = Some(shard_table);
         Ok(())
     }
 
@@ -183,27 +183,27 @@ impl Target {
         Ok(())
     }
 
-    /// A sharded dataset: its last shard opened and locked, the manifest
+    /// A sharded dataset: its last shard opened and locked, the shard table
     /// read again under the lock (a rollover may have sealed the shard
     /// meanwhile), and a delete left pending by a crash finished.
     fn open_sharded(&mut self) -> Result<(), DatasetError> {
         for _ in 0..OPEN_ATTEMPTS {
-            let Some(manifest) = Manifest::read(&*self.vfs, &self.root)? else {
+            let Some(shard_table) = ShardTable::read(&*self.vfs, &self.root)? else {
                 return Err(DatasetError::ShardMissing { path: self.root.clone(), shard: 0 });
             };
-            let last = manifest.shards() - 1;
+            let last = shard_table.shards() - 1;
             let dir = shard_dir(&self.root, last);
             if Schema::read(&*self.vfs, &dir).is_err() || self.vfs.kind(&dir.join(META_FILE)).ok().flatten().is_none() {
                 return Err(DatasetError::ShardMissing { path: dir, shard: last });
             }
             let store = Zrecord::open_in(self.vfs.clone(), &dir, self.store_opts.clone())?;
-            if Manifest::read(&*self.vfs, &self.root)?.as_ref() != Some(&manifest) {
+            if ShardTable::read(&*self.vfs, &self.root)?.as_ref() != Some(&shard_table) {
                 continue;
             }
-            self.adopt(manifest.schema.clone())?;
+            self.adopt(shard_table.schema.clone())?;
             self.shard = last;
             self.store = Some(store);
-            self.manifest = Some(manifest);
+            self.shard_table = Some(shard_table);
             return self.finish_pending();
         }
         Err(DatasetError::Store(crate::Error::StoreChanged {
@@ -216,16 +216,16 @@ impl Target {
     /// Finishes a delete a crash left pending: the shard's count is the one
     /// of the two its store holds.
     fn finish_pending(&mut self) -> Result<(), DatasetError> {
-        let Some(mut manifest) = self.manifest.clone() else { return Ok(()) };
-        let Some(p) = manifest.pending.take() else { return Ok(()) };
+        let Some(mut shard_table) = self.shard_table.clone() else { return Ok(()) };
+        let Some(p) = shard_table.pending.take() else { return Ok(()) };
         let dir = shard_dir(&self.root, p.shard);
         let len = u64::from(Zrecord::open_in(self.vfs.clone(), &dir, self.store_opts.clone())?.len());
-        if len != p.records && len != manifest.sealed[p.shard] {
-            return Err(DatasetError::ShardLength { path: dir, shard: p.shard, holds: len, manifest: p.records });
+        if len != p.records && len != shard_table.sealed[p.shard] {
+            return Err(DatasetError::ShardLength { path: dir, shard: p.shard, holds: len, shard_table: p.records });
         }
-        manifest.sealed[p.shard] = len;
-        manifest.write(&*self.vfs, &self.root)?;
-        self.manifest = Some(manifest);
+        shard_table.sealed[p.shard] = len;
+        shard_table.write(&*self.vfs, &self.root)?;
+        self.shard_table = Some(shard_table);
         Ok(())
     }
 
@@ -309,28 +309,28 @@ impl Target {
                     path: dir,
                     shard: next,
                     holds: other.describe(),
-                    manifest: self.schema.describe(),
+                    shard_table: self.schema.describe(),
                 });
             }
             Err(e) => return Err(e),
         }
         if self.schema.codec == Codec::ZstdDict && !store.has_dict() && sealed.has_dict() {
             let path = self.dir().join(DICT_FILE);
-            let bytes = read_file(&*self.vfs, &path, crate::store::DICT_BYTES_MAX)
+            let bytes = read_file(&*self.vfs, &path, crate::format::DICT_BYTES_MAX)
                 .map_err(|source| DatasetError::Io { path, op: "read dict.zr", source })?;
             store.install_dict(bytes)?;
         }
-        // R3: the manifest names the new shard (the commit point).
-        let mut manifest = self.manifest.clone().unwrap_or_else(|| Manifest {
+        // R3: the shard table names the new shard (the commit point).
+        let mut shard_table = self.shard_table.clone().unwrap_or_else(|| ShardTable {
             schema: self.schema.clone(),
             sealed: Vec::new(),
             pending: None,
         });
-        manifest.sealed.push(u64::from(sealed.len()));
-        manifest.write(&*self.vfs, &self.root)?;
+        shard_table.sealed.push(u64::from(sealed.len()));
+        shard_table.write(&*self.vfs, &self.root)?;
         // R4: the sealed shard's writer lock released only now.
         drop(sealed);
-        (self.manifest, self.shard, self.store, self.schema_written) = (Some(manifest), next, Some(store), true);
+        (self.shard_table, self.shard, self.store, self.schema_written) = (Some(shard_table), next, Some(store), true);
         Ok(())
     }
 

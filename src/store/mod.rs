@@ -46,7 +46,6 @@ mod intent;
 mod invariants;
 mod meta;
 mod open;
-pub(crate) use open::DICT_BYTES_MAX;
 mod read;
 mod readers;
 mod repack;

@@ -16,13 +16,10 @@ use super::readers::{self, Hold};
 use super::{Options, Zrecord};
 use crate::error::{Corruption, Error, Result};
 use crate::format::{
-    CHUNKS_MAX, DICT_FILE, DICT_TMP_FILE, Frontier, HEADER_BYTES, Header, MAGIC, META_BYTES, META_FILE, META_TMP_FILE,
-    RECORDS_MAX, VERSION, entry_offset,
+    CHUNKS_MAX, DICT_BYTES_MAX, DICT_FILE, DICT_TMP_FILE, Frontier, HEADER_BYTES, Header, MAGIC, META_BYTES, META_FILE,
+    META_TMP_FILE, RECORDS_MAX, VERSION, chunk_id_of, entry_offset,
 };
 use crate::io::{FileKind, LockKind, OpenMode, Vfs, read_exact_at, read_file, write_all_at};
-
-/// Largest `dict.zr` accepted (the reference caps training at 1 MiB).
-pub(crate) const DICT_BYTES_MAX: u64 = 64 << 20;
 
 pub(super) fn open(vfs: Arc<dyn Vfs>, path: &Path, options: Options) -> Result<Zrecord> {
     let io_err = |op: &'static str| move |source| Error::Io { path: path.to_path_buf(), op, source };
@@ -92,7 +89,7 @@ fn ensure_store(vfs: &dyn Vfs, path: &Path, read_only: bool) -> Result<()> {
     let meta_path = path.join(META_FILE);
     if vfs.kind(&meta_path).map_err(io_err("stat meta.zr"))?.is_none() {
         let names = vfs.list_dir(path).map_err(io_err("list store directory"))?;
-        let holds_data = names.iter().any(|n| n == DICT_FILE || is_chunk_name(n));
+        let holds_data = names.iter().any(|n| n == DICT_FILE || chunk_id_of(n).is_some());
         if holds_data {
             return Err(Error::MetaMissing { path: path.to_path_buf() });
         }
@@ -167,11 +164,6 @@ fn check_header(path: &Path, header: &Header) -> Result<()> {
         return Err(corrupt(format!("last chunk {} exceeds the {CHUNKS_MAX} chunk limit", header.frontier().chunk)));
     }
     Ok(())
-}
-
-/// True for `N.zr` with N a decimal chunk id.
-fn is_chunk_name(name: &str) -> bool {
-    name.strip_suffix(".zr").is_some_and(|stem| !stem.is_empty() && stem.bytes().all(|b| b.is_ascii_digit()))
 }
 
 fn remove_if_present(vfs: &dyn Vfs, path: &Path) -> io::Result<()> {

@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use loaderx::dataset::Dataset;
-use loaderx::io::remote::publish::{pull, push};
 use loaderx::io::remote::{Location, RemoteError, RemoteErrorKind, RemoteFs, RemoteOptions};
+use loaderx::publish::{pull, push};
 use loaderx::{Codec, Error, Options, Zrecord};
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;

@@ -16,13 +16,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::dataset::SCHEMA_FILE;
-use crate::format::{CHUNK_BYTES_MAX, CHUNKS_MAX, DICT_FILE, META_BYTES, META_FILE, chunk_id_of};
-
-/// The manifest's object name.
-pub const MANIFEST_FILE: &str = "manifest.json";
-/// Largest manifest read (a store of 65,536 chunks fits in a few MiB).
-pub(crate) const MANIFEST_BYTES_MAX: u64 = 16 << 20;
+use crate::format::{META_FILE, StoreFile};
 /// The `format` field.
 const FORMAT: &str = "loaderx-remote";
 /// The `version` this build writes and reads.
@@ -47,18 +41,6 @@ pub struct Manifest {
     /// Object name (`meta.zr`, `0.zr`, `dict.zr`, `schema.json`; `shards.json`
     /// beside a sharded dataset's shard 0) to what it is.
     pub objects: BTreeMap<String, ObjectInfo>,
-}
-
-/// The largest object `name` may be; `None` for a name a store does not have.
-pub(crate) fn size_limit(name: &str) -> Option<u64> {
-    match name {
-        META_FILE => Some(META_BYTES),
-        DICT_FILE => Some(64 << 20),
-        SCHEMA_FILE => Some(1 << 20),
-        // A sharded dataset's manifest, beside its shard 0.
-        crate::dataset::MANIFEST_FILE => Some(64 << 20),
-        _ => chunk_id_of(name).filter(|&id| u32::from(id) < CHUNKS_MAX).map(|_| CHUNK_BYTES_MAX),
-    }
 }
 
 impl Manifest {
@@ -95,7 +77,8 @@ impl Manifest {
         let listed = value.get("objects").and_then(Value::as_object).ok_or("\"objects\" is missing")?;
         let mut objects = BTreeMap::new();
         for (name, o) in listed {
-            let limit = size_limit(name).ok_or_else(|| format!("object {name:?} is not a store file"))?;
+            let file = StoreFile::of(name).ok_or_else(|| format!("object {name:?} is not a store file"))?;
+            let limit = file.bytes_max();
             let field = |key: &str| o.get(key).and_then(Value::as_u64);
             let size = field("size").ok_or_else(|| format!("{name}: \"size\" is missing"))?;
             if size > limit {

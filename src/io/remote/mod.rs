@@ -18,15 +18,16 @@
 //!   its chunk "mappings" and takes no readers' lock: nothing changes a
 //!   published store but a new push, which the entity tags catch).
 //!
-//! Publishing and fetching whole stores is [`publish`]'s.
+//! Publishing and fetching whole stores is the `publish` module's, above
+//! the dataset layer; it reaches object storage through [`Location`].
 
 mod cache;
 mod fetch;
 mod manifest;
-pub mod publish;
 
+pub use crate::format::MANIFEST_FILE;
 pub use fetch::{FetchCounters, ObjectRef, RemoteError, RemoteErrorKind};
-pub use manifest::{MANIFEST_FILE, Manifest, ObjectInfo};
+pub use manifest::{Manifest, ObjectInfo};
 
 use std::collections::BTreeMap;
 use std::io;
@@ -38,8 +39,7 @@ use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 
 use super::{BatchError, BatchRead, FileKind, LockKind, OpenMode, ReadEngine, ReadMap, SharedMap, Then, Vfs, VfsFile};
-use crate::dataset::SCHEMA_FILE;
-use crate::format::{DICT_FILE, META_FILE};
+use crate::format::{MANIFEST_BYTES_MAX, StoreFile, shard_of_dir_name};
 use fetch::{Connect, Fetcher};
 
 /// How the remote backend reads.
@@ -171,9 +171,9 @@ fn s3_client(
 }
 
 /// Where a store is published: a prefix of a bucket, and the client that
-/// reaches it. What [`RemoteFs::open`], [`publish::push`] and
-/// [`publish::pull`] take; a sharded dataset's shards would be locations
-/// under one.
+/// reaches it. What [`RemoteFs::open`] and publishing's `push` and `pull`
+/// take; a sharded dataset's shards are locations under one
+/// ([`Location::child`]).
 #[derive(Clone, Debug)]
 pub struct Location {
     /// The URL, no trailing slash (`s3://bucket/prefix`).
@@ -252,6 +252,12 @@ impl Location {
         self.prefix.clone().join(name)
     }
 
+    /// The client and its in-flight bound, for publishing's uploads,
+    /// removals and fetches.
+    pub(crate) fn fetcher(&self) -> &Fetcher {
+        &self.fetcher
+    }
+
     /// Requests and bytes so far through this location's client.
     pub fn counters(&self) -> FetchCounters {
         self.fetcher.counters()
@@ -328,8 +334,7 @@ impl RemoteFs {
             return Ok(None);
         };
         let name = rest.split('/').next().unwrap_or_default();
-        let digits = name.strip_prefix("shard-").filter(|d| d.len() == 6 && d.bytes().all(|b| b.is_ascii_digit()));
-        if digits.is_none() {
+        if shard_of_dir_name(name).is_none_or(|k| k == 0) {
             return Ok(None);
         }
         let mut shards = self.shards.lock().unwrap_or_else(|e| e.into_inner());
@@ -381,7 +386,7 @@ pub(crate) fn read_manifest(location: &Location) -> io::Result<Option<Manifest>>
                 e @ (object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. }),
             )) => Err(error(RemoteErrorKind::Denied, e.to_string())),
             Ok(Err(e)) => Err(error(RemoteErrorKind::Unavailable, e.to_string())),
-            Ok(Ok(bytes)) if bytes.len() as u64 > manifest::MANIFEST_BYTES_MAX => {
+            Ok(Ok(bytes)) if bytes.len() as u64 > MANIFEST_BYTES_MAX => {
                 Err(error(RemoteErrorKind::Invalid, format!("{} bytes, more than a manifest has", bytes.len())))
             }
             Ok(Ok(bytes)) => Ok(Some(bytes)),
@@ -504,7 +509,7 @@ impl RemoteFile {
     /// The file's bytes, fetched once, for the small files read whole.
     fn whole(&self) -> Option<io::Result<Arc<[u8]>>> {
         let name = self.object.object.key.filename()?;
-        if ![META_FILE, DICT_FILE, SCHEMA_FILE, crate::dataset::MANIFEST_FILE].contains(&name) {
+        if StoreFile::of(name).is_none_or(|file| matches!(file, StoreFile::Chunk(_))) {
             return None;
         }
         if let Some(bytes) = self.object.whole.get() {

@@ -27,7 +27,10 @@
 //! shards 1 on first and shard 0 (`shards.json` with it, `meta.zr` last)
 //! after them.
 //!
-//! Local files are reached through the I/O boundary (`RealFs`).
+//! Local files are reached through the I/O boundary (`RealFs`), objects
+//! through the remote backend's [`Location`]. Publishing sits above the
+//! store and the dataset layers (it opens stores and reads `shards.json`);
+//! the I/O layer knows neither.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -36,12 +39,16 @@ use std::sync::Arc;
 
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
 
-use super::manifest::{MANIFEST_FILE, Manifest, ObjectInfo, size_limit};
-use super::{Location, RemoteError, RemoteErrorKind, read_manifest};
-use crate::dataset::{SCHEMA_FILE, shard_dir};
+use crate::dataset::{ShardTable, shard_dir};
 use crate::error::{Error, Result};
-use crate::format::{DICT_FILE, META_BYTES, META_FILE, META_TMP_FILE, chunk_file_name};
+use crate::format::{
+    DICT_FILE, MANIFEST_FILE, META_BYTES, META_FILE, META_TMP_FILE, SCHEMA_FILE, SHARDS_FILE, StoreFile,
+    chunk_file_name, shard_dir_name,
+};
 use crate::io::real::RealFs;
+use crate::io::remote::{
+    Location, Manifest, ObjectInfo, RemoteError, RemoteErrorKind, RemoteFs, RemoteOptions, read_manifest,
+};
 use crate::io::{BatchRead, FileKind, OpenMode, Vfs, VfsFile, read_exact_at, write_all_at};
 use crate::store::Zrecord;
 
@@ -143,7 +150,7 @@ fn sources(store: &Zrecord, dir: &Path) -> Result<(u32, Vec<(String, Source)>)> 
         }
         out.push((name, Source::File { file, len }));
     }
-    for name in [DICT_FILE, SCHEMA_FILE, crate::dataset::MANIFEST_FILE] {
+    for name in [DICT_FILE, SCHEMA_FILE, SHARDS_FILE] {
         let path = dir.join(name);
         if fs.kind(&path).map_err(io_err(&path, "stat"))? == Some(FileKind::File) {
             let file = fs.open(&path, OpenMode::Read).map_err(io_err(&path, "open"))?;
@@ -159,7 +166,7 @@ fn sources(store: &Zrecord, dir: &Path) -> Result<(u32, Vec<(String, Source)>)> 
 /// they add after the open is not published), a delete or compaction
 /// waits for it (the readers' lock).
 pub fn push(dir: &Path, to: &Location) -> Result<PushReport> {
-    let Some(shards) = dataset_manifest(&RealFs, dir)? else { return push_store(dir, to) };
+    let Some(shards) = shard_table(&RealFs, dir)? else { return push_store(dir, to) };
     if let Some(pending) = &shards.pending {
         return Err(Error::InvalidArgument(format!(
             "{}: a delete of shard {} is under way; open the dataset for writing to finish it, then push",
@@ -169,7 +176,7 @@ pub fn push(dir: &Path, to: &Location) -> Result<PushReport> {
     }
     let mut report = PushReport::default();
     for k in (1..shards.shards()).chain([0]) {
-        let name = shard_name(dir, k);
+        let name = shard_dir_name(k);
         let shard = push_store(&shard_dir(dir, k), &if k == 0 { to.clone() } else { to.child(&name) })?;
         let within = |v: Vec<String>| v.into_iter().map(|o| if k == 0 { o } else { format!("{name}/{o}") });
         report.uploaded.extend(within(shard.uploaded));
@@ -181,19 +188,13 @@ pub fn push(dir: &Path, to: &Location) -> Result<PushReport> {
     Ok(report)
 }
 
-/// The sharded dataset's manifest at `dir` on `fs`, `None` for a store.
-fn dataset_manifest(fs: &dyn Vfs, dir: &Path) -> Result<Option<crate::dataset::Manifest>> {
-    crate::dataset::Manifest::read(fs, dir).map_err(|e| Error::Io {
-        path: dir.join(crate::dataset::MANIFEST_FILE),
+/// The sharded dataset's shard table at `dir` on `fs`, `None` for a store.
+fn shard_table(fs: &dyn Vfs, dir: &Path) -> Result<Option<ShardTable>> {
+    ShardTable::read(fs, dir).map_err(|e| Error::Io {
+        path: dir.join(SHARDS_FILE),
         op: "read shards.json",
         source: io::Error::new(io::ErrorKind::InvalidData, e.to_string()),
     })
-}
-
-/// Shard `k`'s directory name under the dataset's root (`shard-NNNNNN`).
-fn shard_name(root: &Path, k: usize) -> String {
-    let dir = shard_dir(root, k);
-    dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
 /// [`push`] of one store.
@@ -233,7 +234,7 @@ fn push_store(dir: &Path, to: &Location) -> Result<PushReport> {
     upload(to, MANIFEST_FILE, &Source::Memory(text)).map_err(remote_err("upload manifest.json"))?;
     report.uploaded.push(MANIFEST_FILE.into());
     for name in old.iter().flat_map(|m| m.objects.keys()).filter(|n| !manifest.objects.contains_key(*n)) {
-        to.fetcher
+        to.fetcher()
             .run(async |store| store.delete(&to.key(name)).await.map_err(io::Error::from))
             .map_err(remote_err("remove"))?;
         report.removed.push(name.clone());
@@ -245,7 +246,7 @@ fn push_store(dir: &Path, to: &Location) -> Result<PushReport> {
 /// (and the same tag, where both have one): then it need not be uploaded.
 fn still_held(to: &Location, name: &str, listed: &ObjectInfo) -> io::Result<Option<Option<String>>> {
     let key = to.key(name);
-    to.fetcher.run(async |store| match store.head(&key).await {
+    to.fetcher().run(async |store| match store.head(&key).await {
         Ok(meta) if meta.size == listed.size && (listed.etag.is_none() || meta.e_tag == listed.etag) => {
             Ok(Some(meta.e_tag))
         }
@@ -258,8 +259,8 @@ fn still_held(to: &Location, name: &str, listed: &ObjectInfo) -> io::Result<Opti
 /// the server gives it (from a HEAD, which is what readers will see).
 fn upload(to: &Location, name: &str, source: &Source) -> io::Result<Option<String>> {
     let key = to.key(name);
-    let timeout = to.fetcher.options().request_timeout;
-    to.fetcher.run(async |store| {
+    let timeout = to.fetcher().options().request_timeout;
+    to.fetcher().run(async |store| {
         if source.len() < MULTIPART_BYTES {
             let mut bytes = vec![0; source.len() as usize];
             source.read(0, &mut bytes)?;
@@ -305,15 +306,15 @@ async fn upload_parts(store: &dyn ObjectStore, key: &object_store::path::Path, s
 /// checking every object's CRC-32 (see the module comment).
 pub fn pull(from: &Location, dir: &Path) -> Result<PullReport> {
     let root = published(from)?;
-    let remote = super::RemoteFs::with_manifest(from.clone(), root.clone());
-    let shards = dataset_manifest(&remote, Path::new(remote.root()))?.map_or(1, |m| m.shards());
+    let remote = RemoteFs::with_manifest(from.clone(), root.clone());
+    let shards = shard_table(&remote, Path::new(remote.root()))?.map_or(1, |m| m.shards());
     let mut report = PullReport { shards, ..PullReport::default() };
     for k in (1..shards).chain([0]) {
         let (at, manifest) = match k {
             // The root's manifest is the one `shards.json` was read by.
             0 => (from.clone(), root.clone()),
             _ => {
-                let at = from.child(&shard_name(dir, k));
+                let at = from.child(&shard_dir_name(k));
                 let manifest = published(&at)?;
                 (at, manifest)
             }
@@ -374,11 +375,11 @@ fn pull_store(from: &Location, dir: &Path, manifest: &Manifest) -> Result<()> {
 fn fetch_into(from: &Location, name: &str, info: &ObjectInfo, file: &dyn VfsFile, at: u64) -> Result<()> {
     let object = from.object(name, info);
     let remote = |source| Error::Io { path: from.url().into(), op: "fetch", source };
-    if size_limit(name).is_none_or(|limit| info.size > limit) {
+    if StoreFile::of(name).is_none_or(|file| info.size > file.bytes_max()) {
         let detail = format!("{} bytes, more than a store file has", info.size);
         return Err(remote(RemoteError::new(&object.url, RemoteErrorKind::Invalid, detail).into_io()));
     }
-    let window = PIECE_BYTES * from.fetcher.options().max_in_flight.clamp(1, 8);
+    let window = PIECE_BYTES * from.fetcher().options().max_in_flight.clamp(1, 8);
     let mut buf = vec![0u8; window.min(info.size as usize)];
     let mut hasher = crc32fast::Hasher::new();
     let mut offset = 0u64;
@@ -390,7 +391,7 @@ fn fetch_into(from: &Location, name: &str, info: &ObjectInfo, file: &dyn VfsFile
             .map(|(k, piece)| BatchRead::new(offset + (k * PIECE_BYTES) as u64, piece))
             .collect();
         let objects = vec![&object; reads.len()];
-        from.fetcher.read_batch(&objects, &mut reads).map_err(|e| remote(e.error))?;
+        from.fetcher().read_batch(&objects, &mut reads).map_err(|e| remote(e.error))?;
         hasher.update(&buf[..n]);
         write_all_at(file, &buf[..n], at + offset).map_err(|source| Error::Io {
             path: name.into(),
@@ -409,7 +410,7 @@ fn fetch_into(from: &Location, name: &str, info: &ObjectInfo, file: &dyn VfsFile
 
 /// An in-memory store under `url`, for tests and examples: `object_store`'s
 /// in-memory backend.
-pub fn memory_location(url: &str, options: super::RemoteOptions) -> Location {
+pub fn memory_location(url: &str, options: RemoteOptions) -> Location {
     let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
     Location::with_store(store, url, "", options).expect("an empty prefix parses")
 }

@@ -1,14 +1,15 @@
-//! `shards.json`: the manifest of a sharded dataset (`docs/format.md`,
+//! `shards.json`: the shard table of a sharded dataset (`docs/format.md`,
 //! "Sharded datasets"), parsed strictly (it is input) and replaced whole:
 //! written to a temporary file, synced, renamed over the name, the
 //! directory synced (`docs/crash-safety.md`, "Shard rollover").
 //!
 //! The root directory is shard 0 (a complete store with its `schema.json`);
-//! shard `k >= 1` is the store in `shard-{k:06}/`. The manifest records the
+//! shard `k >= 1` is the store in `shard-{k:06}/` ([`shard_dir_name`]). The
+//! table records the
 //! schema, the number of shards and the record count of every shard but the
 //! last: the last shard's count is its store's own length, so that appends
 //! into it are the store's own crash-ordered appends and never touch the
-//! manifest.
+//! table.
 
 use std::path::{Path, PathBuf};
 
@@ -16,21 +17,14 @@ use serde_json::Value;
 
 use super::error::DatasetError;
 use super::schema::Schema;
-use crate::format::RECORDS_MAX;
+use crate::format::{RECORDS_MAX, SHARDS_FILE_BYTES_MAX, SHARDS_TMP_FILE, shard_dir_name};
+pub use crate::format::{SHARDS_FILE, SHARDS_MAX};
 use crate::io::{OpenMode, Vfs, read_file, write_all_at};
 
-/// The manifest's file name in the root directory.
-pub const MANIFEST_FILE: &str = "shards.json";
-/// Temporary name the manifest is written under before its rename.
-const MANIFEST_TMP_FILE: &str = "shards.json.tmp";
-/// The value of the manifest's `format` key.
-pub const MANIFEST_FORMAT: &str = "loaderx-sharded";
-/// The manifest version this crate reads and writes.
-pub const MANIFEST_VERSION: u64 = 1;
-/// Most shards a manifest may name (2^44 records at full shards).
-pub const SHARDS_MAX: usize = 1 << 20;
-/// Largest manifest read (about 40 bytes a shard).
-const MANIFEST_BYTES_MAX: u64 = 64 << 20;
+/// The value of the shard table's `format` key.
+pub const SHARDS_FORMAT: &str = "loaderx-sharded";
+/// The shard table version this crate reads and writes.
+pub const SHARDS_VERSION: u64 = 1;
 
 /// A sealed shard's count being changed by a delete (`"pending"`): the
 /// shard holds either its recorded count or `records`.
@@ -42,9 +36,9 @@ pub struct Pending {
     pub records: u64,
 }
 
-/// A parsed, checked manifest.
+/// A parsed, checked shard table (`shards.json`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Manifest {
+pub struct ShardTable {
     /// The schema every shard holds.
     pub schema: Schema,
     /// Record counts of shards `0..sealed.len()`; the last shard, number
@@ -59,15 +53,10 @@ pub fn shard_dir(root: &Path, k: usize) -> PathBuf {
     if k == 0 { root.to_path_buf() } else { root.join(shard_dir_name(k)) }
 }
 
-/// Shard `k`'s directory as the manifest names it.
-fn shard_dir_name(k: usize) -> String {
-    if k == 0 { ".".to_string() } else { format!("shard-{k:06}") }
-}
-
-impl Manifest {
-    /// A manifest of one sealed shard of `records` and a new empty last one.
-    pub fn first(schema: Schema, records: u64) -> Manifest {
-        Manifest { schema, sealed: vec![records], pending: None }
+impl ShardTable {
+    /// A shard table of one sealed shard of `records` and a new empty last one.
+    pub fn first(schema: Schema, records: u64) -> ShardTable {
+        ShardTable { schema, sealed: vec![records], pending: None }
     }
 
     /// Number of shards (the sealed ones and the last).
@@ -75,7 +64,7 @@ impl Manifest {
         self.sealed.len() + 1
     }
 
-    /// The manifest's text: keys in the order `format`, `version`,
+    /// The shard table's text: keys in the order `format`, `version`,
     /// `schema` (the shards' `schema.json` object), `shards`, then `pending` if any,
     /// indented by two spaces.
     pub fn to_json(&self) -> String {
@@ -94,24 +83,24 @@ impl Manifest {
             None => String::new(),
         };
         format!(
-            "{{\n  \"format\": \"{MANIFEST_FORMAT}\",\n  \"version\": {MANIFEST_VERSION},\n  \"schema\": {schema},\n  \
+            "{{\n  \"format\": \"{SHARDS_FORMAT}\",\n  \"version\": {SHARDS_VERSION},\n  \"schema\": {schema},\n  \
              \"shards\": [\n{}\n  ]{pending}\n}}\n",
             shards.join(",\n")
         )
     }
 
-    /// Parses a manifest's text; `path` is for messages. Every count is at
+    /// Parses a shard table's text; `path` is for messages. Every count is at
     /// most a store's [`RECORDS_MAX`], every shard named where it must be,
     /// the last shard without a count.
-    pub fn parse(text: &str, path: &Path) -> Result<Manifest, DatasetError> {
-        let bad = |reason: String| DatasetError::Manifest { path: path.to_path_buf(), reason };
+    pub fn parse(text: &str, path: &Path) -> Result<ShardTable, DatasetError> {
+        let bad = |reason: String| DatasetError::ShardTable { path: path.to_path_buf(), reason };
         let value: Value = serde_json::from_str(text).map_err(|e| bad(format!("not valid JSON: {e}")))?;
         let map = value.as_object().ok_or_else(|| bad("not a JSON object".into()))?;
         let field = |key: &str| map.get(key).ok_or_else(|| bad(format!("missing key {key:?}")));
-        if field("format")?.as_str() != Some(MANIFEST_FORMAT) {
-            return Err(bad(format!("format is {}, not {MANIFEST_FORMAT:?}", field("format")?)));
+        if field("format")?.as_str() != Some(SHARDS_FORMAT) {
+            return Err(bad(format!("format is {}, not {SHARDS_FORMAT:?}", field("format")?)));
         }
-        if field("version")?.as_u64() != Some(MANIFEST_VERSION) {
+        if field("version")?.as_u64() != Some(SHARDS_VERSION) {
             return Err(bad(format!("version {} is not supported (this crate reads 1)", field("version")?)));
         }
         let schema_text = serde_json::to_string(field("schema")?).expect("a parsed value");
@@ -140,34 +129,34 @@ impl Manifest {
             None => None,
             Some(p) => Some(parse_pending(p, last).ok_or_else(|| bad(format!("bad \"pending\": {p}")))?),
         };
-        Ok(Manifest { schema, sealed, pending })
+        Ok(ShardTable { schema, sealed, pending })
     }
 
     /// Reads `root/shards.json`; `None` if there is none (a single store).
-    pub fn read(vfs: &dyn Vfs, root: &Path) -> Result<Option<Manifest>, DatasetError> {
-        let path = root.join(MANIFEST_FILE);
+    pub fn read(vfs: &dyn Vfs, root: &Path) -> Result<Option<ShardTable>, DatasetError> {
+        let path = root.join(SHARDS_FILE);
         let path = &path;
         let io = |op| move |source| DatasetError::Io { path: path.clone(), op, source };
         if vfs.kind(path).map_err(io("stat shards.json"))?.is_none() {
             return Ok(None);
         }
-        let bytes = read_file(vfs, path, MANIFEST_BYTES_MAX).map_err(io("read shards.json"))?;
+        let bytes = read_file(vfs, path, SHARDS_FILE_BYTES_MAX).map_err(io("read shards.json"))?;
         let text = String::from_utf8(bytes)
-            .map_err(|_| DatasetError::Manifest { path: path.clone(), reason: "not UTF-8".into() })?;
-        Manifest::parse(&text, path).map(Some)
+            .map_err(|_| DatasetError::ShardTable { path: path.clone(), reason: "not UTF-8".into() })?;
+        ShardTable::parse(&text, path).map(Some)
     }
 
     /// Replaces `root/shards.json` whole: a temporary file, synced
     /// (SYNC M1), renamed over the name, the directory synced (SYNC M2).
     pub fn write(&self, vfs: &dyn Vfs, root: &Path) -> Result<(), DatasetError> {
-        let tmp = root.join(MANIFEST_TMP_FILE);
-        let io = |op| move |source| DatasetError::Io { path: root.join(MANIFEST_FILE), op, source };
+        let tmp = root.join(SHARDS_TMP_FILE);
+        let io = |op| move |source| DatasetError::Io { path: root.join(SHARDS_FILE), op, source };
         let file = vfs.open(&tmp, OpenMode::Create).map_err(io("create shards.json.tmp"))?;
         file.set_len(0).map_err(io("truncate shards.json.tmp"))?;
         write_all_at(&*file, self.to_json().as_bytes(), 0).map_err(io("write shards.json.tmp"))?;
         file.sync_all().map_err(io("sync shards.json.tmp"))?; // SYNC M1
         drop(file);
-        vfs.rename(&tmp, &root.join(MANIFEST_FILE)).map_err(io("rename shards.json.tmp"))?;
+        vfs.rename(&tmp, &root.join(SHARDS_FILE)).map_err(io("rename shards.json.tmp"))?;
         vfs.sync_dir(root).map_err(io("sync dataset directory")) // SYNC M2
     }
 }
@@ -197,16 +186,16 @@ mod tests {
     fn round_trips() {
         let path = Path::new("d/shards.json");
         for m in [
-            Manifest::first(schema(), 7),
-            Manifest { schema: schema(), sealed: vec![1, 2, 3], pending: Some(Pending { shard: 1, records: 1 }) },
+            ShardTable::first(schema(), 7),
+            ShardTable { schema: schema(), sealed: vec![1, 2, 3], pending: Some(Pending { shard: 1, records: 1 }) },
         ] {
-            assert_eq!(Manifest::parse(&m.to_json(), path).unwrap(), m);
+            assert_eq!(ShardTable::parse(&m.to_json(), path).unwrap(), m);
         }
     }
 
     #[test]
-    fn refuses_bad_manifests() {
-        let good = Manifest { schema: schema(), sealed: vec![4, 5], pending: None }.to_json();
+    fn refuses_bad_shard_tables() {
+        let good = ShardTable { schema: schema(), sealed: vec![4, 5], pending: None }.to_json();
         let cases = [
             good.replace("\"records\": 5", "\"records\": 16777217"),
             good.replace("\"records\": 5", "\"records\": -1"),
@@ -222,7 +211,7 @@ mod tests {
         ];
         for (k, text) in cases.iter().enumerate() {
             assert_ne!(text, &good, "case {k} changed nothing");
-            assert!(Manifest::parse(text, Path::new("m")).is_err(), "case {k} was accepted:\n{text}");
+            assert!(ShardTable::parse(text, Path::new("m")).is_err(), "case {k} was accepted:\n{text}");
         }
     }
 }
