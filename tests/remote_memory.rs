@@ -500,3 +500,35 @@ fn a_sharded_dataset_is_published_read_and_pulled_whole() {
     let error = pull(&nothing, &local.path().join("none")).unwrap_err();
     assert!(matches!(error, Error::NoStore { .. }), "{error}");
 }
+
+/// The remote filesystem routes a path under a shard directory to the store
+/// published there by the name `loaderx::format::shard_dir_name` gives it,
+/// past six digits too (shard 1,000,000), and only by that name: a store
+/// published under `shard-01000000/` or `shard-0000001/` is none of the
+/// dataset's shards.
+#[test]
+fn paths_under_a_shard_directory_reach_that_shard_past_six_digits() {
+    use loaderx::format::shard_dir_name;
+    let remote = Faulty::new();
+    let root = location(&remote, options());
+    let dir = tempfile::tempdir().unwrap();
+    local_store(dir.path(), 5, 10, Codec::Raw);
+    push(dir.path(), &root).unwrap();
+    let far = tempfile::tempdir().unwrap();
+    let records = local_store(far.path(), 7, 10, Codec::Zstd);
+    for name in [shard_dir_name(1_000_000), shard_dir_name(999_999), "shard-01000000".into(), "shard-0000001".into()] {
+        push(far.path(), &root.child(&name)).unwrap();
+    }
+    let fs = Arc::new(RemoteFs::open(location(&remote, options())).unwrap());
+    let open = |name: &str| {
+        let path = std::path::PathBuf::from(format!("{}/{name}", fs.root()));
+        Zrecord::open_in(fs.clone(), &path, Options { read_only: true, ..Options::default() })
+    };
+    for name in ["shard-1000000", "shard-999999"] {
+        assert_eq!(gather_all(&open(name).unwrap(), 10).unwrap(), records.concat(), "{name}");
+    }
+    for name in ["shard-01000000", "shard-0000001"] {
+        let error = open(name).unwrap_err();
+        assert!(matches!(error, Error::NoDirectory { .. }), "{name} is no shard's directory: {error}");
+    }
+}
