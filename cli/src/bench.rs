@@ -11,6 +11,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use loaderx::ReadMode;
+use loaderx::format::chunk_id_of;
 use loaderx::io::real::evict_page_cache;
 use loaderx::loader::{Column, DataLoader, Stream};
 use loaderx::sampler::{Mode, Sampler};
@@ -74,7 +75,7 @@ fn evict_store(path: &Path) -> CliResult<()> {
     for entry in std::fs::read_dir(path)? {
         let file = entry?.path();
         let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name.ends_with(".zr") && name.trim_end_matches(".zr").bytes().all(|b| b.is_ascii_digit()) {
+        if chunk_id_of(name).is_some() {
             evict_page_cache(&file)?;
         }
     }

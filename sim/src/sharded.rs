@@ -95,7 +95,7 @@ fn write(vfs: &Arc<dyn Vfs>, w: &Workload, range: std::ops::Range<usize>) -> Res
 fn read(vfs: &Arc<dyn Vfs>, w: &Workload) -> Result<(Vec<Vec<u8>>, Vec<u64>), DatasetError> {
     let root = Path::new(ROOT);
     if vfs
-        .kind(&root.join("schema.json"))
+        .kind(&root.join(loaderx::format::SCHEMA_FILE))
         .map_err(|e| DatasetError::Io { path: root.into(), op: "stat", source: e })?
         .is_none()
     {
