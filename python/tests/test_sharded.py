@@ -31,8 +31,8 @@ def test_fixed_shards_read_back_and_append(tmp_path, rng):
     ds = ours.Dataset(tmp_path / "d")
     assert (len(ds), ds.shards) == (340, 6)
     np.testing.assert_array_equal(ds[np.arange(340)], both)
-    manifest = json.loads((tmp_path / "d" / "shards.json").read_text())
-    assert [s.get("records") for s in manifest["shards"]] == [64, 64, 64, 64, 64, None]
+    table = json.loads((tmp_path / "d" / "shards.json").read_text())
+    assert [s.get("records") for s in table["shards"]] == [64, 64, 64, 64, 64, None]
     with pytest.raises(IndexError):
         ds[340]
     with pytest.raises(ours.DatasetError, match="sharded"):
@@ -77,7 +77,7 @@ def test_the_reference_opens_each_shard(tmp_path, rng):
     ours.write_dataset(tmp_path / "d", a, codec="zstd_dict", shard_records=128)
     seqs = [rng.integers(0, 50, size=int(n)).astype(np.int16) for n in rng.integers(0, 9, size=100)]
     ours.write_ragged(tmp_path / "r", seqs, shard_records=30)
-    # The root is shard 0: the reference, which reads no manifest, sees its records.
+    # The root is shard 0: the reference, which reads no shard table, sees its records.
     for k, d in enumerate(shard_dirs(tmp_path / "d", 3)):
         alone = reference.Dataset(d)
         np.testing.assert_array_equal(alone[np.arange(len(alone))], a[k * 128:(k + 1) * 128])
@@ -102,9 +102,9 @@ def test_pickles_and_refreshes(tmp_path, rng):
     np.testing.assert_array_equal(ds[np.arange(80)], np.concatenate([a, b]))
 
 
-def test_bad_manifests_raise_dataset_errors(tmp_path, rng):
+def test_bad_shard_tables_raise_dataset_errors(tmp_path, rng):
     ours.write_dataset(tmp_path / "d", smooth(rng, 50, 2), shard_records=20)
-    manifest = tmp_path / "d" / "shards.json"
-    manifest.write_text(manifest.read_text().replace('"records": 20', '"records": 99999999999', 1))
+    table = tmp_path / "d" / "shards.json"
+    table.write_text(table.read_text().replace('"records": 20', '"records": 99999999999', 1))
     with pytest.raises(ours.DatasetError, match="shards.json"):
         ours.Dataset(tmp_path / "d")
