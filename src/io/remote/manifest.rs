@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use crate::format::{META_FILE, StoreFile};
+
 /// The `format` field.
 const FORMAT: &str = "loaderx-remote";
 /// The `version` this build writes and reads.
