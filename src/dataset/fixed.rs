@@ -2,7 +2,6 @@
 //! its schema; [`FixedKind`], what a fixed record is to the dataset core
 //! (`core.rs`): one row of the schema's shape, read at a fixed stride.
 
-
 use super::core::{ColumnKind, DatasetOf, Sealed};
 use super::dtype::Element;
 use super::error::DatasetError;

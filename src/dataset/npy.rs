@@ -119,16 +119,7 @@ impl NpyFile {
         let head = map.bytes(0, head_len, &mut scratch).map_err(io("read .npy header"))?;
         let header = parse_header(head).and_then(|dict| checked_layout(dict, file_len)).map_err(bad)?;
         let NpyHeader { dtype, count, record_shape, row_bytes, data_offset } = header;
-        Ok(NpyFile {
-            path: path.to_path_buf(),
-            _file: file,
-            map,
-            data_offset,
-            dtype,
-            count,
-            record_shape,
-            row_bytes,
-        })
+        Ok(NpyFile { path: path.to_path_buf(), _file: file, map, data_offset, dtype, count, record_shape, row_bytes })
     }
 
     /// The bytes of records `start..start + n`, borrowed from the mapping
