@@ -31,12 +31,12 @@ fn main() -> Res<()> {
     let header = loaderx::dataset::read_npy_header(&path)?;
     let bytes = std::fs::read(&path)?;
     let data = &bytes[header.data_offset as usize..];
-    let record_bytes = header.record_bytes;
+    let row_bytes = header.row_bytes;
     let n = records.min(header.count as usize);
-    let recs: Vec<&[u8]> = (0..n).map(|k| &data[k * record_bytes..(k + 1) * record_bytes]).collect();
+    let recs: Vec<&[u8]> = (0..n).map(|k| &data[k * row_bytes..(k + 1) * row_bytes]).collect();
     let sample: Vec<u8> = recs.concat();
-    let sizes = vec![record_bytes; n];
-    println!("{path}: {n} records of {record_bytes} B, {} threads", rayon::current_num_threads());
+    let sizes = vec![row_bytes; n];
+    println!("{path}: {n} records of {row_bytes} B, {} threads", rayon::current_num_threads());
     let default = loaderx::default_dict_size(sample.len());
     let searches: Vec<(&str, i32, Vec<CParameter>)> = vec![
         ("level 3", 3, vec![]),
@@ -66,7 +66,7 @@ fn main() -> Res<()> {
                         for p in params {
                             c.set_parameter(*p).expect("a parameter");
                         }
-                        (c, vec![0u8; zstd::zstd_safe::compress_bound(record_bytes)])
+                        (c, vec![0u8; zstd::zstd_safe::compress_bound(row_bytes)])
                     },
                     |(c, buf), r| c.compress_to_buffer(r, &mut buf[..]).expect("compresses"),
                 )
@@ -76,8 +76,8 @@ fn main() -> Res<()> {
                 "dict {:>9} B  {:<38} ratio {:>8.5}  {:>6.0} MiB/s",
                 dict.len(),
                 name,
-                (n * record_bytes) as f64 / stored as f64,
-                (n * record_bytes) as f64 / seconds / (1 << 20) as f64
+                (n * row_bytes) as f64 / stored as f64,
+                (n * row_bytes) as f64 / seconds / (1 << 20) as f64
             );
         }
     }

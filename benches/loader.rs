@@ -213,14 +213,14 @@ fn bench_loader(
 fn probe(data: &Path) -> Res<()> {
     let ds = Dataset::open(data)?;
     let sampler = Sampler::new(ds.len(), 256, Mode::Iid, 1)?;
-    let mut buf = vec![0u8; 256 * ds.record_bytes()];
+    let mut buf = vec![0u8; 256 * ds.row_bytes()];
     for (name, inline) in [("1 thread", true), ("rayon", false)] {
         let start = Instant::now();
         let n = 300;
         for step in 0..n {
             let idx = sampler.batch(step);
             if inline {
-                for (i, dst) in idx.chunks(8).zip(buf.chunks_mut(8 * ds.record_bytes())) {
+                for (i, dst) in idx.chunks(8).zip(buf.chunks_mut(8 * ds.row_bytes())) {
                     ds.gather_bytes(i, dst)?;
                 }
             } else {

@@ -117,6 +117,7 @@ class Zrecord:
         self, t: Optional[type[BaseException]], v: Optional[BaseException], tb: Optional[TracebackType]
     ) -> bool: ...
 
+# Dataset classes: written by python/stubgen.py from one block; do not edit.
 class Dataset:
     def __init__(self, path: _Path, read_mode: _ReadMode = "auto") -> None: ...
     @property
@@ -171,6 +172,7 @@ class RaggedDataset:
     def __exit__(
         self, t: Optional[type[BaseException]], v: Optional[BaseException], tb: Optional[TracebackType]
     ) -> bool: ...
+# End of the dataset classes.
 
 @final
 class TensorOwner:

@@ -44,7 +44,7 @@ fn typed_gathers_match_the_oracle() {
         assert_eq!(write_dataset(&path, &data, &shape, &WriteOptions::codec(codec)).unwrap(), n as u64);
         let ds = Dataset::open(&path).unwrap();
         assert_eq!(
-            (ds.len(), ds.shape(), ds.dtype(), ds.record_bytes()),
+            (ds.len(), ds.shape(), ds.dtype(), ds.row_bytes()),
             (n as u64, &shape[..], DType::parse("<f4").unwrap(), 60)
         );
         assert_eq!(ds.schema().codec, codec);
@@ -98,7 +98,7 @@ fn scalars_and_every_element_type() {
     write_dataset_bytes(dir.path().join("f2"), DType::parse("<f2").unwrap(), &[8], &halves, &WriteOptions::default())
         .unwrap();
     let f2 = Dataset::open(dir.path().join("f2")).unwrap();
-    assert_eq!((f2.len(), f2.record_bytes()), (10, 16));
+    assert_eq!((f2.len(), f2.row_bytes()), (10, 16));
     let mut raw = vec![1u8; 32];
     f2.gather_bytes(&[9, 0], &mut raw).unwrap();
     assert_eq!(raw, vec![0u8; 32]);

@@ -150,7 +150,7 @@ fn npy_header_for(store: &Records, selection: &Selection<'_>) -> CliResult<Vec<u
             path.display()
         ))
     })?;
-    let unit = schema.unit_bytes()? as u64;
+    let unit = schema.row_bytes()? as u64;
     let mut shape: Vec<u64> = Vec::new();
     match &schema.layout {
         Layout::Fixed { shape: record } => {

@@ -73,7 +73,7 @@ pub fn run(input: &Path, output: &Path, target: Target, json: bool) -> CliResult
     let elapsed = started.elapsed();
     let schema =
         read_schema(output)?.ok_or_else(|| CliError::new(format!("{}: no schema.json written", output.display())))?;
-    let bytes = written * schema.unit_bytes()? as u64;
+    let bytes = written * schema.row_bytes()? as u64;
     let stats = Totals::of(&Records::open(output, ReadMode::Auto)?)?;
     let ratio = (stats.live_bytes > 0).then(|| stats.logical_bytes as f64 / stats.live_bytes as f64);
     let mib_s = per_second(bytes as f64 / MIB, elapsed);

@@ -165,7 +165,7 @@ fn check_sharded(vfs: std::sync::Arc<dyn loaderx::io::Vfs>, path: &Path, finding
 /// exactly one item, a ragged one a whole number of rows. Records whose
 /// entry is broken were reported by the store's check and are skipped.
 fn check_lengths(store: &Zrecord, schema: &Schema, findings: &mut Findings) {
-    let Ok(unit) = schema.unit_bytes() else { return };
+    let Ok(unit) = schema.row_bytes() else { return };
     let unit = unit as u64;
     let mut one = [0u32];
     for index in 0..u64::from(store.len()) {

@@ -145,7 +145,7 @@ fn convert_npy(u: &mut In) {
     // A valid dataset: every record is the matching slice of the data.
     let ds = Dataset::open_in(disk.vfs.clone(), &ds_dir).expect("a converted dataset opens");
     assert_eq!(ds.len(), count);
-    let rb = ds.record_bytes();
+    let rb = ds.row_bytes();
     let all: Vec<u64> = (0..count.min(256)).collect();
     let batch = ds.gather(&all).expect("a converted dataset reads");
     assert_eq!(batch.as_bytes().len(), all.len() * rb);
@@ -183,9 +183,9 @@ pub(crate) fn header(u: &mut In) {
         }
     };
     let record_shape: Vec<u64> = h.record_shape.iter().map(|&d| d as u64).collect();
-    let record_bytes = array_bytes(h.dtype.itemsize() as u64, &record_shape);
-    assert_eq!(record_bytes, Some(h.record_bytes as u64), "record size of {h:?}");
-    let end = h.count.checked_mul(h.record_bytes as u64).and_then(|n| n.checked_add(h.data_offset));
+    let row_bytes = array_bytes(h.dtype.itemsize() as u64, &record_shape);
+    assert_eq!(row_bytes, Some(h.row_bytes as u64), "record size of {h:?}");
+    let end = h.count.checked_mul(h.row_bytes as u64).and_then(|n| n.checked_add(h.data_offset));
     assert!(end.is_some_and(|end| end <= file_len), "{h:?} runs past the file's {file_len} bytes");
     if let Some(honest) = honest {
         assert_eq!(h.data_offset, honest.data_at as u64, "data offset");

@@ -158,7 +158,7 @@ fn schema_text(u: &mut In) -> Vec<u8> {
 fn check_schema(text: &[u8]) {
     let Ok(text) = std::str::from_utf8(text) else { return };
     let Ok(schema) = Schema::parse(text, Path::new("schema.json")) else { return };
-    let unit = schema.unit_bytes().expect("a parsed schema has a valid unit size");
+    let unit = schema.row_bytes().expect("a parsed schema has a valid unit size");
     assert!(unit <= loaderx::format::RECORD_BYTES_MAX as usize);
     let again = Schema::parse(&schema.to_json(), Path::new("schema.json")).expect("to_json parses");
     assert_eq!(again, schema, "schema.json does not round-trip");
@@ -170,7 +170,7 @@ fn over_store(u: &mut In) {
     let text = schema_text(u);
     check_schema(&text);
     let parsed = std::str::from_utf8(&text).ok().and_then(|t| Schema::parse(t, Path::new("schema.json")).ok());
-    let unit = parsed.as_ref().and_then(|s| s.unit_bytes().ok()).unwrap_or(4);
+    let unit = parsed.as_ref().and_then(|s| s.row_bytes().ok()).unwrap_or(4);
 
     // The store: records that fit the schema, mostly.
     let disk = Disk::new();
@@ -241,7 +241,7 @@ fn check_fixed(ds: &Dataset, parsed: Option<&Schema>, records: &[Vec<u8>]) {
     let Layout::Fixed { shape } = &schema.layout else { panic!("a ragged schema opened as fixed") };
     assert_eq!(ds.shape(), &shape[..]);
     assert_eq!(ds.len(), records.len() as u64);
-    let rb = ds.record_bytes();
+    let rb = ds.row_bytes();
     for (i, r) in records.iter().enumerate() {
         match ds.get(i as u64) {
             Ok(t) => {

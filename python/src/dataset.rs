@@ -139,6 +139,167 @@ fn not_open(class: &str) -> PyErr {
     PyRuntimeError::new_err(format!("the {class} is not open: a subclass's __init__ must call super().__init__(path)"))
 }
 
+/// The methods `Dataset` and `RaggedDataset` share, written once: the
+/// class `$class` over the crate's `$inner`, its shape getter named
+/// `$shape`. PyO3 classes cannot be generic, so this macro writes each
+/// class's inherent helpers and its one `#[pymethods]` block; what a kind
+/// adds comes in `$extra`, and its reads in the class's own `one` (a
+/// record) and `batch` (a batch of records).
+macro_rules! dataset_class {
+    (
+        $class:ident over $inner:ty, shape $shape:ident,
+        init $init_doc:literal, shape_doc $shape_doc:literal, getitems $getitems_doc:literal,
+        { $($extra:tt)* }
+    ) => {
+        impl $class {
+            fn opened(&self) -> PyResult<&Opened<$inner>> {
+                self.opened.get().ok_or_else(|| not_open(stringify!($class)))
+            }
+
+            pub fn shared(&self) -> PyResult<Arc<$inner>> {
+                self.opened()?.inner.get()
+            }
+
+            /// The NumPy dtype of its elements.
+            pub fn dtype_descr(&self, py: Python<'_>) -> PyResult<Py<PyArrayDescr>> {
+                Ok(self.opened()?.dtype.clone_ref(py))
+            }
+        }
+
+        #[pymethods]
+        impl $class {
+            /// An unopened object; `__init__` opens it (so that a subclass's
+            /// `__init__` may take other arguments).
+            #[new]
+            #[pyo3(signature = (*_args, **_kwargs), text_signature = "(path, read_mode='auto')")]
+            fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> $class {
+                $class { opened: OnceLock::new() }
+            }
+
+            #[doc = $init_doc]
+            #[pyo3(signature = (path, read_mode = "auto"))]
+            fn __init__(&self, py: Python<'_>, path: PathBuf, read_mode: &str) -> PyResult<()> {
+                let mode = read_mode_of(read_mode)?;
+                let dataset = py
+                    .detach(|| match crate::store::url_of(&path) {
+                        Some(url) => <$inner>::open_url(url, mode),
+                        None => <$inner>::open_with(&path, mode),
+                    })
+                    .map_err(|e| dataset_error(py, &e))?;
+                let (schema, shape) = (dataset.schema().clone(), dataset.$shape().to_vec());
+                let shards = (dataset.shards(), dataset.is_sharded());
+                let opened = Opened::new(py, dataset, &schema, &shape, path, mode, shards)?;
+                let again = concat!("the ", stringify!($class), " is open already");
+                self.opened.set(opened).map_err(|_| PyRuntimeError::new_err(again))
+            }
+
+            /// Pickles by path and read mode (and a subclass's `__dict__`).
+            fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+                let (args, kwargs) = slf.get().opened()?.open_args(slf.py())?;
+                pickle::reduce(slf.as_any(), &slf.py().get_type::<$class>(), args, kwargs)
+            }
+
+            /// The store under the dataset (the reference's `_store`), read-only.
+            #[getter]
+            fn _store<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, Zrecord>> {
+                self.opened()?.store(py)
+            }
+
+            /// The NumPy dtype of one element.
+            #[getter]
+            fn dtype(&self, py: Python<'_>) -> PyResult<Py<PyArrayDescr>> {
+                self.dtype_descr(py)
+            }
+
+            /// The dataset's directory (a `pathlib.Path`).
+            #[getter]
+            fn path(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+                Ok(self.opened()?.path.clone_ref(py))
+            }
+
+            #[doc = $shape_doc]
+            #[getter]
+            fn $shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+                PyTuple::new(py, &self.opened()?.shape)
+            }
+
+            /// The codec the dataset was written with.
+            #[getter]
+            fn codec(&self) -> PyResult<&'static str> {
+                Ok(self.opened()?.codec)
+            }
+
+            /// Number of shards (1 for a single store), as at open.
+            #[getter]
+            fn shards(&self) -> PyResult<usize> {
+                Ok(self.shared()?.shards())
+            }
+
+            /// True if the dataset is sharded (has a `shards.json` manifest).
+            #[getter]
+            fn sharded(&self) -> PyResult<bool> {
+                Ok(self.opened()?.sharded)
+            }
+
+            fn __len__(&self) -> PyResult<usize> {
+                Ok(self.shared()?.len() as usize)
+            }
+
+            fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+                let o = self.opened()?;
+                Ok(format!(
+                    concat!(stringify!($class), "({}, dtype={}, ", stringify!($shape), "={})"),
+                    o.path.bind(py),
+                    o.dtype.bind(py),
+                    tuple_text(&o.shape)
+                ))
+            }
+
+            /// A record for an integer index (negative counts from the end);
+            /// a batch for a slice, a list or array of indices, or a boolean
+            /// mask.
+            fn __getitem__<'py>(&self, py: Python<'py>, idx: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+                let len = self.shared()?.len();
+                if let Some(i) = index(idx, len)? {
+                    return self.one(py, i);
+                }
+                let idx = indices(py, idx, len)?;
+                self.batch(py, &idx)
+            }
+
+            #[doc = $getitems_doc]
+            fn __getitems__<'py>(&self, py: Python<'py>, idxs: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+                let idx = indices(py, idxs, self.shared()?.len())?;
+                self.batch(py, &idx)
+            }
+
+            /// Picks up records a writer appended since open; returns the length.
+            fn refresh(&self, py: Python<'_>) -> PyResult<u64> {
+                let dataset = self.shared()?;
+                py.detach(|| dataset.refresh()).map_err(|e| dataset_error(py, &e))
+            }
+
+            /// Closes this handle (loaders built from it keep their own).
+            fn close(&self) {
+                if let Some(opened) = self.opened.get() {
+                    opened.inner.close();
+                }
+            }
+
+            fn __enter__(slf: Py<Self>) -> Py<Self> {
+                slf
+            }
+
+            fn __exit__(&self, _t: &Bound<'_, PyAny>, _v: &Bound<'_, PyAny>, _tb: &Bound<'_, PyAny>) -> bool {
+                self.close();
+                false
+            }
+
+            $($extra)*
+        }
+    };
+}
+
 /// Fixed-shape records over a store (the reference's `loaderx.Dataset`):
 /// `dtype`, `shape` (of one record), `codec`, `path`. Subclasses may take
 /// their own `__init__` arguments; pickling reopens by path and read mode.
@@ -148,17 +309,14 @@ pub struct Dataset {
 }
 
 impl Dataset {
-    fn opened(&self) -> PyResult<&Opened<ds::Dataset>> {
-        self.opened.get().ok_or_else(|| not_open("Dataset"))
+    /// Record `i`, of the record's shape.
+    fn one<'py>(&self, py: Python<'py>, i: u64) -> PyResult<Bound<'py, PyAny>> {
+        self.gather(py, &[i])?.into_any().get_item(0)
     }
 
-    pub fn shared(&self) -> PyResult<Arc<ds::Dataset>> {
-        self.opened()?.inner.get()
-    }
-
-    /// The NumPy dtype of its records.
-    pub fn dtype_descr(&self, py: Python<'_>) -> PyResult<Py<PyArrayDescr>> {
-        Ok(self.opened()?.dtype.clone_ref(py))
+    /// The batch of records `idx`, shaped `(len(idx), *shape)`.
+    fn batch<'py>(&self, py: Python<'py>, idx: &[u64]) -> PyResult<Bound<'py, PyAny>> {
+        Ok(self.gather(py, idx)?.into_any())
     }
 
     fn gather<'py>(&self, py: Python<'py>, idx: &[u64]) -> PyResult<Bound<'py, PyUntypedArray>> {
@@ -176,130 +334,13 @@ impl Dataset {
     }
 }
 
-#[pymethods]
-impl Dataset {
-    /// An unopened object; `__init__` opens it (so that a subclass's
-    /// `__init__` may take other arguments).
-    #[new]
-    #[pyo3(signature = (*_args, **_kwargs), text_signature = "(path, read_mode='auto')")]
-    fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Dataset {
-        Dataset { opened: OnceLock::new() }
-    }
-
-    /// Opens the dataset at `path` (a store written by `write_dataset`);
-    /// `read_mode` as for `Zrecord`.
-    #[pyo3(signature = (path, read_mode = "auto"))]
-    fn __init__(&self, py: Python<'_>, path: PathBuf, read_mode: &str) -> PyResult<()> {
-        let mode = read_mode_of(read_mode)?;
-        let dataset = py
-            .detach(|| match crate::store::url_of(&path) {
-                Some(url) => ds::Dataset::open_url(url, mode),
-                None => ds::Dataset::open_with(&path, mode),
-            })
-            .map_err(|e| dataset_error(py, &e))?;
-        let (schema, shape) = (dataset.schema().clone(), dataset.shape().to_vec());
-        let shards = (dataset.shards(), dataset.is_sharded());
-        let opened = Opened::new(py, dataset, &schema, &shape, path, mode, shards)?;
-        self.opened.set(opened).map_err(|_| PyRuntimeError::new_err("the Dataset is open already"))
-    }
-
-    /// Pickles by path and read mode (and a subclass's `__dict__`).
-    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
-        let (args, kwargs) = slf.get().opened()?.open_args(slf.py())?;
-        pickle::reduce(slf.as_any(), &slf.py().get_type::<Dataset>(), args, kwargs)
-    }
-
-    /// The store under the dataset (the reference's `_store`), read-only.
-    #[getter]
-    fn _store<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, Zrecord>> {
-        self.opened()?.store(py)
-    }
-
-    /// The NumPy dtype of one element.
-    #[getter]
-    fn dtype(&self, py: Python<'_>) -> PyResult<Py<PyArrayDescr>> {
-        self.dtype_descr(py)
-    }
-
-    /// The dataset's directory (a `pathlib.Path`).
-    #[getter]
-    fn path(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        Ok(self.opened()?.path.clone_ref(py))
-    }
-
-    /// The shape of one record.
-    #[getter]
-    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, &self.opened()?.shape)
-    }
-
-    /// The codec the dataset was written with.
-    #[getter]
-    fn codec(&self) -> PyResult<&'static str> {
-        Ok(self.opened()?.codec)
-    }
-
-    /// Number of shards (1 for a single store), as at open.
-    #[getter]
-    fn shards(&self) -> PyResult<usize> {
-        Ok(self.shared()?.shards())
-    }
-
-    /// True if the dataset is sharded (has a `shards.json` manifest).
-    #[getter]
-    fn sharded(&self) -> PyResult<bool> {
-        Ok(self.opened()?.sharded)
-    }
-
-    fn __len__(&self) -> PyResult<usize> {
-        Ok(self.shared()?.len() as usize)
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let o = self.opened()?;
-        Ok(format!("Dataset({}, dtype={}, shape={})", o.path.bind(py), o.dtype.bind(py), tuple_text(&o.shape)))
-    }
-
-    /// A record for an integer index (negative counts from the end); a
-    /// batch `(n, *shape)` for a slice, a list or array of indices, or a
-    /// boolean mask.
-    fn __getitem__<'py>(&self, py: Python<'py>, idx: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        let len = self.shared()?.len();
-        if let Some(i) = index(idx, len)? {
-            return self.gather(py, &[i])?.into_any().get_item(0);
-        }
-        let idx = indices(py, idx, len)?;
-        Ok(self.gather(py, &idx)?.into_any())
-    }
-
-    /// The batch of records `idxs`, shaped `(len(idxs), *shape)`.
-    fn __getitems__<'py>(&self, py: Python<'py>, idxs: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyUntypedArray>> {
-        let idx = indices(py, idxs, self.shared()?.len())?;
-        self.gather(py, &idx)
-    }
-
-    /// Picks up records a writer appended since open; returns the length.
-    fn refresh(&self, py: Python<'_>) -> PyResult<u64> {
-        let dataset = self.shared()?;
-        py.detach(|| dataset.refresh()).map_err(|e| dataset_error(py, &e))
-    }
-
-    /// Closes this handle (loaders built from it keep their own).
-    fn close(&self) {
-        if let Some(opened) = self.opened.get() {
-            opened.inner.close();
-        }
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    fn __exit__(&self, _t: &Bound<'_, PyAny>, _v: &Bound<'_, PyAny>, _tb: &Bound<'_, PyAny>) -> bool {
-        self.close();
-        false
-    }
-}
+dataset_class!(
+    Dataset over ds::Dataset, shape shape,
+    init "Opens the dataset at `path` (a store written by `write_dataset`);\n`read_mode` as for `Zrecord`.",
+    shape_doc "The shape of one record.",
+    getitems "The batch of records `idxs`, shaped `(len(idxs), *shape)`.",
+    {}
+);
 
 /// Variable-length records over a store (the reference's
 /// `loaderx.RaggedDataset`): `dtype`, `item_shape` (of one row), `codec`,
@@ -311,17 +352,14 @@ pub struct RaggedDataset {
 }
 
 impl RaggedDataset {
-    fn opened(&self) -> PyResult<&Opened<ds::RaggedDataset>> {
-        self.opened.get().ok_or_else(|| not_open("RaggedDataset"))
+    /// Record `i`'s `(rows, *item_shape)` array.
+    fn one<'py>(&self, py: Python<'py>, i: u64) -> PyResult<Bound<'py, PyAny>> {
+        Ok(self.packed(py, &[i])?.0)
     }
 
-    pub fn shared(&self) -> PyResult<Arc<ds::RaggedDataset>> {
-        self.opened()?.inner.get()
-    }
-
-    /// The NumPy dtype of its rows.
-    pub fn dtype_descr(&self, py: Python<'_>) -> PyResult<Py<PyArrayDescr>> {
-        Ok(self.opened()?.dtype.clone_ref(py))
+    /// The packed batch of records `idx`, `(values, row_splits)`.
+    fn batch<'py>(&self, py: Python<'py>, idx: &[u64]) -> PyResult<Bound<'py, PyAny>> {
+        Ok(PyTuple::new(py, <[Bound<'py, PyAny>; 2]>::from(self.packed(py, idx)?))?.into_any())
     }
 
     fn packed<'py>(&self, py: Python<'py>, idx: &[u64]) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
@@ -333,155 +371,35 @@ impl RaggedDataset {
     }
 }
 
-#[pymethods]
-impl RaggedDataset {
-    /// An unopened object; `__init__` opens it.
-    #[new]
-    #[pyo3(signature = (*_args, **_kwargs), text_signature = "(path, read_mode='auto')")]
-    fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> RaggedDataset {
-        RaggedDataset { opened: OnceLock::new() }
-    }
-
-    /// Opens the ragged dataset at `path` (written by `write_ragged`);
-    /// `read_mode` as for `Zrecord`.
-    #[pyo3(signature = (path, read_mode = "auto"))]
-    fn __init__(&self, py: Python<'_>, path: PathBuf, read_mode: &str) -> PyResult<()> {
-        let mode = read_mode_of(read_mode)?;
-        let dataset = py
-            .detach(|| match crate::store::url_of(&path) {
-                Some(url) => ds::RaggedDataset::open_url(url, mode),
-                None => ds::RaggedDataset::open_with(&path, mode),
-            })
-            .map_err(|e| dataset_error(py, &e))?;
-        let (schema, shape) = (dataset.schema().clone(), dataset.item_shape().to_vec());
-        let shards = (dataset.shards(), dataset.is_sharded());
-        let opened = Opened::new(py, dataset, &schema, &shape, path, mode, shards)?;
-        self.opened.set(opened).map_err(|_| PyRuntimeError::new_err("the RaggedDataset is open already"))
-    }
-
-    /// Pickles by path and read mode (and a subclass's `__dict__`).
-    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
-        let (args, kwargs) = slf.get().opened()?.open_args(slf.py())?;
-        pickle::reduce(slf.as_any(), &slf.py().get_type::<RaggedDataset>(), args, kwargs)
-    }
-
-    /// The store under the dataset (the reference's `_store`), read-only.
-    #[getter]
-    fn _store<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, Zrecord>> {
-        self.opened()?.store(py)
-    }
-
-    /// The NumPy dtype of one element.
-    #[getter]
-    fn dtype(&self, py: Python<'_>) -> PyResult<Py<PyArrayDescr>> {
-        self.dtype_descr(py)
-    }
-
-    /// The dataset's directory (a `pathlib.Path`).
-    #[getter]
-    fn path(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        Ok(self.opened()?.path.clone_ref(py))
-    }
-
-    /// The shape of one row.
-    #[getter]
-    fn item_shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, &self.opened()?.shape)
-    }
-
-    /// The codec the dataset was written with.
-    #[getter]
-    fn codec(&self) -> PyResult<&'static str> {
-        Ok(self.opened()?.codec)
-    }
-
-    /// Number of shards (1 for a single store), as at open.
-    #[getter]
-    fn shards(&self) -> PyResult<usize> {
-        Ok(self.shared()?.shards())
-    }
-
-    /// True if the dataset is sharded (has a `shards.json` manifest).
-    #[getter]
-    fn sharded(&self) -> PyResult<bool> {
-        Ok(self.opened()?.sharded)
-    }
-
-    fn __len__(&self) -> PyResult<usize> {
-        Ok(self.shared()?.len() as usize)
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let o = self.opened()?;
-        Ok(format!(
-            "RaggedDataset({}, dtype={}, item_shape={})",
-            o.path.bind(py),
-            o.dtype.bind(py),
-            tuple_text(&o.shape)
-        ))
-    }
-
-    /// A record's `(rows, *item_shape)` array for an integer index; a
-    /// packed batch `(values, row_splits)` otherwise.
-    fn __getitem__<'py>(&self, py: Python<'py>, idx: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        let len = self.shared()?.len();
-        if let Some(i) = index(idx, len)? {
-            return Ok(self.packed(py, &[i])?.0);
-        }
-        let idx = indices(py, idx, len)?;
-        Ok(PyTuple::new(py, <[Bound<'py, PyAny>; 2]>::from(self.packed(py, &idx)?))?.into_any())
-    }
-
-    /// The packed batch of records `idxs`: `values` (every row, record
-    /// after record) and `row_splits` (`int64`, `len(idxs) + 1` entries).
-    fn __getitems__<'py>(&self, py: Python<'py>, idxs: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
-        let idx = indices(py, idxs, self.shared()?.len())?;
-        PyTuple::new(py, <[Bound<'py, PyAny>; 2]>::from(self.packed(py, &idx)?))
-    }
-
-    /// Records `idxs` decoded straight into a dense `(B, max_len,
-    /// *item_shape)` batch, the rest `pad_value`; returns `(padded,
-    /// lengths)`. `max_len` defaults to the longest record; a longer record
-    /// is an error.
-    #[pyo3(signature = (idxs, max_len = None, pad_value = None), text_signature = "(self, idxs, max_len=None, pad_value=0)")]
-    fn getitems_padded<'py>(
-        &self,
-        py: Python<'py>,
-        idxs: &Bound<'py, PyAny>,
-        max_len: Option<usize>,
-        pad_value: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyTuple>> {
-        let (dataset, dtype) = (self.shared()?, self.dtype_descr(py)?);
-        let idx = indices(py, idxs, dataset.len())?;
-        let element = pad_element(py, dtype.bind(py), pad_value)?;
-        let padded =
-            py.detach(|| dataset.gather_padded_bytes(&idx, max_len, &element)).map_err(|e| dataset_error(py, &e))?;
-        let values = from_tensor(py, padded.values, dtype.bind(py))?;
-        PyTuple::new(py, [values, i64_array(py, &padded.lengths).into_any()])
-    }
-
-    /// Picks up records a writer appended since open; returns the length.
-    fn refresh(&self, py: Python<'_>) -> PyResult<u64> {
-        let dataset = self.shared()?;
-        py.detach(|| dataset.refresh()).map_err(|e| dataset_error(py, &e))
-    }
-
-    /// Closes this handle (loaders built from it keep their own).
-    fn close(&self) {
-        if let Some(opened) = self.opened.get() {
-            opened.inner.close();
+dataset_class!(
+    RaggedDataset over ds::RaggedDataset, shape item_shape,
+    init "Opens the ragged dataset at `path` (written by `write_ragged`);\n`read_mode` as for `Zrecord`.",
+    shape_doc "The shape of one row.",
+    getitems "The packed batch of records `idxs`: `values` (every row, record\nafter record) and `row_splits` (`int64`, `len(idxs) + 1` entries).",
+    {
+        /// Records `idxs` decoded straight into a dense `(B, max_len,
+        /// *item_shape)` batch, the rest `pad_value`; returns `(padded,
+        /// lengths)`. `max_len` defaults to the longest record; a longer record
+        /// is an error.
+        #[pyo3(signature = (idxs, max_len = None, pad_value = None), text_signature = "(self, idxs, max_len=None, pad_value=0)")]
+        fn getitems_padded<'py>(
+            &self,
+            py: Python<'py>,
+            idxs: &Bound<'py, PyAny>,
+            max_len: Option<usize>,
+            pad_value: Option<&Bound<'py, PyAny>>,
+        ) -> PyResult<Bound<'py, PyTuple>> {
+            let (dataset, dtype) = (self.shared()?, self.dtype_descr(py)?);
+            let idx = indices(py, idxs, dataset.len())?;
+            let element = pad_element(py, dtype.bind(py), pad_value)?;
+            let padded = py
+                .detach(|| dataset.gather_padded_bytes(&idx, max_len, &element))
+                .map_err(|e| dataset_error(py, &e))?;
+            let values = from_tensor(py, padded.values, dtype.bind(py))?;
+            PyTuple::new(py, [values, i64_array(py, &padded.lengths).into_any()])
         }
     }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    fn __exit__(&self, _t: &Bound<'_, PyAny>, _v: &Bound<'_, PyAny>, _tb: &Bound<'_, PyAny>) -> bool {
-        self.close();
-        false
-    }
-}
+);
 
 /// A shape as Python prints a tuple: `()`, `(3,)`, `(4, 3)`.
 fn tuple_text(shape: &[usize]) -> String {

@@ -68,3 +68,15 @@ def test_the_batch_and_mixture_stubs_name_their_attributes():
     mixture = {n.name for n in classes["Mixture"].body if isinstance(n, ast.FunctionDef)}
     runtime = {n for n in dir(loaderx_rs.Mixture) if not n.startswith("_")}
     assert runtime <= mixture, runtime - mixture
+
+
+def test_the_dataset_stubs_are_the_generators():
+    """Dataset and RaggedDataset share one stub block (python/stubgen.py),
+    as they share one `dataset_class!` in python/src/dataset.rs."""
+    import importlib.util
+    path = Path(__file__).parents[1] / "stubgen.py"
+    spec = importlib.util.spec_from_file_location("stubgen", path)
+    stubgen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stubgen)
+    assert stubgen.current(stubgen.STUB.read_text()) == stubgen.block()
+    assert stubgen.block() in (PACKAGE / "__init__.pyi").read_text()

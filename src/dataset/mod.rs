@@ -16,6 +16,12 @@
 //!   pass ([`RaggedDataset::gather_padded`]); [`pad`] turns packed into
 //!   dense. Written by [`write_ragged`].
 //!
+//! Both are one core, [`DatasetOf`], generic over a [`ColumnKind`] that
+//! says how a record's bytes map to rows (`core.rs`): a new kind of column
+//! adds a kind, not a third copy. A row is the unit of a batch's leading
+//! axis: a fixed record is one row, a ragged record any number of them;
+//! [`DatasetOf::row_bytes`] is its size.
+//!
 //! Datasets open read-only; the reference package opens what
 //! [`write_dataset`] and [`write_ragged`] write and the other way round
 //! (`tests/interop/`). `docs/loader.md` has the formats and the design.
@@ -27,6 +33,7 @@
 //! open on first use ([`Shards`]). [`ShardedMutation`] deletes from and
 //! compacts the shards.
 
+mod core;
 mod dtype;
 mod error;
 mod fixed;
@@ -42,12 +49,13 @@ mod target;
 mod tensor;
 mod write;
 
+pub use core::{ColumnKind, DatasetOf};
 pub use dtype::{ByteOrder, DType, Element, Kind};
 pub use error::DatasetError;
-pub use fixed::Dataset;
+pub use fixed::{Dataset, FixedKind};
 pub use mutate::{ShardDelete, ShardedMutation};
 pub use npy::{NpyHeader, read_npy_header, read_npy_header_in};
-pub use ragged::{Padded, Ragged, RaggedDataset, pad, pad_bytes};
+pub use ragged::{Padded, Ragged, RaggedDataset, RaggedKind, pad, pad_bytes};
 pub use schema::{Layout, SCHEMA_FILE, SCHEMA_FORMAT, SCHEMA_VERSION, Schema, parse_codec};
 pub use shard_index::ShardIndex;
 pub use shard_table::{Pending, SHARDS_FILE, SHARDS_FORMAT, SHARDS_MAX, SHARDS_VERSION, ShardTable, shard_dir};

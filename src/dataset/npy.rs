@@ -14,7 +14,7 @@ use super::npy_header::{Descr, HeaderDict, NPY_HEADER_BYTES_MAX, parse_header};
 use crate::io::{FileKind, OpenMode, ReadMap, Vfs, VfsFile};
 
 /// What a `.npy` file's header says, checked against the file: `count`
-/// records of `record_shape` elements of `dtype` (`record_bytes` each), C
+/// records of `record_shape` elements of `dtype` (`row_bytes` each), C
 /// order, starting at `data_offset`, all within the file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NpyHeader {
@@ -25,7 +25,7 @@ pub struct NpyHeader {
     /// A record's shape: the other dimensions.
     pub record_shape: Vec<usize>,
     /// A record's size in bytes (0 when a dimension is 0).
-    pub record_bytes: usize,
+    pub row_bytes: usize,
     /// Where the data starts: the header's end.
     pub data_offset: u64,
 }
@@ -46,7 +46,7 @@ pub fn read_npy_header_in(vfs: &dyn Vfs, path: &Path) -> Result<NpyHeader, Datas
         dtype: file.dtype,
         count: file.count,
         record_shape: file.record_shape.clone(),
-        record_bytes: file.record_bytes,
+        row_bytes: file.row_bytes,
         data_offset: file.data_offset,
     })
 }
@@ -63,7 +63,7 @@ pub(crate) struct NpyFile {
     pub(crate) dtype: DType,
     pub(crate) count: u64,
     pub(crate) record_shape: Vec<usize>,
-    pub(crate) record_bytes: usize,
+    pub(crate) row_bytes: usize,
 }
 
 /// The records a parsed header describes: C order, a plain dtype, a
@@ -89,15 +89,15 @@ fn checked_layout(dict: HeaderDict, file_len: u64) -> Result<NpyHeader, String> 
     let Some((&count, record_shape)) = shape.split_first() else {
         return Err("a 0-dimensional array has no sample axis".into());
     };
-    let record_bytes = super::tensor::array_bytes(dtype, record_shape).map_err(|_| "record size overflows")?;
+    let row_bytes = super::tensor::array_bytes(dtype, record_shape).map_err(|_| "record size overflows")?;
     let data_offset = dict.data_offset as u64;
-    let data_bytes = (count as u64).checked_mul(record_bytes as u64);
+    let data_bytes = (count as u64).checked_mul(row_bytes as u64);
     if data_bytes.and_then(|b| b.checked_add(data_offset)).is_none_or(|end| end > file_len) {
         return Err(format!(
-            "the header describes {count} records of {record_bytes} bytes, more than the file holds (truncated?)"
+            "the header describes {count} records of {row_bytes} bytes, more than the file holds (truncated?)"
         ));
     }
-    Ok(NpyHeader { dtype, count: count as u64, record_shape: record_shape.to_vec(), record_bytes, data_offset })
+    Ok(NpyHeader { dtype, count: count as u64, record_shape: record_shape.to_vec(), row_bytes, data_offset })
 }
 
 impl NpyFile {
@@ -118,17 +118,8 @@ impl NpyFile {
         let mut scratch = Vec::new();
         let head = map.bytes(0, head_len, &mut scratch).map_err(io("read .npy header"))?;
         let header = parse_header(head).and_then(|dict| checked_layout(dict, file_len)).map_err(bad)?;
-        let NpyHeader { dtype, count, record_shape, record_bytes, data_offset } = header;
-        Ok(NpyFile {
-            path: path.to_path_buf(),
-            _file: file,
-            map,
-            data_offset,
-            dtype,
-            count,
-            record_shape,
-            record_bytes,
-        })
+        let NpyHeader { dtype, count, record_shape, row_bytes, data_offset } = header;
+        Ok(NpyFile { path: path.to_path_buf(), _file: file, map, data_offset, dtype, count, record_shape, row_bytes })
     }
 
     /// The bytes of records `start..start + n`, borrowed from the mapping
@@ -139,8 +130,8 @@ impl NpyFile {
         n: usize,
         scratch: &'a mut Vec<u8>,
     ) -> Result<&'a [u8], DatasetError> {
-        let offset = self.data_offset + start * self.record_bytes as u64;
-        let len = n * self.record_bytes;
+        let offset = self.data_offset + start * self.row_bytes as u64;
+        let len = n * self.row_bytes;
         if len == 0 {
             return Ok(&[]);
         }
@@ -164,7 +155,7 @@ mod tests {
     fn a_layout_is_c_order_plain_and_within_the_file() {
         let f4 = || Descr::Plain("<f4".into());
         let ok = checked_layout(dict(f4(), false, &[3, 2]), 128 + 24).unwrap();
-        assert_eq!((ok.count, ok.record_shape.as_slice(), ok.record_bytes, ok.data_offset), (3, &[2][..], 8, 128));
+        assert_eq!((ok.count, ok.record_shape.as_slice(), ok.row_bytes, ok.data_offset), (3, &[2][..], 8, 128));
         for (header, file_len, why) in [
             (dict(f4(), true, &[3, 2]), 1 << 20, "Fortran-order"),
             (dict(f4(), false, &[]), 1 << 20, "0-dimensional"),

@@ -1,18 +1,15 @@
 //! [`RaggedDataset`]: variable-length records (token sequences, waveforms,
 //! point sets) read back packed, `(values, row_splits)`, or padded; and
-//! [`pad`], the separate, visible step from packed to dense.
+//! [`pad`], the separate, visible step from packed to dense. [`RaggedKind`]
+//! is what a ragged record is to the dataset core (`core.rs`): any number
+//! of rows, its length looked up before its bytes are read.
 
 use std::ops::Range;
-use std::path::Path;
-use std::sync::Arc;
 
+use super::core::{ColumnKind, DatasetOf, Sealed};
 use super::dtype::{DType, Element};
 use super::error::DatasetError;
-use super::schema::Schema;
-use super::shards::{ShardRef, Shards};
-use super::tensor::{Pool, Tensor, check_dtype};
-use crate::ReadMode;
-use crate::io::Vfs;
+use super::tensor::{Tensor, check_dtype};
 
 /// A packed batch: every record's rows back to back in `values`
 /// (`[total_rows, *item_shape]`), record `k` being rows
@@ -186,6 +183,53 @@ fn fill_pattern(dst: &mut [u8], pattern: &[u8]) {
     }
 }
 
+/// The kind of a ragged column: a record is any number of rows of the
+/// schema's `item_shape`; a batch is packed, a [`Ragged`].
+#[derive(Debug)]
+pub struct RaggedKind;
+
+impl Sealed for RaggedKind {}
+
+impl ColumnKind for RaggedKind {
+    const RAGGED: bool = true;
+    const ROWS: &'static str = "rows";
+    /// Each record's byte length, a whole number of rows.
+    type Lengths = Vec<u32>;
+    type Batch = Ragged;
+
+    fn lengths(dataset: &RaggedDataset, indices: &[u64]) -> Result<Vec<u32>, DatasetError> {
+        dataset.byte_lengths(indices)
+    }
+
+    fn rows(dataset: &RaggedDataset, _: &[u64], lens: &Vec<u32>) -> u64 {
+        lens.iter().map(|&len| u64::from(len)).sum::<u64>() / dataset.row_bytes() as u64
+    }
+
+    fn read(dataset: &RaggedDataset, indices: &[u64], lens: &Vec<u32>, dst: &mut [u8]) -> Result<(), DatasetError> {
+        let offsets: Vec<u64> = lens
+            .iter()
+            .scan(0u64, |at, &len| {
+                let offset = *at;
+                *at += u64::from(len);
+                Some(offset)
+            })
+            .collect();
+        dataset.stores().gather_var(indices, dst, &offsets, lens)
+    }
+
+    fn batch(values: Tensor, row_bytes: usize, lengths: Vec<Vec<u32>>) -> Ragged {
+        let records = lengths.iter().map(Vec::len).sum::<usize>();
+        let mut row_splits = Vec::with_capacity(records + 1);
+        let mut at = 0u64;
+        row_splits.push(0);
+        for &len in lengths.iter().flatten() {
+            at += u64::from(len);
+            row_splits.push(at / row_bytes as u64);
+        }
+        Ragged { values, row_splits }
+    }
+}
+
 /// A ragged dataset: each record any number of rows of the schema's
 /// `item_shape`. Opened read-only.
 ///
@@ -203,116 +247,22 @@ fn fill_pattern(dst: &mut [u8], pattern: &[u8]) {
 /// assert_eq!(padded, batch.pad(None, -1i32)?);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug)]
-pub struct RaggedDataset {
-    schema: Schema,
-    row_bytes: usize,
-    shards: Shards,
-}
+pub type RaggedDataset = DatasetOf<RaggedKind>;
 
-impl RaggedDataset {
-    /// Opens the ragged dataset in directory `path`.
-    pub fn open(path: impl AsRef<Path>) -> Result<RaggedDataset, DatasetError> {
-        RaggedDataset::open_in(Arc::new(crate::io::real::RealFs), path.as_ref())
-    }
-
-    /// Opens with reads in `read_mode` (the default is [`ReadMode::Auto`]).
-    pub fn open_with(path: impl AsRef<Path>, read_mode: ReadMode) -> Result<RaggedDataset, DatasetError> {
-        RaggedDataset::open_in_with(Arc::new(crate::io::real::RealFs), path.as_ref(), read_mode)
-    }
-
-    /// Opens on any filesystem implementation.
-    pub fn open_in(vfs: Arc<dyn Vfs>, path: &Path) -> Result<RaggedDataset, DatasetError> {
-        RaggedDataset::open_in_with(vfs, path, ReadMode::default())
-    }
-
-    /// Opens the dataset published at `url` (`s3://bucket/prefix`; see
-    /// [`Zrecord::open_url`]).
-    #[cfg(feature = "remote")]
-    pub fn open_url(url: &str, read_mode: ReadMode) -> Result<RaggedDataset, DatasetError> {
-        let (vfs, root) = super::remote_vfs(url)?;
-        RaggedDataset::open_in_with(vfs, &root, read_mode)
-    }
-
-    /// Opens on any filesystem implementation, with reads in `read_mode`.
-    pub fn open_in_with(vfs: Arc<dyn Vfs>, path: &Path, read_mode: ReadMode) -> Result<RaggedDataset, DatasetError> {
-        let shards = Shards::open_in(vfs, path, read_mode)?;
-        let schema = shards.schema().clone();
-        if !schema.is_ragged() {
-            return Err(DatasetError::WrongKind { path: path.to_path_buf(), ragged: false });
-        }
-        let row_bytes = schema.unit_bytes()?;
-        Ok(RaggedDataset { schema, row_bytes, shards })
-    }
-
-    /// The dataset's directory.
-    pub fn path(&self) -> &Path {
-        self.shards.path()
-    }
-
-    /// The schema.
-    pub fn schema(&self) -> &Schema {
-        &self.schema
-    }
-
-    /// The element type.
-    pub fn dtype(&self) -> DType {
-        self.schema.dtype
-    }
-
+impl DatasetOf<RaggedKind> {
     /// The shape of one row.
     pub fn item_shape(&self) -> &[usize] {
-        self.schema.shape()
-    }
-
-    /// Bytes per row.
-    pub fn row_bytes(&self) -> usize {
-        self.row_bytes
-    }
-
-    /// Number of records.
-    pub fn len(&self) -> u64 {
-        self.shards.len()
-    }
-
-    /// True if the dataset holds no record.
-    pub fn is_empty(&self) -> bool {
-        self.shards.len() == 0
-    }
-
-    /// True if the dataset is sharded (has a `shards.json` manifest).
-    pub fn is_sharded(&self) -> bool {
-        self.shards.is_sharded()
-    }
-
-    /// Number of shards (1 for a single store).
-    pub fn shards(&self) -> usize {
-        self.shards.count()
-    }
-
-    /// Shard `k`'s first global index and record count.
-    pub fn shard_extent(&self, k: usize) -> Option<(u64, u64)> {
-        self.shards.extent(k)
-    }
-
-    /// Shard `k`'s store, for byte-level access (opened on first use; a
-    /// single-store dataset is shard 0).
-    pub fn shard(&self, k: usize) -> Result<ShardRef, DatasetError> {
-        self.shards.shard(k)
-    }
-
-    /// Picks up records a writer appended since open; returns the new length.
-    pub fn refresh(&self) -> Result<u64, DatasetError> {
-        self.shards.refresh()
+        self.schema().shape()
     }
 
     /// The byte length of each record of `indices`, checked to be whole rows.
     fn byte_lengths(&self, indices: &[u64]) -> Result<Vec<u32>, DatasetError> {
         let mut lens = vec![0u32; indices.len()];
-        self.shards.lengths(indices, &mut lens)?;
+        self.stores().lengths(indices, &mut lens)?;
+        let row_bytes = self.row_bytes();
         for (&index, &bytes) in indices.iter().zip(&lens) {
-            if !(bytes as usize).is_multiple_of(self.row_bytes) {
-                return Err(DatasetError::PartialRow { index, bytes, row_bytes: self.row_bytes });
+            if !(bytes as usize).is_multiple_of(row_bytes) {
+                return Err(DatasetError::PartialRow { index, bytes, row_bytes });
             }
         }
         Ok(lens)
@@ -320,93 +270,13 @@ impl RaggedDataset {
 
     /// The row count of each record of `indices`.
     pub fn row_counts(&self, indices: &[u64]) -> Result<Vec<u64>, DatasetError> {
-        Ok(self.byte_lengths(indices)?.iter().map(|&b| u64::from(b) / self.row_bytes as u64).collect())
+        Ok(self.byte_lengths(indices)?.iter().map(|&b| u64::from(b) / self.row_bytes() as u64).collect())
     }
 
     /// Gathers records `indices` packed: one tensor of every row, in place
     /// and in parallel, plus `row_splits`. Nothing is padded.
     pub fn gather(&self, indices: &[u64]) -> Result<Ragged, DatasetError> {
         self.gather_pooled(indices, None)
-    }
-
-    pub(crate) fn gather_pooled(&self, indices: &[u64], pool: Option<&Arc<Pool>>) -> Result<Ragged, DatasetError> {
-        let lens = self.byte_lengths(indices)?;
-        let mut offsets = Vec::with_capacity(indices.len());
-        let mut row_splits = Vec::with_capacity(indices.len() + 1);
-        let mut at = 0u64;
-        row_splits.push(0);
-        for &len in &lens {
-            offsets.push(at);
-            at += u64::from(len);
-            row_splits.push(at / self.row_bytes as u64);
-        }
-        let total_rows = usize::try_from(at / self.row_bytes as u64)
-            .map_err(|_| DatasetError::InvalidArgument("batch too large".into()))?;
-        let shape: Vec<usize> = std::iter::once(total_rows).chain(self.item_shape().iter().copied()).collect();
-        let mut values = Tensor::pooled(self.dtype(), &shape, pool)?;
-        self.shards.gather_var(indices, values.as_bytes_mut(), &offsets, &lens)?;
-        Ok(Ragged { values, row_splits })
-    }
-
-    /// The records `indices` into `dst`, record `k` at `offsets[k]`, of
-    /// `lens[k]` bytes (the store's `gather_var`).
-    fn gather_var_into(
-        &self,
-        indices: &[u64],
-        dst: &mut [u8],
-        offsets: &[u64],
-        lens: &[u32],
-    ) -> Result<(), DatasetError> {
-        self.shards.gather_var(indices, dst, offsets, lens)
-    }
-
-    /// One packed batch of several datasets' records, part after part
-    /// (a mixture's batch), each decoded straight into its place. The
-    /// datasets must share dtype and item shape. An error names the part.
-    pub(crate) fn gather_parts(
-        parts: &[(&RaggedDataset, &[u64])],
-        pool: Option<&Arc<Pool>>,
-    ) -> Result<Ragged, (usize, DatasetError)> {
-        let Some(&(first, _)) = parts.first() else {
-            return Err((0, DatasetError::InvalidArgument("a batch of no part".into())));
-        };
-        let records: usize = parts.iter().map(|(_, indices)| indices.len()).sum();
-        let mut lens = Vec::with_capacity(parts.len());
-        let mut row_splits = Vec::with_capacity(records + 1);
-        let mut at = 0u64;
-        row_splits.push(0);
-        for (k, &(dataset, indices)) in parts.iter().enumerate() {
-            if (dataset.dtype(), dataset.item_shape()) != (first.dtype(), first.item_shape()) {
-                let why = format!("{} holds other rows than {}", dataset.path().display(), first.path().display());
-                return Err((k, DatasetError::InvalidArgument(why)));
-            }
-            let part = dataset.byte_lengths(indices).map_err(|e| (k, e))?;
-            for &len in &part {
-                at += u64::from(len);
-                row_splits.push(at / first.row_bytes as u64);
-            }
-            lens.push(part);
-        }
-        let total_rows = usize::try_from(at / first.row_bytes as u64)
-            .map_err(|_| (0, DatasetError::InvalidArgument("batch too large".into())))?;
-        let shape: Vec<usize> = std::iter::once(total_rows).chain(first.item_shape().iter().copied()).collect();
-        let mut values = Tensor::pooled(first.dtype(), &shape, pool).map_err(|e| (0, e))?;
-        let mut slots = Vec::with_capacity(parts.len());
-        let mut rest = values.as_bytes_mut();
-        for (k, (&(dataset, indices), part)) in parts.iter().zip(&lens).enumerate() {
-            let bytes: usize = part.iter().map(|&l| l as usize).sum();
-            let (dst, tail) = rest.split_at_mut(bytes);
-            let mut offsets = Vec::with_capacity(part.len());
-            let mut offset = 0u64;
-            for &len in part {
-                offsets.push(offset);
-                offset += u64::from(len);
-            }
-            slots.push(Slot { part: k, dataset, indices, lens: part, offsets, dst });
-            rest = tail;
-        }
-        gather_slots(&mut slots)?;
-        Ok(Ragged { values, row_splits })
     }
 
     /// Gathers records `indices` straight into a dense padded batch
@@ -432,12 +302,12 @@ impl RaggedDataset {
     ) -> Result<Padded, DatasetError> {
         check_pad_element(self.dtype(), pad_element)?;
         let lens = self.byte_lengths(indices)?;
-        let lengths: Vec<u64> = lens.iter().map(|&b| u64::from(b) / self.row_bytes as u64).collect();
+        let lengths: Vec<u64> = lens.iter().map(|&b| u64::from(b) / self.row_bytes() as u64).collect();
         let max_len = check_max_len(&lengths, max_len)?;
-        let slot = padded_slot(max_len, self.row_bytes)?;
+        let slot = padded_slot(max_len, self.row_bytes())?;
         let mut out = Tensor::zeros(self.dtype(), &padded_shape(indices.len(), max_len, self.item_shape()))?;
         let offsets: Vec<u64> = (0..indices.len() as u64).map(|k| k * slot as u64).collect();
-        self.shards.gather_var(indices, out.as_bytes_mut(), &offsets, &lens)?;
+        self.stores().gather_var(indices, out.as_bytes_mut(), &offsets, &lens)?;
         if pad_element.iter().any(|&b| b != 0) {
             for (dst, &len) in out.as_bytes_mut().chunks_exact_mut(slot.max(1)).zip(&lens) {
                 fill_pattern(&mut dst[len as usize..], pad_element);
@@ -449,28 +319,5 @@ impl RaggedDataset {
     /// Record `index` as a `[rows, *item_shape]` tensor.
     pub fn get(&self, index: u64) -> Result<Tensor, DatasetError> {
         Ok(self.gather(&[index])?.values)
-    }
-}
-
-/// A part of a [`RaggedDataset::gather_parts`], its bytes laid out.
-struct Slot<'a> {
-    part: usize,
-    dataset: &'a RaggedDataset,
-    indices: &'a [u64],
-    lens: &'a [u32],
-    offsets: Vec<u64>,
-    dst: &'a mut [u8],
-}
-
-/// Gathers every slot, the parts at once (halves joined on rayon's pool).
-fn gather_slots(slots: &mut [Slot<'_>]) -> Result<(), (usize, DatasetError)> {
-    match slots {
-        [] => Ok(()),
-        [s] => s.dataset.gather_var_into(s.indices, s.dst, &s.offsets, s.lens).map_err(|e| (s.part, e)),
-        _ => {
-            let (a, b) = slots.split_at_mut(slots.len() / 2);
-            let (ra, rb) = crate::sync::join(|| gather_slots(a), || gather_slots(b));
-            ra.and(rb)
-        }
     }
 }

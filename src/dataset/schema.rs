@@ -63,7 +63,7 @@ impl Schema {
     /// record limit.
     pub fn fixed(dtype: DType, shape: Vec<usize>, codec: Codec) -> Result<Schema, DatasetError> {
         let schema = Schema { dtype, layout: Layout::Fixed { shape }, codec };
-        schema.unit_bytes()?;
+        schema.row_bytes()?;
         Ok(schema)
     }
 
@@ -71,7 +71,7 @@ impl Schema {
     /// counted) or over the record limit.
     pub fn ragged(dtype: DType, item_shape: Vec<usize>, codec: Codec) -> Result<Schema, DatasetError> {
         let schema = Schema { dtype, layout: Layout::Ragged { item_shape }, codec };
-        schema.unit_bytes()?;
+        schema.row_bytes()?;
         Ok(schema)
     }
 
@@ -88,9 +88,10 @@ impl Schema {
         }
     }
 
-    /// Bytes of a record (fixed) or of a row (ragged), checked: at most the
-    /// record limit, and a ragged row is not empty.
-    pub fn unit_bytes(&self) -> Result<usize, DatasetError> {
+    /// Bytes of one row (a fixed record is one row; a ragged record any
+    /// number of them), checked: at most the record limit, and a ragged row
+    /// is not empty.
+    pub fn row_bytes(&self) -> Result<usize, DatasetError> {
         let bytes = self
             .shape()
             .iter()

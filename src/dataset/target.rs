@@ -58,7 +58,7 @@ pub(crate) struct Target {
     vfs: Arc<dyn Vfs>,
     root: PathBuf,
     pub(crate) schema: Schema,
-    pub(crate) unit_bytes: usize,
+    pub(crate) row_bytes: usize,
     store_opts: Options,
     /// Records per shard before a new one starts (at most a store's capacity).
     shard_records: u64,
@@ -82,7 +82,7 @@ impl Target {
         store: &Options,
         shard_records: Option<u64>,
     ) -> Result<Target, DatasetError> {
-        let unit_bytes = wanted.unit_bytes().map_err(|e| e.at(root))?;
+        let row_bytes = wanted.row_bytes().map_err(|e| e.at(root))?;
         let shard_records = shard_records.unwrap_or(u64::from(RECORDS_MAX)).min(u64::from(RECORDS_MAX));
         if shard_records == 0 {
             return Err(DatasetError::InvalidArgument("shard_records must be at least 1".into()));
@@ -97,7 +97,7 @@ impl Target {
             vfs,
             root: root.to_path_buf(),
             schema: wanted,
-            unit_bytes,
+            row_bytes,
             store_opts,
             shard_records,
             shard_table: None,

@@ -89,17 +89,17 @@ fn open_target(vfs: Arc<dyn Vfs>, path: &Path, wanted: Schema, opts: &WriteOptio
 
 /// Records per append call.
 fn step(target: &Target, opts: &WriteOptions) -> usize {
-    (opts.chunk_bytes / target.unit_bytes.max(1)).max(1)
+    (opts.chunk_bytes / target.row_bytes.max(1)).max(1)
 }
 
 /// The reference's dictionary sample: `k = min(count, 8192, max(1, 256 MiB
-/// / record_bytes))` record indices evenly spaced over `0..count` (NumPy's
+/// / row_bytes))` record indices evenly spaced over `0..count` (NumPy's
 /// `unique(linspace(0, count - 1, k).astype(int64))`).
-pub(crate) fn dict_sample_indices(count: u64, record_bytes: usize) -> Vec<u64> {
+pub(crate) fn dict_sample_indices(count: u64, row_bytes: usize) -> Vec<u64> {
     if count == 0 {
         return Vec::new();
     }
-    let k = count.min(DICT_SAMPLES_MAX as u64).min((DICT_SAMPLE_BYTES_MAX / record_bytes.max(1)).max(1) as u64);
+    let k = count.min(DICT_SAMPLES_MAX as u64).min((DICT_SAMPLE_BYTES_MAX / row_bytes.max(1)).max(1) as u64);
     let stop = (count - 1) as f64;
     let mut out: Vec<u64> = if k == 1 {
         vec![0]
@@ -111,9 +111,9 @@ pub(crate) fn dict_sample_indices(count: u64, record_bytes: usize) -> Vec<u64> {
     out
 }
 
-/// Records in a full dictionary sample of `record_bytes` records.
-fn dict_sample_records(record_bytes: usize) -> usize {
-    DICT_SAMPLES_MAX.min((DICT_SAMPLE_BYTES_MAX / record_bytes.max(1)).max(1))
+/// Records in a full dictionary sample of `row_bytes` records.
+fn dict_sample_records(row_bytes: usize) -> usize {
+    DICT_SAMPLES_MAX.min((DICT_SAMPLE_BYTES_MAX / row_bytes.max(1)).max(1))
 }
 
 /// Writes `data`, records of `shape` elements of `T` back to back, as a
@@ -149,21 +149,21 @@ pub fn write_dataset_bytes_in(
     opts: &WriteOptions,
 ) -> Result<u64, DatasetError> {
     let schema = Schema::fixed(dtype, shape.to_vec(), opts.codec).map_err(|e| e.at(path))?;
-    let record_bytes = schema.unit_bytes().map_err(|e| e.at(path))?;
-    if record_bytes == 0 {
+    let row_bytes = schema.row_bytes().map_err(|e| e.at(path))?;
+    if row_bytes == 0 {
         return Err(DatasetError::ShapeMismatch(format!(
             "records of {dtype}{shape:?} are 0 bytes: their count cannot be told from a slice"
         )));
     }
-    if !data.len().is_multiple_of(record_bytes) {
+    if !data.len().is_multiple_of(row_bytes) {
         return Err(DatasetError::ShapeMismatch(format!(
-            "{} bytes are not a whole number of {record_bytes}-byte records of {dtype}{shape:?}",
+            "{} bytes are not a whole number of {row_bytes}-byte records of {dtype}{shape:?}",
             data.len()
         )));
     }
-    let count = (data.len() / record_bytes) as u64;
+    let count = (data.len() / row_bytes) as u64;
     let mut target = open_target(vfs, path, schema, opts)?;
-    write_fixed(&mut target, count, &SliceSource { data, record_bytes }, opts)
+    write_fixed(&mut target, count, &SliceSource { data, row_bytes }, opts)
 }
 
 /// Writes the `.npy` file at `npy` as a fixed-shape dataset at `path`: one
@@ -210,10 +210,10 @@ where
     I: IntoIterator<Item = R>,
 {
     let schema = Schema::fixed(T::DTYPE, shape.to_vec(), opts.codec).map_err(|e| e.at(path.as_ref()))?;
-    let record_bytes = schema.unit_bytes().map_err(|e| e.at(path.as_ref()))?;
+    let row_bytes = schema.row_bytes().map_err(|e| e.at(path.as_ref()))?;
     let mut target = open_target(Arc::new(RealFs), path.as_ref(), schema, opts)?;
     let step = step(&target, opts);
-    let mut block: Vec<u8> = Vec::with_capacity(step * record_bytes);
+    let mut block: Vec<u8> = Vec::with_capacity(step * row_bytes);
     let mut written = 0u64;
     let mut records = records.into_iter().peekable();
     while records.peek().is_some() {
@@ -221,12 +221,12 @@ where
         let mut n = 0usize;
         // While the dictionary is still to be trained, the first call takes
         // a whole dictionary sample's worth of records.
-        let take = if target.needs_dict() { step.max(dict_sample_records(record_bytes)) } else { step };
+        let take = if target.needs_dict() { step.max(dict_sample_records(row_bytes)) } else { step };
         for record in records.by_ref().take(take) {
             let bytes: &[u8] = bytemuck::cast_slice(record.as_ref());
-            if bytes.len() != record_bytes {
+            if bytes.len() != row_bytes {
                 return Err(DatasetError::ShapeMismatch(format!(
-                    "record {} has {} bytes, records of {}{shape:?} have {record_bytes}",
+                    "record {} has {} bytes, records of {}{shape:?} have {row_bytes}",
                     written + n as u64,
                     bytes.len(),
                     T::DTYPE
@@ -235,7 +235,7 @@ where
             block.extend_from_slice(bytes);
             n += 1;
         }
-        written += write_fixed(&mut target, n as u64, &SliceSource { data: &block, record_bytes }, opts)?;
+        written += write_fixed(&mut target, n as u64, &SliceSource { data: &block, row_bytes }, opts)?;
     }
     target.finish()?;
     Ok(written)
@@ -251,12 +251,12 @@ pub(crate) trait FixedSource {
 /// Records back to back in memory.
 struct SliceSource<'d> {
     data: &'d [u8],
-    record_bytes: usize,
+    row_bytes: usize,
 }
 
 impl FixedSource for SliceSource<'_> {
     fn records<'a>(&'a self, start: u64, n: usize, _: &'a mut Vec<u8>) -> Result<&'a [u8], DatasetError> {
-        Ok(&self.data[start as usize * self.record_bytes..][..n * self.record_bytes])
+        Ok(&self.data[start as usize * self.row_bytes..][..n * self.row_bytes])
     }
 }
 
@@ -274,15 +274,15 @@ fn write_fixed(
     records: &dyn FixedSource,
     opts: &WriteOptions,
 ) -> Result<u64, DatasetError> {
-    let record_bytes = target.unit_bytes;
+    let row_bytes = target.row_bytes;
     let dict = if count > 0 && target.needs_dict() {
-        let indices = dict_sample_indices(count, record_bytes);
-        let mut sample = Vec::with_capacity(indices.len() * record_bytes);
+        let indices = dict_sample_indices(count, row_bytes);
+        let mut sample = Vec::with_capacity(indices.len() * row_bytes);
         let mut scratch = Vec::new();
         for &i in &indices {
             sample.extend_from_slice(records.records(i, 1, &mut scratch)?);
         }
-        Some(train(target.path(), &sample, &vec![record_bytes; indices.len()], opts)?)
+        Some(train(target.path(), &sample, &vec![row_bytes; indices.len()], opts)?)
     } else {
         None
     };
@@ -293,7 +293,7 @@ fn write_fixed(
     while start < count {
         let n = step.min(count - start) as usize;
         let data = records.records(start, n, &mut scratch)?;
-        target.append(&Batch::Fixed { data, n, item: record_bytes })?;
+        target.append(&Batch::Fixed { data, n, item: row_bytes })?;
         start += n as u64;
     }
     target.finish()?;
@@ -386,7 +386,7 @@ where
 {
     let schema = Schema::ragged(dtype, item_shape.to_vec(), opts.codec).map_err(|e| e.at(path))?;
     let mut target = open_target(vfs, path, schema, opts)?;
-    let row_bytes = target.unit_bytes;
+    let row_bytes = target.row_bytes;
     let mut block: Vec<u8> = Vec::new();
     let mut lens: Vec<u32> = Vec::new();
     let mut written = 0u64;
@@ -446,13 +446,13 @@ mod tests {
     /// Against NumPy: `np.unique(np.linspace(0, count - 1, k).astype(np.int64))`.
     #[test]
     fn dict_sample_matches_numpy() {
-        for (count, record_bytes, len, sum, head, tail) in [
+        for (count, row_bytes, len, sum, head, tail) in [
             (20_000u64, 12_288usize, 8192usize, 81_911_809u64, vec![0u64, 2, 4, 7, 9], vec![19_994u64, 19_996, 19_999]),
             (10, 4, 10, 45, vec![0, 1, 2, 3, 4], vec![7, 8, 9]),
             (100_000, 4, 8192, 409_591_809, vec![0, 12, 24, 36, 48], vec![99_974, 99_986, 99_999]),
             (7, 80 << 20, 3, 9, vec![0, 3, 6], vec![0, 3, 6]),
         ] {
-            let got = dict_sample_indices(count, record_bytes);
+            let got = dict_sample_indices(count, row_bytes);
             assert_eq!(got.len(), len, "{count}");
             assert_eq!(got.iter().sum::<u64>(), sum, "{count}");
             assert_eq!(got[..head.len()], head[..], "{count}");

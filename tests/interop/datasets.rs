@@ -165,7 +165,7 @@ fn check_one(root: &Path, name: &str) -> Result<String> {
         if ds.gather(&forward)?.as_bytes() != &bytes[..] {
             return Err("gather of every record differs from numpy's array".into());
         }
-        let rb = ds.record_bytes();
+        let rb = ds.row_bytes();
         let backward: Vec<u64> = (0..n).rev().collect();
         let got = ds.gather(&backward)?;
         for (k, &i) in backward.iter().enumerate() {
