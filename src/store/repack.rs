@@ -11,9 +11,13 @@
 //! (`docs/crash-safety.md`, "Compaction").
 
 use super::Zrecord;
-use super::compact::{CompactReport, Group, Move, PROGRESS_RECORDS, ROUND_BYTES_MAX, note_end};
+use super::moves::{CompactReport, Group, Move, ROUND_BYTES_MAX, note_end};
 use crate::error::{Error, Result};
 use crate::format::{CHUNKS_MAX, Frontier};
+
+/// The repack reports progress at least once per this many records left
+/// in place.
+pub(super) const PROGRESS_RECORDS: usize = 4096;
 
 /// Most rounds sliding records down behind a hole may take per
 /// [`ROUND_BYTES_MAX`] of them. A round can fill only the free space in
