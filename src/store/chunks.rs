@@ -171,6 +171,12 @@ impl ChunkSet {
         }
     }
 
+    /// Creates the empty chunk file `0.zr` of a new store in `dir`, durably
+    /// (its directory entry is the caller's to sync: "Store creation").
+    pub(crate) fn create_first(vfs: &dyn Vfs, dir: &Path) -> io::Result<()> {
+        vfs.open(&dir.join(chunk_file_name(0)), OpenMode::Create)?.sync_all()
+    }
+
     /// Chunk `id` if it is open already (no I/O).
     pub(crate) fn opened(&self, id: u16) -> Option<&Chunk> {
         let id = usize::from(id);

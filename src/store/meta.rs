@@ -1,5 +1,5 @@
 //! `meta.zr`: the header, the record table and the intent area. [`Meta`] is
-//! the only code that stores into them or syncs them, in the order
+//! the only code that creates, grows, stores into or syncs them, in the order
 //! `docs/crash-safety.md` gives, and the only holder of the frontier and the
 //! length: their one source is the header's two words, read back with
 //! atomic word loads ([`Meta::header`]); the published length that readers
@@ -13,14 +13,17 @@
 //! header is only ever stored by the one writer.
 
 use std::io;
+use std::path::Path;
 
 use bytemuck::Zeroable;
 
 use super::intent::Intent;
+use crate::error::{Corruption, Error, Result};
 use crate::format::{
-    ENTRY_BYTES, Entry, Frontier, HEADER_BYTES, HEADER_WORD1_OFFSET, Header, META_BYTES, entry_offset,
+    CHUNKS_MAX, ENTRY_BYTES, Entry, Frontier, HEADER_BYTES, HEADER_WORD1_OFFSET, Header, MAGIC, META_BYTES, META_FILE,
+    META_TMP_FILE, RECORDS_MAX, VERSION, entry_offset,
 };
-use crate::io::{SharedMap, VfsFile};
+use crate::io::{LockKind, OpenMode, SharedMap, Vfs, VfsFile, read_exact_at, write_all_at};
 use crate::sync::{AtomicU32, Mutex, MutexGuard, Ordering};
 
 /// Entries a table scan reads at once (64 KiB): [`Meta::try_for_each_written_entry`].
@@ -49,8 +52,80 @@ pub(crate) struct Writer<'a> {
 }
 
 impl Meta {
+    /// Opens, checks, locks (a writer: the writer flock) and maps
+    /// `meta.zr` in the store directory `path`, growing a short one back to
+    /// its full size first (a writer); returns it with the file's length at
+    /// open.
+    pub(crate) fn open(vfs: &dyn Vfs, path: &Path, read_only: bool) -> Result<(Meta, u64)> {
+        let io_err = |op: &'static str| move |source| Error::Io { path: path.to_path_buf(), op, source };
+        let mode = if read_only { OpenMode::Read } else { OpenMode::Write };
+        let meta = vfs.open(&path.join(META_FILE), mode).map_err(io_err("open meta.zr"))?;
+        if !read_only && !meta.try_lock(LockKind::Exclusive).map_err(io_err("lock meta.zr"))? {
+            return Err(Error::Locked { path: path.to_path_buf() });
+        }
+        let meta_len = meta.len().map_err(io_err("stat meta.zr"))?;
+        if meta_len < HEADER_BYTES {
+            return Err(Error::MetaTruncated { path: path.to_path_buf(), len: meta_len, needed: HEADER_BYTES });
+        }
+        let mut header = Header::zeroed();
+        read_exact_at(&*meta, bytemuck::bytes_of_mut(&mut header), 0).map_err(io_err("read meta.zr"))?;
+        Meta::check_header(path, &header)?;
+        let needed = entry_offset(header.length());
+        if meta_len < needed {
+            return Err(Error::MetaTruncated { path: path.to_path_buf(), len: meta_len, needed });
+        }
+        if !read_only && meta_len < META_BYTES {
+            // The reference grows a short meta.zr back too; entries past the old
+            // end read as zeros, which no written entry is. (No intent can be
+            // present: one lies past the full table.)
+            meta.set_len(META_BYTES).map_err(io_err("grow meta.zr"))?;
+            meta.sync_all().map_err(io_err("sync meta.zr"))?;
+        }
+        let map_len = meta_len.clamp(HEADER_BYTES, META_BYTES).max(if read_only { 0 } else { META_BYTES });
+        let map = meta.map_shared(map_len as usize, !read_only).map_err(io_err("map meta.zr"))?;
+        Ok((Meta::new(meta, map), meta_len))
+    }
+
+    /// Creates `meta.zr` in `dir` (which holds none): whole, by rename, or
+    /// not at all (`docs/crash-safety.md`, "Store creation", steps 2, S1
+    /// and 3). `names` is the directory's listing.
+    pub(crate) fn create(vfs: &dyn Vfs, dir: &Path, names: &[String]) -> io::Result<()> {
+        if names.iter().any(|n| n == META_TMP_FILE) {
+            vfs.remove_file(&dir.join(META_TMP_FILE))?;
+        }
+        let tmp = dir.join(META_TMP_FILE);
+        let meta = vfs.open(&tmp, OpenMode::Create)?;
+        meta.set_len(META_BYTES)?;
+        write_all_at(&*meta, bytemuck::bytes_of(&Header::new(Frontier::default(), 0)), 0)?;
+        meta.sync_all()?; // SYNC S1
+        vfs.rename(&tmp, &dir.join(META_FILE))
+    }
+
+    /// The header's magic, version and limits.
+    fn check_header(path: &Path, header: &Header) -> Result<()> {
+        let not_a_store = |reason: String| Error::NotAStore { path: path.to_path_buf(), reason };
+        if header.magic != MAGIC {
+            return Err(not_a_store(format!("magic is {:02x?}, not \"ZREC\"", header.magic)));
+        }
+        if header.version() != VERSION {
+            return Err(not_a_store(format!("format version {}, this build reads {VERSION}", header.version())));
+        }
+        let corrupt =
+            |what: String| Error::Corrupt { path: path.to_path_buf(), index: None, what: Corruption::Header(what) };
+        if header.length() > RECORDS_MAX {
+            return Err(corrupt(format!("length {} exceeds the {RECORDS_MAX} record limit", header.length())));
+        }
+        if u32::from(header.frontier().chunk) >= CHUNKS_MAX {
+            return Err(corrupt(format!(
+                "last chunk {} exceeds the {CHUNKS_MAX} chunk limit",
+                header.frontier().chunk
+            )));
+        }
+        Ok(())
+    }
+
     /// `file` mapped as `map`, with the header's length published.
-    pub(crate) fn new(file: Box<dyn VfsFile>, map: Box<dyn SharedMap>) -> Meta {
+    fn new(file: Box<dyn VfsFile>, map: Box<dyn SharedMap>) -> Meta {
         let capacity = ((map.len() as u64).saturating_sub(HEADER_BYTES) / ENTRY_BYTES).min(u64::from(u32::MAX)) as u32;
         let meta = Meta { file, map, capacity, len: AtomicU32::new(0), writer: Mutex::new(()) };
         meta.len.store(meta.header().length().min(capacity), Ordering::Release);

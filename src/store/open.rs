@@ -5,8 +5,6 @@ use std::io;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
-use bytemuck::Zeroable;
-
 use super::chunks::ChunkSet;
 use super::codec::Dictionary;
 use super::fail_stop::FailStop;
@@ -15,11 +13,8 @@ use super::meta::Meta;
 use super::readers::{self, Hold};
 use super::{Options, Zrecord};
 use crate::error::{Corruption, Error, Result};
-use crate::format::{
-    CHUNKS_MAX, DICT_FILE, DICT_TMP_FILE, Frontier, HEADER_BYTES, Header, MAGIC, META_BYTES, META_FILE, META_TMP_FILE,
-    RECORDS_MAX, VERSION, entry_offset,
-};
-use crate::io::{FileKind, LockKind, OpenMode, Vfs, read_exact_at, read_file, write_all_at};
+use crate::format::{CHUNKS_MAX, DICT_FILE, DICT_TMP_FILE, Frontier, META_BYTES, META_FILE, META_TMP_FILE};
+use crate::io::{FileKind, OpenMode, Vfs, read_file};
 
 /// Largest `dict.zr` accepted (the reference caps training at 1 MiB).
 pub(crate) const DICT_BYTES_MAX: u64 = 64 << 20;
@@ -31,7 +26,7 @@ pub(super) fn open(vfs: Arc<dyn Vfs>, path: &Path, options: Options) -> Result<Z
     // from here on, and none is half-way (an intent found below is one a
     // crash left).
     let readers = if options.read_only { readers::share(&*vfs, path, options.wait)? } else { Hold::Writer };
-    let (meta, meta_len) = open_meta(&*vfs, path, options.read_only)?;
+    let (meta, meta_len) = Meta::open(&*vfs, path, options.read_only)?;
     let intent = meta.read_intent().map_err(io_err("read intent"))?;
     if options.read_only && intent.is_some() {
         return Err(Error::RecoveryNeeded { path: path.to_path_buf() });
@@ -104,38 +99,6 @@ fn ensure_store(vfs: &dyn Vfs, path: &Path, read_only: bool) -> Result<()> {
     Ok(())
 }
 
-/// Opens, checks, locks (a writer) and maps `meta.zr`; returns it with
-/// the file's length at open.
-fn open_meta(vfs: &dyn Vfs, path: &Path, read_only: bool) -> Result<(Meta, u64)> {
-    let io_err = |op: &'static str| move |source| Error::Io { path: path.to_path_buf(), op, source };
-    let mode = if read_only { OpenMode::Read } else { OpenMode::Write };
-    let meta = vfs.open(&path.join(META_FILE), mode).map_err(io_err("open meta.zr"))?;
-    if !read_only && !meta.try_lock(LockKind::Exclusive).map_err(io_err("lock meta.zr"))? {
-        return Err(Error::Locked { path: path.to_path_buf() });
-    }
-    let meta_len = meta.len().map_err(io_err("stat meta.zr"))?;
-    if meta_len < HEADER_BYTES {
-        return Err(Error::MetaTruncated { path: path.to_path_buf(), len: meta_len, needed: HEADER_BYTES });
-    }
-    let mut header = Header::zeroed();
-    read_exact_at(&*meta, bytemuck::bytes_of_mut(&mut header), 0).map_err(io_err("read meta.zr"))?;
-    check_header(path, &header)?;
-    let needed = entry_offset(header.length());
-    if meta_len < needed {
-        return Err(Error::MetaTruncated { path: path.to_path_buf(), len: meta_len, needed });
-    }
-    if !read_only && meta_len < META_BYTES {
-        // The reference grows a short meta.zr back too; entries past the old
-        // end read as zeros, which no written entry is. (No intent can be
-        // present: one lies past the full table.)
-        meta.set_len(META_BYTES).map_err(io_err("grow meta.zr"))?;
-        meta.sync_all().map_err(io_err("sync meta.zr"))?;
-    }
-    let map_len = meta_len.clamp(HEADER_BYTES, META_BYTES).max(if read_only { 0 } else { META_BYTES });
-    let map = meta.map_shared(map_len as usize, !read_only).map_err(io_err("map meta.zr"))?;
-    Ok((Meta::new(meta, map), meta_len))
-}
-
 /// `dict.zr`, prepared, if the store has one.
 fn open_dict(vfs: &dyn Vfs, path: &Path) -> Result<OnceLock<Dictionary>> {
     let io_err = |op: &'static str| move |source| Error::Io { path: path.to_path_buf(), op, source };
@@ -148,25 +111,6 @@ fn open_dict(vfs: &dyn Vfs, path: &Path) -> Result<OnceLock<Dictionary>> {
         let _ = dict.set(prepared);
     }
     Ok(dict)
-}
-
-fn check_header(path: &Path, header: &Header) -> Result<()> {
-    let not_a_store = |reason: String| Error::NotAStore { path: path.to_path_buf(), reason };
-    if header.magic != MAGIC {
-        return Err(not_a_store(format!("magic is {:02x?}, not \"ZREC\"", header.magic)));
-    }
-    if header.version() != VERSION {
-        return Err(not_a_store(format!("format version {}, this build reads {VERSION}", header.version())));
-    }
-    let corrupt =
-        |what: String| Error::Corrupt { path: path.to_path_buf(), index: None, what: Corruption::Header(what) };
-    if header.length() > RECORDS_MAX {
-        return Err(corrupt(format!("length {} exceeds the {RECORDS_MAX} record limit", header.length())));
-    }
-    if u32::from(header.frontier().chunk) >= CHUNKS_MAX {
-        return Err(corrupt(format!("last chunk {} exceeds the {CHUNKS_MAX} chunk limit", header.frontier().chunk)));
-    }
-    Ok(())
 }
 
 /// True for `N.zr` with N a decimal chunk id.
@@ -185,19 +129,10 @@ fn remove_if_present(vfs: &dyn Vfs, path: &Path) -> io::Result<()> {
 /// `docs/crash-safety.md`, "Store creation": `meta.zr` appears whole, by
 /// rename, or not at all.
 fn create(vfs: &dyn Vfs, dir: &Path, names: &[String]) -> io::Result<()> {
-    if names.iter().any(|n| n == META_TMP_FILE) {
-        vfs.remove_file(&dir.join(META_TMP_FILE))?;
-    }
-    let tmp = dir.join(META_TMP_FILE);
-    let meta = vfs.open(&tmp, OpenMode::Create)?;
-    meta.set_len(META_BYTES)?;
-    write_all_at(&*meta, bytemuck::bytes_of(&Header::new(Frontier::default(), 0)), 0)?;
-    meta.sync_all()?; // SYNC S1
-    vfs.rename(&tmp, &dir.join(META_FILE))?;
+    Meta::create(vfs, dir, names)?; // SYNC S1
     // After the rename: a directory never holds a chunk file without meta.zr
     // (directory operations persist in order).
-    let chunk = vfs.open(&dir.join(crate::format::chunk_file_name(0)), OpenMode::Create)?;
-    chunk.sync_all()?;
+    ChunkSet::create_first(vfs, dir)?;
     vfs.sync_dir(dir) // SYNC S2
 }
 
