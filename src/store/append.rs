@@ -141,13 +141,13 @@ impl Zrecord {
         raw_whole: Option<&'a [u8]>,
         codec: Codec,
     ) -> Result<u64> {
-        self.fail_stop.check_writable()?;
+        self.check_writable()?;
         if n > RECORDS_MAX as usize {
-            return Err(Error::StoreFull { path: self.path.clone() });
+            return Err(Error::StoreFull { path: self.path().to_path_buf() });
         }
         let dict = self.dict.get();
         if codec == Codec::ZstdDict && dict.is_none() {
-            return Err(Error::NoDictionary { path: self.path.clone(), index: None });
+            return Err(Error::NoDictionary { path: self.path().to_path_buf(), index: None });
         }
         if n == 0 {
             return Ok(u64::from(self.len()));
@@ -232,10 +232,10 @@ impl Zrecord {
     /// Starts an append of `n` records under the writer lock: nothing
     /// staged yet.
     fn stage_begin(&self, writer: &Writer<'_>, n: usize) -> Result<Staged<'_>> {
-        self.fail_stop.check_writable()?;
+        self.check_writable()?;
         let first = self.len();
         if u64::from(first) + n as u64 > u64::from(RECORDS_MAX) {
-            return Err(Error::StoreFull { path: self.path.clone() });
+            return Err(Error::StoreFull { path: self.path().to_path_buf() });
         }
         let start = writer.frontier();
         Ok(Staged { first, cursor: start, entries: Vec::with_capacity(n), reach: Vec::new(), created: false })
@@ -263,8 +263,10 @@ impl Zrecord {
         for (b, block) in packed.iter().enumerate() {
             let mut at = 0usize;
             for rec in &block.records {
-                let (loc, next) =
-                    staged.cursor.place(rec.phys).ok_or_else(|| Error::StoreFull { path: self.path.clone() })?;
+                let (loc, next) = staged
+                    .cursor
+                    .place(rec.phys)
+                    .ok_or_else(|| Error::StoreFull { path: self.path().to_path_buf() })?;
                 let chunk = self.reach(staged, loc, rec.phys)?;
                 let (offset, range) = (u64::from(loc.offset), at..at + rec.phys as usize);
                 match spans.last_mut() {

@@ -101,7 +101,7 @@ impl Zrecord {
             let valid = self.valid_entry(*index, view)?;
             if valid.logic() as usize != slot.len() {
                 return Err(Error::LengthMismatch {
-                    path: self.path.clone(),
+                    path: self.path().to_path_buf(),
                     index: *index,
                     stored: valid.logic(),
                     expected: slot.len() as u64,
@@ -203,7 +203,7 @@ impl Zrecord {
             return Ok(());
         }
         codec::decode(plan.codec(), stored, read.out, self.dict.get()).map_err(|what| Error::Corrupt {
-            path: self.path.clone(),
+            path: self.path().to_path_buf(),
             index: Some(plan.index()),
             what,
         })

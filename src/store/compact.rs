@@ -67,7 +67,7 @@ impl Zrecord {
     /// Compacts as `options` say, reporting progress as
     /// [`compact_with_progress`](Self::compact_with_progress) does.
     pub fn compact_with(&mut self, options: CompactOptions, progress: impl FnMut(u64, u64)) -> Result<CompactReport> {
-        self.fail_stop.check_writable()?;
+        self.check_writable()?;
         let _readers = self.exclude_readers()?; // no reader elsewhere until the end
         if options.repack {
             if options.max_bytes.is_some() {

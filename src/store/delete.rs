@@ -57,10 +57,10 @@ impl Zrecord {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn delete(&mut self, indices: &[u64]) -> Result<()> {
-        self.fail_stop.check_writable()?;
+        self.check_writable()?;
         let len = self.len();
         if let Some(&index) = indices.iter().find(|&&i| i >= u64::from(len)) {
-            return Err(Error::IndexOutOfRange { path: self.path.clone(), index, len });
+            return Err(Error::IndexOutOfRange { path: self.path().to_path_buf(), index, len });
         }
         if indices.is_empty() {
             return Ok(());

@@ -8,8 +8,11 @@
 //!
 //! Each invariant has one owner, a file of this module:
 //! - `meta.rs`: `meta.zr` (header, table, intent area), the frontier and the
-//!   published length, every store into the mapping and every `msync`;
-//! - `chunks.rs`: the chunk files and their known lengths;
+//!   published length, its creation and growth, every store into the
+//!   mapping and every sync;
+//! - `chunks.rs`: the chunk files (their creation, syncs and removal) and
+//!   their known lengths;
+//! - `access.rs`: what an open store may do, and where it is (held once);
 //! - `entry.rs`: what makes a table entry valid, on the read and write side;
 //! - `frontier.rs`: where a record is placed;
 //! - `fail_stop.rs`: no write after a failed sync;
@@ -19,7 +22,8 @@
 //!   compaction in another process).
 //!
 //! The mutations orchestrate them: `open.rs` (creation, recovery, the
-//! frontier check), `append.rs`, `delete.rs`, `compact.rs`, `dict.rs`; the
+//! frontier check), `append.rs`, `delete.rs`, `compact.rs` (over the
+//! moves it shares with `fill.rs` and `repack.rs`: `moves.rs`), `dict.rs`; the
 //! read side is `gather.rs` and `verify.rs`.
 //!
 //! Concurrency: [`Zrecord::gather`], [`Zrecord::gather_var`],
@@ -29,6 +33,7 @@
 //! below it are immutable while `&self` borrows exist). [`Zrecord::delete`]
 //! and [`Zrecord::compact`] take `&mut self`.
 
+mod access;
 mod append;
 mod batch;
 mod chunks;
@@ -55,12 +60,13 @@ mod repack;
 mod verify;
 pub use verify::VerifyReport;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::io::Vfs;
 
+use access::Home;
 use chunks::ChunkSet;
 use codec::Dictionary;
 use fail_stop::FailStop;
@@ -200,14 +206,13 @@ pub struct Stats {
 /// ```
 #[derive(Debug)]
 pub struct Zrecord {
-    path: PathBuf,
+    home: Arc<Home>,
     options: Options,
     meta: Meta,
     chunks: ChunkSet,
     dict: OnceLock<Dictionary>,
     fail_stop: FailStop,
     residency: batch::Residency,
-    readers: readers::Hold,
 }
 
 impl Zrecord {
@@ -253,7 +258,7 @@ impl Zrecord {
     /// Opens the published store `fs` reaches, read-only.
     #[cfg(feature = "remote")]
     pub fn open_remote(fs: Arc<crate::io::remote::RemoteFs>, options: Options) -> Result<Zrecord> {
-        let root = PathBuf::from(fs.root());
+        let root = std::path::PathBuf::from(fs.root());
         Zrecord::open_in(fs, &root, Options { read_only: true, ..options })
     }
 
@@ -277,12 +282,12 @@ impl Zrecord {
     /// The filesystem the store is on (the real one, a remote store's, the
     /// simulator's): to read the files beside it, `schema.json`.
     pub fn filesystem(&self) -> &dyn Vfs {
-        self.chunks.vfs()
+        self.home.vfs()
     }
 
     /// The store's directory.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.home.path()
     }
 
     /// Number of live records.
@@ -302,13 +307,13 @@ impl Zrecord {
 
     /// True if the store was opened read-only.
     pub fn is_read_only(&self) -> bool {
-        self.options.read_only
+        self.home.access().is_read_only()
     }
 
     /// What batched reads run on: io_uring, or a pool of I/O threads where
     /// io_uring is missing or blocked (chosen once per process).
     pub fn read_engine(&self) -> crate::io::ReadEngine {
-        self.chunks.vfs().read_engine()
+        self.home.vfs().read_engine()
     }
 
     /// True if the store has a dictionary (`dict.zr`).
@@ -319,10 +324,10 @@ impl Zrecord {
     /// Makes everything durable. Every mutation is already durable when it
     /// returns, so this only re-checks (it exists for the reference's API).
     pub fn sync(&self) -> Result<()> {
-        if self.options.read_only {
+        if self.is_read_only() {
             return Ok(());
         }
-        self.fail_stop.check_writable()?;
+        self.check_writable()?;
         let writer = self.meta.lock_writer();
         let last = writer.frontier().chunk;
         self.chunks.sync_data(last..last + 1).map_err(|e| self.sync_failed(e))?;
@@ -337,7 +342,7 @@ impl Zrecord {
     /// at open: no writer of this crate changes it while the reader holds
     /// the readers' lock ([`Zrecord::holds_readers_lock`]).
     pub fn refresh(&self) -> Result<u32> {
-        if !self.options.read_only {
+        if !self.is_read_only() {
             return Ok(self.len());
         }
         // The header's length is loaded before its chunk word (`Meta::header`)
@@ -375,11 +380,17 @@ impl Zrecord {
     }
 
     fn io(&self, op: &'static str, source: std::io::Error) -> Error {
-        Error::Io { path: self.path.clone(), op, source }
+        Error::Io { path: self.path().to_path_buf(), op, source }
+    }
+
+    /// `Ok` if writes are allowed: not read-only, no sync failed.
+    fn check_writable(&self) -> Result<()> {
+        self.home.check_writable()?;
+        self.fail_stop.check(self.path())
     }
 
     /// A failed sync: the store refuses writes from now on (fail-stop).
     fn sync_failed(&self, source: std::io::Error) -> Error {
-        self.fail_stop.sync_failed(source)
+        self.fail_stop.sync_failed(self.path(), source)
     }
 }

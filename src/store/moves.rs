@@ -78,7 +78,7 @@ impl Zrecord {
                 }
                 if last.loc.address() + u64::from(last.phys) > loc.address() {
                     return Err(Error::Corrupt {
-                        path: self.path.clone(),
+                        path: self.path().to_path_buf(),
                         index: Some(u64::from(index)),
                         what: Corruption::Overlap { other: u64::from(last.indices[0]) },
                     });

@@ -5,12 +5,13 @@ use std::io;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
+use super::access::{Access, Home};
 use super::chunks::ChunkSet;
 use super::codec::Dictionary;
 use super::fail_stop::FailStop;
 use super::intent::Intent;
 use super::meta::Meta;
-use super::readers::{self, Hold};
+use super::readers;
 use super::{Options, Zrecord};
 use crate::error::{Corruption, Error, Result};
 use crate::format::{CHUNKS_MAX, DICT_FILE, DICT_TMP_FILE, Frontier, META_BYTES, META_FILE, META_TMP_FILE};
@@ -21,14 +22,20 @@ pub(crate) const DICT_BYTES_MAX: u64 = 64 << 20;
 
 pub(super) fn open(vfs: Arc<dyn Vfs>, path: &Path, options: Options) -> Result<Zrecord> {
     let io_err = |op: &'static str| move |source| Error::Io { path: path.to_path_buf(), op, source };
-    ensure_store(&*vfs, path, options.read_only)?;
+    // `options.read_only` is read here only: from here on the store's
+    // `Access` says.
+    let read_only = options.read_only;
+    ensure_store(&*vfs, path, read_only)?;
     // Before anything of the store is read: no delete or compaction runs
     // from here on, and none is half-way (an intent found below is one a
     // crash left).
-    let readers = if options.read_only { readers::share(&*vfs, path, options.wait)? } else { Hold::Writer };
-    let (meta, meta_len) = Meta::open(&*vfs, path, options.read_only)?;
+    let access = match read_only {
+        true => Access::ReadOnly { readers: readers::share(&*vfs, path, options.wait)? },
+        false => Access::Writable,
+    };
+    let (meta, meta_len) = Meta::open(&*vfs, path, read_only)?;
     let intent = meta.read_intent().map_err(io_err("read intent"))?;
-    if options.read_only && intent.is_some() {
+    if read_only && intent.is_some() {
         return Err(Error::RecoveryNeeded { path: path.to_path_buf() });
     }
     let dict = open_dict(&*vfs, path)?;
@@ -38,32 +45,19 @@ pub(super) fn open(vfs: Arc<dyn Vfs>, path: &Path, options: Options) -> Result<Z
         vfs.open(&path.join(META_FILE), OpenMode::ReadDirect)
             .map_err(io_err("open meta.zr O_DIRECT (ReadMode::Direct needs a filesystem with O_DIRECT)"))?;
     }
-    if !options.read_only {
+    if !read_only {
         for leftover in [META_TMP_FILE, DICT_TMP_FILE] {
             remove_if_present(&*vfs, &path.join(leftover)).map_err(io_err("remove leftover file"))?;
         }
     }
-    if !options.read_only {
+    if !read_only {
         readers::create_file(&*vfs, path);
     }
-    let mut chunks = ChunkSet::new(vfs, path, !options.read_only);
-    if matches!(readers, Hold::Without { frozen: false }) {
-        // Nothing keeps a delete or compaction elsewhere from truncating a
-        // chunk file under this reader: read no mapping, so that it is an
-        // error and never a fault.
-        chunks.unmapped();
-    }
-    let mut store = Zrecord {
-        path: path.to_path_buf(),
-        chunks,
-        fail_stop: FailStop::new(path, options.read_only),
-        options,
-        meta,
-        dict,
-        residency: Default::default(),
-        readers,
-    };
-    if !store.options.read_only {
+    let home = Arc::new(Home::new(vfs, path, access));
+    let chunks = ChunkSet::new(home.clone());
+    let mut store =
+        Zrecord { home, chunks, fail_stop: FailStop::new(), options, meta, dict, residency: Default::default() };
+    if !read_only {
         store.recover(intent, meta_len)?;
     }
     Ok(store)
@@ -221,22 +215,25 @@ impl Zrecord {
     fn settle(&self) -> Result<()> {
         let sync_failed = |e| self.sync_failed(e);
         self.chunks.sync_data(0..self.meta.frontier().chunk + 1).map_err(sync_failed)?;
-        let vfs = self.chunks.vfs();
-        let dict = self.path.join(DICT_FILE);
+        let vfs = self.filesystem();
+        let dict = self.path().join(DICT_FILE);
         if vfs.kind(&dict).map_err(|e| self.io("stat dict.zr", e))?.is_some() {
             let file = vfs.open(&dict, OpenMode::Read).map_err(|e| self.io("open dict.zr", e))?;
             file.sync_all().map_err(sync_failed)?;
         }
         self.meta.settle().map_err(sync_failed)?;
-        vfs.sync_dir(&self.path).map_err(sync_failed)
+        vfs.sync_dir(self.path()).map_err(sync_failed)
     }
 
     /// Finishes an interrupted delete or compaction round (see
     /// `docs/crash-safety.md`, "Recovery").
     fn finish_intent(&mut self, intent: Intent) -> Result<()> {
         let length = self.meta.header().length();
-        let bad =
-            |what: String| Error::Corrupt { path: self.path.clone(), index: None, what: Corruption::Intent(what) };
+        let bad = |what: String| Error::Corrupt {
+            path: self.path().to_path_buf(),
+            index: None,
+            what: Corruption::Intent(what),
+        };
         if length != intent.old_len && length != intent.new_len {
             return Err(bad(format!(
                 "it takes length {} to {}, the header says {length}",

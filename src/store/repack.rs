@@ -138,7 +138,8 @@ impl Zrecord {
             if !round.is_empty() && bytes + u64::from(group.phys) > ROUND_BYTES_MAX {
                 break;
             }
-            let (to, next) = frontier.place(group.phys).ok_or_else(|| Error::StoreFull { path: self.path.clone() })?;
+            let (to, next) =
+                frontier.place(group.phys).ok_or_else(|| Error::StoreFull { path: self.path().to_path_buf() })?;
             round.push(Move { to, phys: group.phys, group: k });
             frontier = next;
             bytes += u64::from(group.phys);

@@ -90,7 +90,7 @@ impl Zrecord {
         for (loc, phys, index) in extents.into_iter().filter(|e| e.1 > 0) {
             if let Some((end, other)) = reach.filter(|(end, _)| loc.address() < *end) {
                 report.note(Error::Corrupt {
-                    path: self.path.clone(),
+                    path: self.path().to_path_buf(),
                     index: Some(u64::from(index)),
                     what: Corruption::Overlap { other: u64::from(other) },
                 });
