@@ -82,11 +82,7 @@ const OWNERS: [(&str, &[&str]); 2] = [
 fn each_store_owner_is_the_only_caller_of_its_operations() {
     for (name, text) in sources() {
         for (owner, calls) in OWNERS {
-            // `open.rs` maps `meta.zr` once, to hand the mapping to `Meta`,
-            // and creates a new store's empty `0.zr` before a chunk set exists.
-            let allowed = |call: &str| {
-                name == owner || (name == "src/store/open.rs" && ["map_shared(", "chunk_file_name("].contains(&call))
-            };
+            let allowed = |_: &str| name == owner;
             if !name.starts_with("src/store/") {
                 continue;
             }

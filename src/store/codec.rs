@@ -17,7 +17,7 @@ use crate::format::Codec;
 
 /// A trained dictionary, prepared for both directions.
 pub(crate) struct Dictionary {
-    pub(crate) bytes: Vec<u8>,
+    bytes: Vec<u8>,
     ddict: DDict<'static>,
     cdict: Mutex<Option<(i32, Arc<CDict<'static>>)>>,
 }
@@ -33,6 +33,11 @@ impl Dictionary {
     pub(crate) fn new(bytes: Vec<u8>) -> Result<Dictionary, Corruption> {
         let ddict = DDict::try_create(&bytes).ok_or_else(|| Corruption::Dictionary("zstd rejected it".into()))?;
         Ok(Dictionary { bytes, ddict, cdict: Mutex::new(None) })
+    }
+
+    /// The bytes of `dict.zr`.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.bytes
     }
 
     /// The compression dictionary for `level`, prepared once per level.

@@ -56,7 +56,7 @@ impl Zrecord {
     /// Installs `bytes` (a zstd dictionary) as the store's dictionary.
     pub fn install_dict(&self, bytes: Vec<u8>) -> Result<usize> {
         self.check_writable()?;
-        let _writer = self.meta.lock_writer();
+        let _writer = self.meta.lock_appends();
         if self.has_dict() {
             return Err(Error::DictionaryExists { path: self.path().to_path_buf() });
         }
@@ -69,11 +69,11 @@ impl Zrecord {
         let vfs = self.filesystem();
         let file = vfs.open(&tmp, OpenMode::Create).map_err(|e| self.io("create dict.zr", e))?;
         file.set_len(0).map_err(|e| self.io("truncate dict.zr.tmp", e))?;
-        write_all_at(&*file, &prepared.bytes, 0).map_err(|e| self.io("write dict.zr", e))?;
+        write_all_at(&*file, prepared.bytes(), 0).map_err(|e| self.io("write dict.zr", e))?;
         file.sync_all().map_err(|e| self.sync_failed(e))?; // SYNC T1
         vfs.rename(&tmp, &self.path().join(DICT_FILE)).map_err(|e| self.io("rename dict.zr", e))?;
         vfs.sync_dir(self.path()).map_err(|e| self.sync_failed(e))?; // SYNC T2
-        let size = prepared.bytes.len();
+        let size = prepared.bytes().len();
         let _ = self.dict.set(prepared);
         Ok(size)
     }

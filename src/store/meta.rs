@@ -8,7 +8,7 @@
 //! Invariant (the lock-free read path rests on it): an entry below the
 //! published length is written only through `&mut Meta` (delete,
 //! compaction, recovery); an append writes entries at and past it, holding
-//! the writer lock ([`Writer`]), and readers never read those. So the
+//! the append mutex ([`AppendGuard`]), and readers never read those. So the
 //! `unsafe` table reads never race with a write within this process, and the
 //! header is only ever stored by the one writer.
 
@@ -32,7 +32,8 @@ const SCAN_BLOCK_ENTRIES: usize = 4096;
 /// `meta.zr`, open and mapped for as long as the store is.
 #[derive(Debug)]
 pub(crate) struct Meta {
-    /// The open file: it holds a writer's advisory lock.
+    /// The open file: a writer's holds the writer flock (an exclusive
+    /// `flock`, against writers in other processes).
     file: Box<dyn VfsFile>,
     map: Box<dyn SharedMap>,
     /// Entries the mapping covers (fewer than `RECORDS_MAX` for a short
@@ -40,13 +41,14 @@ pub(crate) struct Meta {
     capacity: u32,
     /// The published length: readers see records `0..len`.
     len: AtomicU32,
-    /// Held by an append or a dictionary installation from start to end.
-    writer: Mutex<()>,
+    /// The append mutex: held by an append or a dictionary installation
+    /// from start to end (against the other threads of this process).
+    appends: Mutex<()>,
 }
 
-/// The writer lock, held: the right to write entries at and past the
+/// The append mutex, held: the right to write entries at and past the
 /// published length and to commit them.
-pub(crate) struct Writer<'a> {
+pub(crate) struct AppendGuard<'a> {
     meta: &'a Meta,
     _lock: MutexGuard<'a, ()>,
 }
@@ -127,7 +129,7 @@ impl Meta {
     /// `file` mapped as `map`, with the header's length published.
     fn new(file: Box<dyn VfsFile>, map: Box<dyn SharedMap>) -> Meta {
         let capacity = ((map.len() as u64).saturating_sub(HEADER_BYTES) / ENTRY_BYTES).min(u64::from(u32::MAX)) as u32;
-        let meta = Meta { file, map, capacity, len: AtomicU32::new(0), writer: Mutex::new(()) };
+        let meta = Meta { file, map, capacity, len: AtomicU32::new(0), appends: Mutex::new(()) };
         meta.len.store(meta.header().length().min(capacity), Ordering::Release);
         meta
     }
@@ -215,11 +217,11 @@ impl Meta {
         unsafe { self.map.read(entry_offset(first) as usize, bytemuck::cast_slice_mut(out)) };
     }
 
-    /// Takes the writer lock.
-    pub(crate) fn lock_writer(&self) -> Writer<'_> {
+    /// Takes the append mutex.
+    pub(crate) fn lock_appends(&self) -> AppendGuard<'_> {
         // A panic while holding it leaves nothing half done in memory: the
         // header and the published length change only in a commit.
-        Writer { meta: self, _lock: self.writer.lock().unwrap_or_else(|e| e.into_inner()) }
+        AppendGuard { meta: self, _lock: self.appends.lock().unwrap_or_else(|e| e.into_inner()) }
     }
 
     /// For a read-only store: publishes `len`, which the caller read from
@@ -229,7 +231,7 @@ impl Meta {
     }
 }
 
-impl Writer<'_> {
+impl AppendGuard<'_> {
     /// The frontier the next append places from.
     pub(crate) fn frontier(&self) -> Frontier {
         self.meta.frontier()
@@ -246,11 +248,11 @@ impl Writer<'_> {
         assert!(end <= meta.capacity, "an append past the table");
         for (k, entry) in entries.iter().enumerate() {
             // SAFETY: slots at and past the published length, which readers
-            // never read; the writer lock excludes other appenders.
+            // never read; the append mutex excludes other appenders.
             unsafe { meta.map.write(entry_offset(first + k as u32) as usize, bytemuck::bytes_of(entry)) };
         }
         meta.flush_entries(first, end)?; // SYNC A2
-        // SAFETY: the writer lock is held.
+        // SAFETY: the append mutex is held.
         unsafe { meta.store_header(frontier, end)? }; // SYNC A3 (H1, H2)
         meta.len.store(end, Ordering::Release);
         Ok(())
@@ -266,7 +268,7 @@ impl Meta {
     /// live record any more). Word 1 alone when the chunk stays.
     ///
     /// # Safety
-    /// The caller is the one writer: it holds the writer lock or `&mut Meta`.
+    /// The caller is the one writer: it holds the append mutex or `&mut Meta`.
     unsafe fn store_header(&self, to: Frontier, length: u32) -> io::Result<()> {
         let from = self.frontier();
         let words = bytemuck::cast::<Header, [u64; 2]>(Header::new(to, length));

@@ -77,7 +77,7 @@ pub use dict::default_dict_size;
 /// How to open a store.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Open without writing: no writer's lock, no recovery, every mutation
+    /// Open without writing: no writer flock, no recovery, every mutation
     /// refused. A read-only open holds the readers' lock shared while it is
     /// open, so that no delete or compaction runs meanwhile.
     pub read_only: bool,
@@ -328,7 +328,7 @@ impl Zrecord {
             return Ok(());
         }
         self.check_writable()?;
-        let writer = self.meta.lock_writer();
+        let writer = self.meta.lock_appends();
         let last = writer.frontier().chunk;
         self.chunks.sync_data(last..last + 1).map_err(|e| self.sync_failed(e))?;
         self.meta.flush_header().map_err(|e| self.sync_failed(e))
@@ -375,7 +375,7 @@ impl Zrecord {
         stats.chunk_bytes = self.chunks.bytes_below(frontier).map_err(|e| self.io("open chunk", e))?;
         stats.reclaimable = stats.chunk_bytes.saturating_sub(stats.live_bytes);
         stats.chunks = u32::from(frontier.chunk) + 1;
-        stats.dict_bytes = self.dict.get().map(|d| d.bytes.len() as u64);
+        stats.dict_bytes = self.dict.get().map(|d| d.bytes().len() as u64);
         Ok(stats)
     }
 

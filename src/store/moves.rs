@@ -62,8 +62,8 @@ impl Zrecord {
     /// entry validated, overlapping extents refused.
     pub(super) fn live_groups(&self) -> Result<Vec<Group>> {
         let view = self.view();
-        let mut live: Vec<(Loc, u32, u32)> = Vec::with_capacity(view.len as usize);
-        for index in 0..view.len {
+        let mut live: Vec<(Loc, u32, u32)> = Vec::with_capacity(view.len() as usize);
+        for index in 0..view.len() {
             let valid = self.valid_entry(u64::from(index), view)?;
             self.chunks.locate(&valid)?; // inside its chunk file
             live.push((valid.loc(), valid.phys(), index));

@@ -24,8 +24,15 @@ use std::sync::atomic::{Ordering, fence};
 /// then the bounds entries are validated against.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct View {
-    pub(crate) len: u32,
+    len: u32,
     bounds: Bounds,
+}
+
+impl View {
+    /// The published length the call goes by.
+    pub(crate) fn len(&self) -> u32 {
+        self.len
+    }
 }
 
 impl Zrecord {
@@ -40,8 +47,8 @@ impl Zrecord {
 
     /// The validated entry of record `index`.
     pub(crate) fn valid_entry(&self, index: u64, view: View) -> Result<ValidEntry> {
-        if index >= u64::from(view.len) {
-            return Err(Error::IndexOutOfRange { path: self.path().to_path_buf(), index, len: view.len });
+        if index >= u64::from(view.len()) {
+            return Err(Error::IndexOutOfRange { path: self.path().to_path_buf(), index, len: view.len() });
         }
         self.check_entry(index, self.meta.raw_entry(index as u32), view)
     }

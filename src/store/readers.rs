@@ -6,7 +6,7 @@
 //! stay concurrent with readers.
 //!
 //! It is a file of its own, not a lock of `meta.zr`, so that it never
-//! conflicts with the writer's lock (the `flock` of `meta.zr`), NFS
+//! conflicts with the writer flock (the `flock` of `meta.zr`), NFS
 //! included, where Linux emulates `flock` with byte-range locks over the
 //! whole file. The writer's open creates it (an empty file, never removed,
 //! never synced: one lost to a crash is created again), so that readers

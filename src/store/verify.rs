@@ -64,7 +64,7 @@ impl Zrecord {
     /// record bytes).
     pub fn verify_with_progress(&self, mut progress: impl FnMut(u32, u32)) -> Result<VerifyReport> {
         let view = self.view();
-        let len = view.len;
+        let len = view.len();
         let mut report = VerifyReport { records: len, ..VerifyReport::default() };
         let mut extents: Vec<(Loc, u32, u32)> = Vec::with_capacity(len as usize);
         // Records are read a group at a time, on the path the read mode
