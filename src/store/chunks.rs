@@ -99,18 +99,18 @@ pub(crate) struct ChunkSet {
     /// The filesystem, the directory, and what the store may do (writes,
     /// reads through the mappings).
     home: Arc<Home>,
-    /// Chunk `id`'s slot is `slots[id / SLOT_GROUP][id % SLOT_GROUP]`, a
+    /// Chunk `id`'s cell is `cells[id / CELL_GROUP][id % CELL_GROUP]`, a
     /// group allocated on first use: an open costs the group table, not
-    /// [`CHUNKS_MAX`] slots (192 KiB, written at every open).
-    slots: Box<[OnceLock<SlotGroup>]>,
+    /// [`CHUNKS_MAX`] cells (192 KiB, written at every open).
+    cells: Box<[OnceLock<CellGroup>]>,
 }
 
-/// Chunk slots allocated together.
-const SLOT_GROUP: usize = 64;
+/// Chunk cells allocated together.
+const CELL_GROUP: usize = 64;
 
-/// [`SLOT_GROUP`] chunk slots.
-type SlotGroup = Box<[OnceLock<Chunk>]>;
-const _: () = assert!((CHUNKS_MAX as usize).is_multiple_of(SLOT_GROUP));
+/// [`CELL_GROUP`] chunk cells.
+type CellGroup = Box<[OnceLock<Chunk>]>;
+const _: () = assert!((CHUNKS_MAX as usize).is_multiple_of(CELL_GROUP));
 
 impl std::fmt::Debug for ChunkSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -121,8 +121,8 @@ impl std::fmt::Debug for ChunkSet {
 
 impl ChunkSet {
     pub(crate) fn new(home: Arc<Home>) -> ChunkSet {
-        let slots = (0..CHUNKS_MAX as usize / SLOT_GROUP).map(|_| OnceLock::new()).collect();
-        ChunkSet { home, slots }
+        let cells = (0..CHUNKS_MAX as usize / CELL_GROUP).map(|_| OnceLock::new()).collect();
+        ChunkSet { home, cells }
     }
 
     /// The store's directory.
@@ -145,29 +145,29 @@ impl ChunkSet {
         Error::StoreChanged { path: self.dir().to_path_buf(), index, what }
     }
 
-    /// Chunk `id`'s slot, its group allocated if it was not; `None` past the chunk limit.
-    fn slot(&self, id: u16) -> Option<&OnceLock<Chunk>> {
+    /// Chunk `id`'s cell, its group allocated if it was not; `None` past the chunk limit.
+    fn cell(&self, id: u16) -> Option<&OnceLock<Chunk>> {
         let id = usize::from(id);
-        let group = self.slots.get(id / SLOT_GROUP)?.get_or_init(|| (0..SLOT_GROUP).map(|_| OnceLock::new()).collect());
-        Some(&group[id % SLOT_GROUP])
+        let group = self.cells.get(id / CELL_GROUP)?.get_or_init(|| (0..CELL_GROUP).map(|_| OnceLock::new()).collect());
+        Some(&group[id % CELL_GROUP])
     }
 
-    /// Chunk `id`'s slot if its group was allocated.
-    fn slot_mut(&mut self, id: u16) -> Option<&mut OnceLock<Chunk>> {
+    /// Chunk `id`'s cell if its group was allocated.
+    fn cell_mut(&mut self, id: u16) -> Option<&mut OnceLock<Chunk>> {
         let id = usize::from(id);
-        self.slots.get_mut(id / SLOT_GROUP)?.get_mut()?.get_mut(id % SLOT_GROUP)
+        self.cells.get_mut(id / CELL_GROUP)?.get_mut()?.get_mut(id % CELL_GROUP)
     }
 
     /// Chunk `id`, opened on first use; `Ok(None)` if the file does not exist.
     /// Ids past the chunk limit name no file (`Ok(None)`).
     pub(crate) fn get(&self, id: u16) -> io::Result<Option<&Chunk>> {
-        let Some(slot) = self.slot(id) else { return Ok(None) };
-        if let Some(chunk) = slot.get() {
+        let Some(cell) = self.cell(id) else { return Ok(None) };
+        if let Some(chunk) = cell.get() {
             return Ok(Some(chunk));
         }
         let mode = if self.writable() { OpenMode::Write } else { OpenMode::Read };
         match self.vfs().open(&self.dir().join(chunk_file_name(id)), mode) {
-            Ok(file) => Ok(Some(Self::install(slot, file)?)),
+            Ok(file) => Ok(Some(Self::install(cell, file)?)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
         }
@@ -182,7 +182,7 @@ impl ChunkSet {
     /// Chunk `id` if it is open already (no I/O).
     pub(crate) fn opened(&self, id: u16) -> Option<&Chunk> {
         let id = usize::from(id);
-        self.slots.get(id / SLOT_GROUP)?.get()?[id % SLOT_GROUP].get()
+        self.cells.get(id / CELL_GROUP)?.get()?[id % CELL_GROUP].get()
     }
 
     /// Chunk `id`, created if missing (writer only), and whether it was
@@ -194,15 +194,15 @@ impl ChunkSet {
             return Ok((chunk, false));
         }
         let file = self.vfs().open(&self.dir().join(chunk_file_name(id)), OpenMode::Create)?;
-        Ok((Self::install(self.slot(id).expect("a chunk id below CHUNKS_MAX"), file)?, true))
+        Ok((Self::install(self.cell(id).expect("a chunk id below CHUNKS_MAX"), file)?, true))
     }
 
-    fn install(slot: &OnceLock<Chunk>, file: Box<dyn VfsFile>) -> io::Result<&Chunk> {
+    fn install(cell: &OnceLock<Chunk>, file: Box<dyn VfsFile>) -> io::Result<&Chunk> {
         let len = file.len()?.min(CHUNK_BYTES_MAX);
         let map = file.map_read(CHUNK_BYTES_MAX as usize)?;
         // Another thread may have opened it meanwhile: either copy is fine.
-        let _ = slot.set(Chunk { file, map, len: AtomicU64::new(len), direct: OnceLock::new() });
-        Ok(slot.get().expect("just set"))
+        let _ = cell.set(Chunk { file, map, len: AtomicU64::new(len), direct: OnceLock::new() });
+        Ok(cell.get().expect("just set"))
     }
 
     /// The chunk holding a validated entry's bytes; an error if they do
@@ -387,8 +387,8 @@ impl ChunkSet {
     fn present_below(&self, end: u16) -> io::Result<Vec<bool>> {
         let mut present = vec![false; usize::from(end)];
         for id in self.vfs().list_dir(self.dir())?.iter().filter_map(|name| chunk_id_of(name)) {
-            if let Some(slot) = present.get_mut(usize::from(id)) {
-                *slot = true;
+            if let Some(cell) = present.get_mut(usize::from(id)) {
+                *cell = true;
             }
         }
         Ok(present)
@@ -400,7 +400,7 @@ impl ChunkSet {
         if chunk.file.len()? <= len {
             return Ok(());
         }
-        let chunk = self.slot_mut(id).and_then(OnceLock::get_mut).expect("opened above");
+        let chunk = self.cell_mut(id).and_then(OnceLock::get_mut).expect("opened above");
         chunk.len.store(len, Ordering::Release); // before the file shrinks
         chunk.file.set_len(len)?;
         chunk.file.sync_all()
@@ -420,8 +420,8 @@ impl ChunkSet {
         for name in self.vfs().list_dir(self.dir())? {
             let Some(id) = chunk_id_of(&name) else { continue };
             if id > last {
-                if let Some(slot) = self.slot_mut(id) {
-                    slot.take();
+                if let Some(cell) = self.cell_mut(id) {
+                    cell.take();
                 }
                 self.vfs().remove_file(&self.dir().join(&name))?;
                 removed += 1;

@@ -247,7 +247,7 @@ impl AppendGuard<'_> {
         let end = first + entries.len() as u32;
         assert!(end <= meta.capacity, "an append past the table");
         for (k, entry) in entries.iter().enumerate() {
-            // SAFETY: slots at and past the published length, which readers
+            // SAFETY: entries at and past the published length, which readers
             // never read; the append mutex excludes other appenders.
             unsafe { meta.map.write(entry_offset(first + k as u32) as usize, bytemuck::bytes_of(entry)) };
         }

@@ -125,7 +125,7 @@ pub enum ReadMode {
     Batched,
     /// As `Batched`, but past the page cache (`O_DIRECT`): each record's
     /// bytes rounded out to the device's sector (512 bytes on most disks),
-    /// read into an aligned buffer and copied or decoded into its slot.
+    /// read into an aligned buffer and copied or decoded into its output.
     /// For stores far larger than memory, read once an epoch: the reads
     /// evict nothing from the page cache and cost the device less than
     /// whole 4 KiB pages for small compressed records. The trade-off:
@@ -365,8 +365,8 @@ impl Zrecord {
             written += 1;
             stats.live_bytes += u64::from(entry.phys_length());
             stats.logical_bytes += u64::from(entry.logic_length());
-            if let Some(slot) = stats.codec_records.get_mut(usize::from(entry.codec)) {
-                *slot += 1;
+            if let Some(count) = stats.codec_records.get_mut(usize::from(entry.codec)) {
+                *count += 1;
             }
             Ok::<(), std::convert::Infallible>(())
         });

@@ -1,6 +1,6 @@
 //! One record read: the index checked against the published length, the
 //! entry validated ([`ValidEntry`]), the stored bytes found inside their
-//! chunk file, and decoding into a slot of exactly the record's length, so
+//! chunk file, and decoding into an output of exactly the record's length, so
 //! no output byte is ever left holding anything but its record's bytes.
 //!
 //! A read-only store loads each entry again after its bytes are read

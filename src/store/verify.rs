@@ -118,8 +118,8 @@ impl Zrecord {
         let mut items: Vec<(u64, &mut [u8])> = Vec::with_capacity(valid.len());
         let mut rest = &mut buf[..];
         for v in &valid {
-            let (slot, tail) = std::mem::take(&mut rest).split_at_mut(v.logic() as usize);
-            items.push((v.index(), slot));
+            let (out, tail) = std::mem::take(&mut rest).split_at_mut(v.logic() as usize);
+            items.push((v.index(), out));
             rest = tail;
         }
         let whole_read = self.read_all(view, items, total).is_ok();
