@@ -446,7 +446,7 @@ impl Zrecord {
         let d = PyDict::new(py);
         d.set_item("records", s.records)?;
         d.set_item("live_bytes", s.live_bytes)?;
-        d.set_item("chunk_bytes", s.chunk_bytes)?;
+        d.set_item("chunk_bytes", s.chunk_file_bytes)?;
         d.set_item("reclaimable", s.reclaimable)?;
         d.set_item("logical_bytes", s.logical_bytes)?;
         d.set_item("chunks", s.chunks)?;

@@ -36,7 +36,7 @@ pub struct CompactPlan {
     /// Bytes to move (the repack's figure leaves out evacuations, which
     /// copy some records twice).
     pub move_bytes: u64,
-    /// Chunk bytes now (see [`crate::Stats::chunk_bytes`]).
+    /// Chunk bytes now (see [`crate::Stats::chunk_file_bytes`]).
     pub bytes_before: u64,
     /// Chunk bytes after.
     pub bytes_after: u64,
@@ -80,7 +80,7 @@ impl Zrecord {
 
     /// What [`compact_with`](Self::compact_with) would do, without a write.
     pub fn compact_plan(&self, options: CompactOptions) -> Result<CompactPlan> {
-        let bytes_before = self.stats()?.chunk_bytes;
+        let bytes_before = self.stats()?.chunk_file_bytes;
         let mut groups = self.live_groups()?;
         let (moves, remaining_bytes) = if options.repack {
             (super::repack::placements(&groups), 0)
@@ -103,7 +103,7 @@ impl Zrecord {
     /// the holes, at most `budget` bytes, pass by pass in rounds; then the
     /// new frontier.
     fn fill(&mut self, budget: u64, mut progress: impl FnMut(u64, u64)) -> Result<CompactReport> {
-        let bytes_before = self.stats()?.chunk_bytes;
+        let bytes_before = self.stats()?.chunk_file_bytes;
         let mut groups = self.live_groups()?;
         let plan = fill::plan(&groups, budget);
         let total: u64 = plan.moves().map(|m| u64::from(m.phys)).sum();
@@ -126,7 +126,7 @@ impl Zrecord {
         self.settle_empty_records(&mut groups, |at| at > end.address())?;
         let (frontier, mut ends) = packed(&groups);
         self.finish(frontier, &mut ends, &mut report)?;
-        report.bytes_after = self.stats()?.chunk_bytes;
+        report.bytes_after = self.stats()?.chunk_file_bytes;
         self.debug_check_invariants();
         progress(total, total);
         Ok(report)

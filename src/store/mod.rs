@@ -178,9 +178,15 @@ pub struct Stats {
     pub live_bytes: u64,
     /// Bytes the live records hold once decoded.
     pub logical_bytes: u64,
-    /// How far the chunk files have grown.
+    /// Bytes the chunk files hold up to the frontier: how far they have
+    /// grown.
+    pub chunk_file_bytes: u64,
+    /// The same as [`Stats::chunk_file_bytes`], by its former name (which
+    /// is also the name of a write's bytes per append call,
+    /// `WriteOptions::chunk_bytes`).
+    #[deprecated(note = "renamed `chunk_file_bytes`")]
     pub chunk_bytes: u64,
-    /// `chunk_bytes - live_bytes`: an upper bound on what `compact` frees
+    /// `chunk_file_bytes - live_bytes`: an upper bound on what `compact` frees
     /// (it includes the slack at chunk ends that no record fits in).
     pub reclaimable: u64,
     /// Number of chunk files (the frontier's chunk + 1).
@@ -372,8 +378,12 @@ impl Zrecord {
         });
         stats.codec_records[0] += len - written;
         let frontier = self.meta.frontier();
-        stats.chunk_bytes = self.chunks.bytes_below(frontier).map_err(|e| self.io("open chunk", e))?;
-        stats.reclaimable = stats.chunk_bytes.saturating_sub(stats.live_bytes);
+        stats.chunk_file_bytes = self.chunks.bytes_below(frontier).map_err(|e| self.io("open chunk", e))?;
+        #[allow(deprecated)]
+        {
+            stats.chunk_bytes = stats.chunk_file_bytes;
+        }
+        stats.reclaimable = stats.chunk_file_bytes.saturating_sub(stats.live_bytes);
         stats.chunks = u32::from(frontier.chunk) + 1;
         stats.dict_bytes = self.dict.get().map(|d| d.bytes().len() as u64);
         Ok(stats)

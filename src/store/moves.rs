@@ -31,7 +31,7 @@ pub struct CompactReport {
     pub moved_bytes: u64,
     /// Rounds (each one data sync and one table sync).
     pub rounds: u64,
-    /// Chunk bytes before (see [`crate::Stats::chunk_bytes`]).
+    /// Chunk bytes before (see [`crate::Stats::chunk_file_bytes`]).
     pub bytes_before: u64,
     /// Chunk bytes after.
     pub bytes_after: u64,

@@ -33,7 +33,7 @@ impl Zrecord {
     /// order, calling `progress(settled_bytes, live_bytes)`: `settled_bytes`
     /// of the live records, taken in physical order, are where they stay.
     pub(super) fn repack(&mut self, mut progress: impl FnMut(u64, u64)) -> Result<CompactReport> {
-        let bytes_before = self.stats()?.chunk_bytes;
+        let bytes_before = self.stats()?.chunk_file_bytes;
         let mut groups = self.live_groups()?;
         let live_bytes: u64 = groups.iter().map(|group| u64::from(group.phys)).sum();
         // Stored bytes of `groups[..g]`.
@@ -109,7 +109,7 @@ impl Zrecord {
             self.flush_round(&groups, &round, None, &mut report)?;
         }
         self.finish(cursor, &mut ends, &mut report)?;
-        report.bytes_after = self.stats()?.chunk_bytes;
+        report.bytes_after = self.stats()?.chunk_file_bytes;
         self.debug_check_invariants();
         progress(live_bytes, live_bytes);
         Ok(report)
