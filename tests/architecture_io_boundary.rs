@@ -82,15 +82,9 @@ const OWNERS: [(&str, &[&str]); 2] = [
 fn each_store_owner_is_the_only_caller_of_its_operations() {
     for (name, text) in sources() {
         for (owner, calls) in OWNERS {
-            // `open.rs` maps `meta.zr` once, to hand the mapping to `Meta`,
-            // creates a new store's empty `0.zr` before a chunk set exists,
-            // and before that asks whether a directory without `meta.zr`
-            // holds chunk files.
-            let allowed = |call: &str| {
-                name == owner
-                    || (name == "src/store/open.rs"
-                        && ["map_shared(", "chunk_file_name(", "chunk_id_of("].contains(&call))
-            };
+            // `open.rs` asks whether a directory without `meta.zr` holds
+            // chunk files before a chunk set exists.
+            let allowed = |call: &str| name == owner || (name == "src/store/open.rs" && call == "chunk_id_of(");
             if !name.starts_with("src/store/") {
                 continue;
             }

@@ -106,12 +106,12 @@ fn the_fill_of_varied_sizes_stops_where_no_hole_holds_the_tail() {
         assert_matches(&store, &model);
         // The fill is at its fixed point: planned again, it moves nothing.
         let again = store.compact_plan(CompactOptions::default()).unwrap();
-        assert_eq!((again.move_bytes, again.bytes_after), (0, after.chunk_bytes), "{codec:?}: {again:?}");
+        assert_eq!((again.move_bytes, again.bytes_after), (0, after.chunk_file_bytes), "{codec:?}: {again:?}");
         // The repack then takes back all the rest.
         let repacked = store.compact_with(CompactOptions { repack: true, ..Default::default() }, |_, _| {}).unwrap();
         assert!(repacked.moved_records > 0 || after.reclaimable == 0, "{repacked:?}");
         let last = store.stats().unwrap();
-        assert_eq!((last.reclaimable, last.chunk_bytes), (0, last.live_bytes), "{codec:?}: {last:?}");
+        assert_eq!((last.reclaimable, last.chunk_file_bytes), (0, last.live_bytes), "{codec:?}: {last:?}");
         assert_matches(&store, &model);
         drop(store);
         assert_matches(&Zrecord::open(dir.path()).unwrap(), &model);
@@ -202,7 +202,7 @@ fn a_few_small_holes_take_a_few_records_not_the_whole_store() {
             assert_eq!((report.rounds, report.moved_records, report.moved_bytes), (1, 3, 2100), "{report:?}");
         }
         let after = store.stats().unwrap();
-        assert_eq!(after.chunk_bytes, after.live_bytes);
+        assert_eq!(after.chunk_file_bytes, after.live_bytes);
         assert_matches(&store, &model);
         drop(store);
         assert_matches(&Zrecord::open(dir.path()).unwrap(), &model);

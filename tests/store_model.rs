@@ -70,7 +70,7 @@ fn compact(store: &mut Zrecord, model: &[Vec<u8>], repack: bool, budget: Option<
     assert_eq!(after.logical_bytes, model.iter().map(|r| r.len() as u64).sum::<u64>());
     assert_eq!(after.live_bytes, before.live_bytes);
     assert_eq!((report.bytes_before, report.bytes_after), (plan.bytes_before, plan.bytes_after), "{plan:?} {report:?}");
-    assert_eq!(after.chunk_bytes, report.bytes_after);
+    assert_eq!(after.chunk_file_bytes, report.bytes_after);
     assert_eq!(report.removed_chunks, plan.removed_chunks);
     if repack {
         assert_eq!((after.chunks, after.reclaimable), (1, 0), "{after:?}");

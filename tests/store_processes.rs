@@ -152,7 +152,7 @@ fn a_killed_writer_loses_nothing_it_committed() {
     }
     writer.kill().unwrap(); // SIGKILL, most likely in the middle of an append
     writer.wait().unwrap();
-    let store = Zrecord::open(dir.path()).expect("the killed writer's lock is released");
+    let store = Zrecord::open(dir.path()).expect("the killed writer's flock is released");
     assert!(u64::from(store.len()) >= committed, "{} < {committed}", store.len());
     check_all(&store);
     assert!(store.verify().unwrap().is_ok());
@@ -213,7 +213,7 @@ fn verify_reader(dir: &str) {
 /// (`ReadersOpen`) or `@delete error: why`, and the same for `@compact`.
 fn mutate(dir: &str, wait: bool) {
     // A child another test of the parent forks holds a copy of the parent's
-    // descriptors until it execs, the writer's lock of a store it just
+    // descriptors until it execs, the writer flock of a store it just
     // closed among them (see `a_second_writer_process_is_refused`).
     let options = Options { wait, ..Options::default() };
     let mut opened = Zrecord::open_with(dir, options.clone());

@@ -181,6 +181,6 @@ fn stats_of_a_refreshed_reader_match_the_writer() {
     assert_eq!(reader.refresh().unwrap(), 3010);
     let stats = reader.stats().unwrap();
     assert_eq!(stats, writer.stats().unwrap());
-    assert_eq!(stats.chunk_bytes, 3010 * 4096);
+    assert_eq!(stats.chunk_file_bytes, 3010 * 4096);
     assert_eq!(stats.reclaimable, 0);
 }

@@ -69,7 +69,7 @@ pub fn open_read_only(path: &Path, read_mode: ReadMode) -> Result<(Zrecord, Arc<
 }
 
 /// Checks that `path` holds a store before a command opens it for writing
-/// (which would create one): a read-only open, which takes no writer's lock
+/// (which would create one): a read-only open, which takes no writer flock
 /// and holds the readers' lock only until it returns (waiting for a delete
 /// or compaction elsewhere if `wait`). A store with an interrupted delete
 /// or compaction pending passes: the open for writing finishes it.

@@ -146,7 +146,7 @@ pub struct Totals {
     pub records: u64,
     pub live_bytes: u64,
     pub logical_bytes: u64,
-    pub chunk_bytes: u64,
+    pub chunk_file_bytes: u64,
     pub reclaimable: u64,
     pub chunks: u64,
     pub codec_records: [u64; 3],
@@ -161,7 +161,7 @@ impl Totals {
         self.records += u64::from(s.records);
         self.live_bytes += s.live_bytes;
         self.logical_bytes += s.logical_bytes;
-        self.chunk_bytes += s.chunk_bytes;
+        self.chunk_file_bytes += s.chunk_file_bytes;
         self.reclaimable += s.reclaimable;
         self.chunks += u64::from(s.chunks);
         for (t, &n) in self.codec_records.iter_mut().zip(&s.codec_records) {

@@ -61,7 +61,7 @@ fn to_table(path: &Path, s: &Totals, schema: &Result<Option<Schema>, DatasetErro
         ("records", records_line(s)),
         ("logical bytes", human(s.logical_bytes)),
         ("live bytes", human(s.live_bytes)),
-        ("chunk bytes", human(s.chunk_bytes)),
+        ("chunk bytes", human(s.chunk_file_bytes)),
         ("reclaimable", human(s.reclaimable)),
         ("chunks", s.chunks.to_string()),
         ("codecs", format!("raw {raw}, zstd {zstd}, zstd_dict {dict}")),
@@ -118,7 +118,7 @@ fn to_json(path: &Path, s: &Totals, schema: &Result<Option<Schema>, DatasetError
         .raw("shard_records", &crate::out::json_array(s.shard_records.iter().map(u64::to_string)))
         .field("live_bytes", s.live_bytes)
         .field("logical_bytes", s.logical_bytes)
-        .field("chunk_bytes", s.chunk_bytes)
+        .field("chunk_bytes", s.chunk_file_bytes)
         .field("reclaimable", s.reclaimable)
         .field("chunks", s.chunks)
         .raw("codec_records", &codecs)

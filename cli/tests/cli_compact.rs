@@ -29,9 +29,9 @@ fn compact_reclaims_and_keeps_every_record() {
     let json = ok_json(&loaderx(&["compact", path_str(dir.path()), "--json"]));
     let after = Zrecord::open_read_only(dir.path()).unwrap().stats().unwrap();
     assert_eq!(json["records"], 200);
-    assert_eq!(json["bytes_before"], before.chunk_bytes);
-    assert_eq!(json["bytes_after"], after.chunk_bytes);
-    assert_eq!(json["reclaimed_bytes"], before.chunk_bytes - after.chunk_bytes);
+    assert_eq!(json["bytes_before"], before.chunk_file_bytes);
+    assert_eq!(json["bytes_after"], after.chunk_file_bytes);
+    assert_eq!(json["reclaimed_bytes"], before.chunk_file_bytes - after.chunk_file_bytes);
     assert_eq!(json["reclaimable_bytes"], after.reclaimable);
     assert_eq!(json["remaining_bytes"], 0);
     // Records of varied sizes: the fill frees space, and what it leaves the
@@ -43,7 +43,7 @@ fn compact_reclaims_and_keeps_every_record() {
     ok(&loaderx(&["verify", path_str(dir.path())]));
     ok(&loaderx(&["compact", path_str(dir.path()), "--repack"]));
     let repacked = Zrecord::open_read_only(dir.path()).unwrap().stats().unwrap();
-    assert_eq!((repacked.reclaimable, repacked.chunk_bytes), (0, repacked.live_bytes));
+    assert_eq!((repacked.reclaimable, repacked.chunk_file_bytes), (0, repacked.live_bytes));
     assert_eq!(read_all(dir.path()), records);
 
     // Nothing left to do: a second run reclaims nothing and moves nothing.

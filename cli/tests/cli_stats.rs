@@ -36,7 +36,7 @@ fn stats_json_matches_the_library() {
     assert_eq!(json["records"], 10);
     assert_eq!(json["live_bytes"], stats.live_bytes);
     assert_eq!(json["logical_bytes"], stats.logical_bytes);
-    assert_eq!(json["chunk_bytes"], stats.chunk_bytes);
+    assert_eq!(json["chunk_bytes"], stats.chunk_file_bytes);
     assert_eq!(json["reclaimable"], stats.reclaimable);
     assert!(stats.reclaimable > 0);
     assert_eq!(json["chunks"], 1);

@@ -23,7 +23,7 @@ use crate::fork;
 /// A record store (the reference's `loaderx.Zrecord`): a dense index space
 /// `0..len` of byte records, each compressed on its own.
 /// Subclasses may take their own `__init__` arguments; a read-only store
-/// pickles by its arguments (a writable one does not: the writer's lock is
+/// pickles by its arguments (a writable one does not: the writer flock is
 /// the opening process's).
 #[pyclass(frozen, subclass, module = "loaderx_rs")]
 pub struct Zrecord {
@@ -131,7 +131,7 @@ impl Zrecord {
 impl Zrecord {
     /// Opens (creating if missing or empty) the store at `path`; `codec` is
     /// the default compression of `append` ("zstd", "raw" or "zstd_dict").
-    /// `read_only=True` opens without the writer's lock and refuses writes.
+    /// `read_only=True` opens without the writer flock and refuses writes.
     /// `read_mode`: how reads reach records ("auto": by residency;
     /// "mapped": through the mapping; "batched": batched reads, for data
     /// not in memory, see `read_engine()`; "direct": batched reads past the
@@ -442,7 +442,7 @@ impl Zrecord {
         let d = PyDict::new(py);
         d.set_item("records", s.records)?;
         d.set_item("live_bytes", s.live_bytes)?;
-        d.set_item("chunk_bytes", s.chunk_bytes)?;
+        d.set_item("chunk_bytes", s.chunk_file_bytes)?;
         d.set_item("reclaimable", s.reclaimable)?;
         d.set_item("logical_bytes", s.logical_bytes)?;
         d.set_item("chunks", s.chunks)?;

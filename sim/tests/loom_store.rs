@@ -8,8 +8,8 @@
 //! These models run the store's own code (`Zrecord` compiled with loom's
 //! atomics and mutex through `src/sync.rs`) over the simulated filesystem.
 //! loom cannot see mapped memory, so the mapping of `meta.zr` is wrapped: every
-//! access to a 16-byte table slot (or the header) also touches a loom
-//! `UnsafeCell` standing for that slot, so loom reports a read of a slot that
+//! access to a 16-byte table entry (or the header) also touches a loom
+//! `UnsafeCell` standing for that entry, so loom reports a read of an entry that
 //! is not ordered after its write (a reader seeing a half-written entry) as a
 //! data race. Chunk bytes and the `OnceLock`s (chunk files, dictionary) are
 //! ordinary synchronized memory that loom does not model; the models check

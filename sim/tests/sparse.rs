@@ -87,7 +87,7 @@ fn a_sparse_table_and_a_far_frontier_count_what_their_bytes_say() {
     assert_eq!(stats.live_bytes, 30);
     assert_eq!(stats.codec_records, [3 * 4096 + 10, 0, 0], "unwritten entries count as raw records of 0 bytes");
     // Chunks 0 and 2 exist below the frontier's chunk 3,000: their bytes and its offset.
-    assert_eq!(stats.chunk_bytes, 10 + 30 + 5);
+    assert_eq!(stats.chunk_file_bytes, 10 + 30 + 5);
     assert_eq!(stats.chunks, 3001);
     for (k, &index) in written.iter().enumerate() {
         let want = if k == 0 { vec![b'a'; 10] } else { vec![b'c'; 10] };

@@ -326,7 +326,7 @@ impl VfsFile for RealFile {
         // that shrinks a chunk file below a live record, hold the readers'
         // lock exclusively, which every read-only store holds shared, and a
         // reader that could not take it reads no mapping
-        // (`ChunkSet::unmapped`). Another program (a writer that ignores the
+        // (`Access::reads_mapped`). Another program (a writer that ignores the
         // lock) is outside what the store can exclude (docs/format.md,
         // docs/ARCHITECTURE.md "Concurrency contract"). Changing bytes are
         // read as untrusted input.

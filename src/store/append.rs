@@ -10,7 +10,7 @@ use super::Zrecord;
 use super::chunks::Chunk;
 use super::codec::{Encoded, Encoding, block_bytes_max, encode_block};
 use super::entry::assert_committable;
-use super::meta::Writer;
+use super::meta::AppendGuard;
 use crate::error::{Error, Result};
 use crate::format::{Codec, Entry, Frontier, Loc, RECORD_BYTES_MAX, RECORDS_MAX};
 
@@ -141,13 +141,13 @@ impl Zrecord {
         raw_whole: Option<&'a [u8]>,
         codec: Codec,
     ) -> Result<u64> {
-        self.fail_stop.check_writable()?;
+        self.check_writable()?;
         if n > RECORDS_MAX as usize {
-            return Err(Error::StoreFull { path: self.path.clone() });
+            return Err(Error::StoreFull { path: self.path().to_path_buf() });
         }
         let dict = self.dict.get();
         if codec == Codec::ZstdDict && dict.is_none() {
-            return Err(Error::NoDictionary { path: self.path.clone(), index: None });
+            return Err(Error::NoDictionary { path: self.path().to_path_buf(), index: None });
         }
         if n == 0 {
             return Ok(u64::from(self.len()));
@@ -157,7 +157,7 @@ impl Zrecord {
         let Some(data) = raw_whole else {
             return self.append_pipelined(n, &record, encoding);
         };
-        let mut writer = self.meta.lock_writer();
+        let mut writer = self.meta.lock_appends();
         let mut staged = self.stage_begin(&writer, n)?;
         // Written a segment at a time (see `stage_write`).
         let mut at = 0usize;
@@ -179,7 +179,7 @@ impl Zrecord {
     /// Encodes and writes in segments of about
     /// [`Options::append_segment_bytes`](super::Options::append_segment_bytes) of input,
     /// each segment's write overlapping the next one's encoding, then
-    /// commits them all at once. Holds the writer lock throughout: a
+    /// commits them all at once. Holds the append mutex throughout: a
     /// segment's place depends on the ones before it.
     fn append_pipelined<'a>(
         &self,
@@ -188,7 +188,7 @@ impl Zrecord {
         encoding: Encoding<'_>,
     ) -> Result<u64> {
         let segments = segments(n, record, self.options.append_segment_bytes);
-        let mut writer = self.meta.lock_writer();
+        let mut writer = self.meta.lock_appends();
         let mut staged = self.stage_begin(&writer, n)?;
         // Freed when the call returns.
         let spare = SpareBlocks::default();
@@ -229,13 +229,13 @@ impl Zrecord {
         })
     }
 
-    /// Starts an append of `n` records under the writer lock: nothing
+    /// Starts an append of `n` records under the append mutex: nothing
     /// staged yet.
-    fn stage_begin(&self, writer: &Writer<'_>, n: usize) -> Result<Staged<'_>> {
-        self.fail_stop.check_writable()?;
+    fn stage_begin(&self, writer: &AppendGuard<'_>, n: usize) -> Result<Staged<'_>> {
+        self.check_writable()?;
         let first = self.len();
         if u64::from(first) + n as u64 > u64::from(RECORDS_MAX) {
-            return Err(Error::StoreFull { path: self.path.clone() });
+            return Err(Error::StoreFull { path: self.path().to_path_buf() });
         }
         let start = writer.frontier();
         Ok(Staged { first, cursor: start, entries: Vec::with_capacity(n), reach: Vec::new(), created: false })
@@ -263,8 +263,10 @@ impl Zrecord {
         for (b, block) in packed.iter().enumerate() {
             let mut at = 0usize;
             for rec in &block.records {
-                let (loc, next) =
-                    staged.cursor.place(rec.phys).ok_or_else(|| Error::StoreFull { path: self.path.clone() })?;
+                let (loc, next) = staged
+                    .cursor
+                    .place(rec.phys)
+                    .ok_or_else(|| Error::StoreFull { path: self.path().to_path_buf() })?;
                 let chunk = self.reach(staged, loc, rec.phys)?;
                 let (offset, range) = (u64::from(loc.offset), at..at + rec.phys as usize);
                 match spans.last_mut() {
@@ -305,7 +307,7 @@ impl Zrecord {
 
     /// Makes a staged append durable and visible: chunk lengths, data sync,
     /// table entries, header (`docs/crash-safety.md`, "Append").
-    fn commit_staged(&self, writer: &mut Writer<'_>, staged: Staged<'_>) -> Result<u64> {
+    fn commit_staged(&self, writer: &mut AppendGuard<'_>, staged: Staged<'_>) -> Result<u64> {
         let Staged { first, cursor, entries, reach, created, .. } = staged;
         // Each chunk reaches the end of its last record, empty ones
         // included: they sit at the frontier, which may lie past the end of

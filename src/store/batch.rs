@@ -1,11 +1,11 @@
 //! The batched read: records that are not in memory, read with many reads
 //! in flight ([`crate::io::VfsFile::read_batch`]: io_uring, or a pool of
 //! I/O threads) instead of one page fault at a time. A raw record is read
-//! straight into its slot; a compressed one into this thread's reused read
-//! buffer, then decoded into its slot as soon as its read completes, while
+//! straight into its output; a compressed one into this thread's reused read
+//! buffer, then decoded into its output as soon as its read completes, while
 //! the batch's other reads are in flight. Every entry is validated and located
 //! inside its chunk file first, as on the mapped path (`read.rs`), and a
-//! slot must be exactly its record's length, so no slot ever holds bytes
+//! output must be exactly its record's length, so no output ever holds bytes
 //! that are not its record's.
 //!
 //! Which path a gather takes is [`ReadMode`]'s choice: `Auto` samples the
@@ -67,7 +67,7 @@ thread_local! {
 }
 
 impl Zrecord {
-    /// The path a gather of `items` (record index, slot) takes: `Mapped`
+    /// The path a gather of `items` (record index, output) takes: `Mapped`
     /// or `Batched`.
     pub(crate) fn read_mode_for(&self, items: &[(u64, &mut [u8])], view: View) -> ReadMode {
         match self.options.read_mode {
@@ -92,19 +92,19 @@ impl Zrecord {
         if cold { ReadMode::Batched } else { ReadMode::Mapped }
     }
 
-    /// Reads `items` (record index, its slot) on the batched path, through
+    /// Reads `items` (record index, its output) on the batched path, through
     /// the page cache or, in [`ReadMode::Direct`], past it.
     pub(crate) fn read_batched(&self, view: View, items: &mut [(u64, &mut [u8])], mode: ReadMode) -> Result<()> {
         let mut plans = Vec::with_capacity(items.len());
         let (mut staged, mut align) = (0usize, 1usize);
-        for (index, slot) in items.iter() {
+        for (index, out) in items.iter() {
             let valid = self.valid_entry(*index, view)?;
-            if valid.logic() as usize != slot.len() {
+            if valid.logic() as usize != out.len() {
                 return Err(Error::LengthMismatch {
-                    path: self.path.clone(),
+                    path: self.path().to_path_buf(),
                     index: *index,
                     stored: valid.logic(),
-                    expected: slot.len() as u64,
+                    expected: out.len() as u64,
                 });
             }
             let chunk_len = self.chunks.locate(&valid)?.len(); // inside its chunk file, which is open
@@ -150,15 +150,15 @@ impl Zrecord {
             }
         }
         if valid.codec() == Codec::Raw {
-            return Ok(Stage::Slot);
+            return Ok(Stage::Out);
         }
         let at = *staged;
         *staged += phys;
         Ok(Stage::Buffer { via: Via::Cache, from: offset, at, len: phys, skip: 0 })
     }
 
-    /// Submits the reads of `plans` (into their slots, or into `buffer`);
-    /// each staged record is copied or decoded into its slot as soon as its
+    /// Submits the reads of `plans` (into their outputs, or into `buffer`);
+    /// each staged record is copied or decoded into its output as soon as its
     /// read completes, while the others are still in flight.
     fn read_planned(
         &self,
@@ -168,15 +168,15 @@ impl Zrecord {
     ) -> Result<()> {
         let mut reads: Vec<(u16, Via, BatchRead<'_>)> = Vec::with_capacity(plans.len());
         let (mut rest, mut cursor) = (&mut *buffer, 0);
-        for ((plan, stage), (_, slot)) in plans.iter().zip(items.iter_mut()) {
+        for ((plan, stage), (_, out)) in plans.iter().zip(items.iter_mut()) {
             let chunk = plan.loc().chunk;
             match *stage {
-                Stage::Slot => reads.push((chunk, Via::Cache, BatchRead::new(u64::from(plan.loc().offset), slot))),
+                Stage::Out => reads.push((chunk, Via::Cache, BatchRead::new(u64::from(plan.loc().offset), out))),
                 Stage::Buffer { via, from, at, len, .. } => {
                     let (_, tail) = std::mem::take(&mut rest).split_at_mut(at - cursor);
                     let (piece, tail) = tail.split_at_mut(len);
                     (rest, cursor) = (tail, at + len);
-                    reads.push((chunk, via, BatchRead { offset: from, buf: piece, out: slot }));
+                    reads.push((chunk, via, BatchRead { offset: from, buf: piece, out }));
                 }
             }
         }
@@ -194,7 +194,7 @@ impl Zrecord {
     }
 
     /// Copies or decodes a staged record of `plan`, read into `read.buf`,
-    /// into its slot (`read.out`); nothing for a record read into its slot.
+    /// into its output (`read.out`); nothing for a record read into its output.
     fn unstage(&self, (plan, stage): &(ValidEntry, Stage), read: &mut BatchRead<'_>) -> Result<()> {
         let Stage::Buffer { skip, .. } = *stage else { return Ok(()) };
         let stored = &read.buf[skip..][..plan.phys() as usize];
@@ -203,7 +203,7 @@ impl Zrecord {
             return Ok(());
         }
         codec::decode(plan.codec(), stored, read.out, self.dict.get()).map_err(|what| Error::Corrupt {
-            path: self.path.clone(),
+            path: self.path().to_path_buf(),
             index: Some(plan.index()),
             what,
         })
@@ -213,10 +213,10 @@ impl Zrecord {
 /// Where one record's stored bytes are read to.
 #[derive(Clone, Copy, Debug)]
 enum Stage {
-    /// Straight into its slot (a raw record, through the page cache).
-    Slot,
+    /// Straight into its output (a raw record, through the page cache).
+    Out,
     /// `len` bytes at `from` in the chunk file into the read buffer at
     /// `at`; the record's stored bytes start `skip` bytes in. Then copied
-    /// (raw) or decoded into the slot.
+    /// (raw) or decoded into the output.
     Buffer { via: Via, from: u64, at: usize, len: usize, skip: usize },
 }

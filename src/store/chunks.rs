@@ -15,9 +15,10 @@
 
 use std::io;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
+use super::access::Home;
 use super::entry::ValidEntry;
 use crate::error::{Corruption, Error, Result};
 use crate::format::{CHUNK_BYTES_MAX, CHUNKS_MAX, Frontier, chunk_file_name, chunk_id_of};
@@ -95,116 +96,127 @@ pub(crate) enum Via {
 
 /// The set of chunk files of one store.
 pub(crate) struct ChunkSet {
-    vfs: Arc<dyn Vfs>,
-    dir: PathBuf,
-    writable: bool,
-    /// Whether reads may go through the chunk mappings ([`ChunkSet::unmapped`]).
-    mapped: bool,
-    /// Chunk `id`'s slot is `slots[id / SLOT_GROUP][id % SLOT_GROUP]`, a
+    /// The filesystem, the directory, and what the store may do (writes,
+    /// reads through the mappings).
+    home: Arc<Home>,
+    /// Chunk `id`'s cell is `cells[id / CELL_GROUP][id % CELL_GROUP]`, a
     /// group allocated on first use: an open costs the group table, not
-    /// [`CHUNKS_MAX`] slots (192 KiB, written at every open).
-    slots: Box<[OnceLock<SlotGroup>]>,
+    /// [`CHUNKS_MAX`] cells (192 KiB, written at every open).
+    cells: Box<[OnceLock<CellGroup>]>,
 }
 
-/// Chunk slots allocated together.
-const SLOT_GROUP: usize = 64;
+/// Chunk cells allocated together.
+const CELL_GROUP: usize = 64;
 
-/// [`SLOT_GROUP`] chunk slots.
-type SlotGroup = Box<[OnceLock<Chunk>]>;
-const _: () = assert!((CHUNKS_MAX as usize).is_multiple_of(SLOT_GROUP));
+/// [`CELL_GROUP`] chunk cells.
+type CellGroup = Box<[OnceLock<Chunk>]>;
+const _: () = assert!((CHUNKS_MAX as usize).is_multiple_of(CELL_GROUP));
 
 impl std::fmt::Debug for ChunkSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let open: Vec<usize> = (0..CHUNKS_MAX as usize).filter(|&id| self.opened(id as u16).is_some()).collect();
-        f.debug_struct("ChunkSet").field("dir", &self.dir).field("open", &open).finish()
+        f.debug_struct("ChunkSet").field("dir", &self.dir()).field("open", &open).finish()
     }
 }
 
 impl ChunkSet {
-    pub(crate) fn new(vfs: Arc<dyn Vfs>, dir: &Path, writable: bool) -> ChunkSet {
-        let slots = (0..CHUNKS_MAX as usize / SLOT_GROUP).map(|_| OnceLock::new()).collect();
-        ChunkSet { vfs, dir: dir.to_path_buf(), writable, mapped: true, slots }
+    pub(crate) fn new(home: Arc<Home>) -> ChunkSet {
+        let cells = (0..CHUNKS_MAX as usize / CELL_GROUP).map(|_| OnceLock::new()).collect();
+        ChunkSet { home, cells }
     }
 
-    /// Reads go by positional reads from now on, never through a mapping:
-    /// for a reader without the readers' lock, where a file truncated
-    /// under a mapping would fault (SIGBUS) on the next read of it.
-    pub(crate) fn unmapped(&mut self) {
-        self.mapped = false;
+    /// The store's directory.
+    fn dir(&self) -> &Path {
+        self.home.path()
+    }
+
+    /// The filesystem the store lives on.
+    fn vfs(&self) -> &dyn Vfs {
+        self.home.vfs()
+    }
+
+    /// True for a writer's store.
+    fn writable(&self) -> bool {
+        !self.home.access().is_read_only()
     }
 
     /// A read-only store's error for a file found changed under it.
     fn changed(&self, index: Option<u64>, what: String) -> Error {
-        Error::StoreChanged { path: self.dir.clone(), index, what }
+        Error::StoreChanged { path: self.dir().to_path_buf(), index, what }
     }
 
-    /// Chunk `id`'s slot, its group allocated if it was not; `None` past the chunk limit.
-    fn slot(&self, id: u16) -> Option<&OnceLock<Chunk>> {
+    /// Chunk `id`'s cell, its group allocated if it was not; `None` past the chunk limit.
+    fn cell(&self, id: u16) -> Option<&OnceLock<Chunk>> {
         let id = usize::from(id);
-        let group = self.slots.get(id / SLOT_GROUP)?.get_or_init(|| (0..SLOT_GROUP).map(|_| OnceLock::new()).collect());
-        Some(&group[id % SLOT_GROUP])
+        let group = self.cells.get(id / CELL_GROUP)?.get_or_init(|| (0..CELL_GROUP).map(|_| OnceLock::new()).collect());
+        Some(&group[id % CELL_GROUP])
     }
 
-    /// Chunk `id`'s slot if its group was allocated.
-    fn slot_mut(&mut self, id: u16) -> Option<&mut OnceLock<Chunk>> {
+    /// Chunk `id`'s cell if its group was allocated.
+    fn cell_mut(&mut self, id: u16) -> Option<&mut OnceLock<Chunk>> {
         let id = usize::from(id);
-        self.slots.get_mut(id / SLOT_GROUP)?.get_mut()?.get_mut(id % SLOT_GROUP)
-    }
-
-    /// The filesystem the store lives on.
-    pub(crate) fn vfs(&self) -> &dyn Vfs {
-        &*self.vfs
+        self.cells.get_mut(id / CELL_GROUP)?.get_mut()?.get_mut(id % CELL_GROUP)
     }
 
     /// Chunk `id`, opened on first use; `Ok(None)` if the file does not exist.
     /// Ids past the chunk limit name no file (`Ok(None)`).
     pub(crate) fn get(&self, id: u16) -> io::Result<Option<&Chunk>> {
-        let Some(slot) = self.slot(id) else { return Ok(None) };
-        if let Some(chunk) = slot.get() {
+        let Some(cell) = self.cell(id) else { return Ok(None) };
+        if let Some(chunk) = cell.get() {
             return Ok(Some(chunk));
         }
-        let mode = if self.writable { OpenMode::Write } else { OpenMode::Read };
-        match self.vfs.open(&self.dir.join(chunk_file_name(id)), mode) {
-            Ok(file) => Ok(Some(Self::install(slot, file)?)),
+        let mode = if self.writable() { OpenMode::Write } else { OpenMode::Read };
+        match self.vfs().open(&self.dir().join(chunk_file_name(id)), mode) {
+            Ok(file) => Ok(Some(Self::install(cell, file)?)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
         }
     }
 
+    /// Creates the empty chunk file `0.zr` of a new store in `dir`, durably
+    /// (its directory entry is the caller's to sync: "Store creation").
+    pub(crate) fn create_first(vfs: &dyn Vfs, dir: &Path) -> io::Result<()> {
+        vfs.open(&dir.join(chunk_file_name(0)), OpenMode::Create)?.sync_all()
+    }
+
     /// Chunk `id` if it is open already (no I/O).
     pub(crate) fn opened(&self, id: u16) -> Option<&Chunk> {
         let id = usize::from(id);
-        self.slots.get(id / SLOT_GROUP)?.get()?[id % SLOT_GROUP].get()
+        self.cells.get(id / CELL_GROUP)?.get()?[id % CELL_GROUP].get()
     }
 
     /// Chunk `id`, created if missing (writer only), and whether it was
     /// created: then [`ChunkSet::sync_dir`] must make it durable before
     /// anything points into it.
     pub(crate) fn create(&self, id: u16) -> io::Result<(&Chunk, bool)> {
-        assert!(self.writable, "a read-only store creates no chunk");
+        assert!(self.writable(), "a read-only store creates no chunk");
         if let Some(chunk) = self.get(id)? {
             return Ok((chunk, false));
         }
-        let file = self.vfs.open(&self.dir.join(chunk_file_name(id)), OpenMode::Create)?;
-        Ok((Self::install(self.slot(id).expect("a chunk id below CHUNKS_MAX"), file)?, true))
+        let file = self.vfs().open(&self.dir().join(chunk_file_name(id)), OpenMode::Create)?;
+        Ok((Self::install(self.cell(id).expect("a chunk id below CHUNKS_MAX"), file)?, true))
     }
 
-    fn install(slot: &OnceLock<Chunk>, file: Box<dyn VfsFile>) -> io::Result<&Chunk> {
+    fn install(cell: &OnceLock<Chunk>, file: Box<dyn VfsFile>) -> io::Result<&Chunk> {
         let len = file.len()?.min(CHUNK_BYTES_MAX);
         let map = file.map_read(CHUNK_BYTES_MAX as usize)?;
         // Another thread may have opened it meanwhile: either copy is fine.
-        let _ = slot.set(Chunk { file, map, len: AtomicU64::new(len), direct: OnceLock::new() });
-        Ok(slot.get().expect("just set"))
+        let _ = cell.set(Chunk { file, map, len: AtomicU64::new(len), direct: OnceLock::new() });
+        Ok(cell.get().expect("just set"))
     }
 
     /// The chunk holding a validated entry's bytes; an error if they do
     /// not lie inside the file.
     pub(crate) fn locate(&self, valid: &ValidEntry) -> Result<&Chunk> {
         let (loc, index) = (valid.loc(), Some(valid.index()));
-        let corrupt = |what| Error::Corrupt { path: self.dir.clone(), index, what };
+        let corrupt = |what| Error::Corrupt { path: self.dir().to_path_buf(), index, what };
         let chunk = self
             .get(loc.chunk)
-            .map_err(|source| Error::Io { path: self.dir.join(chunk_file_name(loc.chunk)), op: "open chunk", source })?
+            .map_err(|source| Error::Io {
+                path: self.dir().join(chunk_file_name(loc.chunk)),
+                op: "open chunk",
+                source,
+            })?
             .ok_or(corrupt(Corruption::ChunkMissing { chunk: loc.chunk }))?;
         let (end, known) = (u64::from(loc.offset) + u64::from(valid.phys()), chunk.len());
         if end <= known {
@@ -215,7 +227,7 @@ impl ChunkSet {
         // change under it (a delete or compaction that took no readers'
         // lock), the same file is a damaged entry.
         match chunk.file_len() {
-            Ok(now) if !self.writable && now.min(CHUNK_BYTES_MAX) != known => Err(self.changed(
+            Ok(now) if !self.writable() && now.min(CHUNK_BYTES_MAX) != known => Err(self.changed(
                 index,
                 format!(
                     "its bytes end at {end}, past the {known} bytes of {}.zr it knew; the file has {now}",
@@ -228,19 +240,19 @@ impl ChunkSet {
 
     /// The stored bytes of a validated entry, borrowed from the chunk
     /// mapping where possible (read into `scratch` for an
-    /// [`unmapped`](ChunkSet::unmapped) set); an error if they do not lie
+    /// store that reads no mapping (`Access::reads_mapped`)); an error if they do not lie
     /// inside the file.
     pub(crate) fn stored<'a>(&'a self, valid: &ValidEntry, scratch: &'a mut Vec<u8>) -> Result<&'a [u8]> {
         let chunk = self.locate(valid)?;
         let (offset, len) = (u64::from(valid.loc().offset), valid.phys() as usize);
-        let io = |source| Error::Io { path: self.dir.clone(), op: "read chunk", source };
-        if self.mapped {
+        let io = |source| Error::Io { path: self.dir().to_path_buf(), op: "read chunk", source };
+        if self.home.access().reads_mapped() {
             return chunk.map.bytes(offset, len, scratch).map_err(io);
         }
         scratch.resize(len, 0);
         match crate::io::read_exact_at(&*chunk.file, scratch, offset) {
             Ok(()) => Ok(&scratch[..]),
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof && !self.writable => {
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof && !self.writable() => {
                 Err(self.changed(Some(valid.index()), format!("{}.zr ends before its bytes", valid.loc().chunk)))
             }
             Err(e) => Err(io(e)),
@@ -262,7 +274,7 @@ impl ChunkSet {
     pub(crate) fn read_via(&self, reads: Vec<(u16, Via, BatchRead<'_>)>, then: Then<'_>) -> Result<()> {
         let mut reads: Vec<(usize, (u16, Via, BatchRead<'_>))> = reads.into_iter().enumerate().collect();
         reads.sort_unstable_by_key(|(_, (chunk, via, read))| (*chunk, *via == Via::Direct, read.offset));
-        let io = |op, source| Error::Io { path: self.dir.clone(), op, source };
+        let io = |op, source| Error::Io { path: self.dir().to_path_buf(), op, source };
         let mut files: Vec<&dyn VfsFile> = Vec::with_capacity(reads.len());
         for &(_, (id, via, _)) in &reads {
             let chunk = self.opened(id).expect("located chunks are open");
@@ -274,9 +286,9 @@ impl ChunkSet {
         let (order, ids): (Vec<usize>, Vec<u16>) = reads.iter().map(|(k, (id, _, _))| (*k, *id)).unzip();
         let mut reads: Vec<BatchRead<'_>> = reads.into_iter().map(|(_, (_, _, read))| read).collect();
         let then: Then<'_> = &|k, read| then(order[k], read);
-        self.vfs.read_batch_files(&files, &mut reads, then).map_err(|e| match e.error.kind() {
+        self.vfs().read_batch_files(&files, &mut reads, then).map_err(|e| match e.error.kind() {
             // Every read was validated against the length it knew.
-            io::ErrorKind::UnexpectedEof if !self.writable => {
+            io::ErrorKind::UnexpectedEof if !self.writable() => {
                 self.changed(None, format!("{}.zr is shorter than it knew", ids[e.index]))
             }
             _ => io("read chunk", e.error),
@@ -288,7 +300,7 @@ impl ChunkSet {
         if let Some(direct) = chunk.direct.get() {
             return Ok(direct);
         }
-        let file = self.vfs.open(&self.dir.join(chunk_file_name(id)), OpenMode::ReadDirect)?;
+        let file = self.vfs().open(&self.dir().join(chunk_file_name(id)), OpenMode::ReadDirect)?;
         let align = file.direct_alignment();
         // Another thread may have opened it meanwhile: either handle is fine.
         let _ = chunk.direct.set((file, align));
@@ -299,7 +311,7 @@ impl ChunkSet {
     pub(crate) fn direct_alignment(&self, id: u16) -> Result<usize> {
         let chunk = self.opened(id).expect("located chunks are open");
         let (_, align) = self.direct(id, chunk).map_err(|source| Error::Io {
-            path: self.dir.clone(),
+            path: self.dir().to_path_buf(),
             op: "open chunk O_DIRECT",
             source,
         })?;
@@ -322,14 +334,14 @@ impl ChunkSet {
 
     /// Makes the directory's entries (created or removed chunk files) durable.
     pub(crate) fn sync_dir(&self) -> io::Result<()> {
-        self.vfs.sync_dir(&self.dir)
+        self.vfs().sync_dir(self.dir())
     }
 
     /// Sets the known lengths of chunks `0..=last` to the files' (a
     /// read-only store, after another process appended, or shrank a file:
     /// the length goes down as well as up).
     pub(crate) fn refresh(&self, last: u16) -> io::Result<()> {
-        assert!(!self.writable, "a writer's known lengths are its own");
+        assert!(!self.writable(), "a writer's known lengths are its own");
         self.for_each_present(0..last.min(CHUNKS_MAX as u16 - 1) + 1, |chunk| {
             chunk.len.store(chunk.file.len()?.min(CHUNK_BYTES_MAX), Ordering::Release);
             Ok(())
@@ -374,9 +386,9 @@ impl ChunkSet {
     /// Which chunk files below `end` the directory holds.
     fn present_below(&self, end: u16) -> io::Result<Vec<bool>> {
         let mut present = vec![false; usize::from(end)];
-        for id in self.vfs.list_dir(&self.dir)?.iter().filter_map(|name| chunk_id_of(name)) {
-            if let Some(slot) = present.get_mut(usize::from(id)) {
-                *slot = true;
+        for id in self.vfs().list_dir(self.dir())?.iter().filter_map(|name| chunk_id_of(name)) {
+            if let Some(cell) = present.get_mut(usize::from(id)) {
+                *cell = true;
             }
         }
         Ok(present)
@@ -388,7 +400,7 @@ impl ChunkSet {
         if chunk.file.len()? <= len {
             return Ok(());
         }
-        let chunk = self.slot_mut(id).and_then(OnceLock::get_mut).expect("opened above");
+        let chunk = self.cell_mut(id).and_then(OnceLock::get_mut).expect("opened above");
         chunk.len.store(len, Ordering::Release); // before the file shrinks
         chunk.file.set_len(len)?;
         chunk.file.sync_all()
@@ -397,7 +409,7 @@ impl ChunkSet {
     /// How many chunk files lie past chunk `last` (what
     /// [`ChunkSet::remove_past`] would remove).
     pub(crate) fn count_past(&self, last: u16) -> io::Result<u32> {
-        let names = self.vfs.list_dir(&self.dir)?;
+        let names = self.vfs().list_dir(self.dir())?;
         Ok(names.iter().filter(|name| chunk_id_of(name).is_some_and(|id| id > last)).count() as u32)
     }
 
@@ -405,13 +417,13 @@ impl ChunkSet {
     /// [`ChunkSet::sync_dir`]); returns how many.
     pub(crate) fn remove_past(&mut self, last: u16) -> io::Result<u32> {
         let mut removed = 0;
-        for name in self.vfs.list_dir(&self.dir)? {
+        for name in self.vfs().list_dir(self.dir())? {
             let Some(id) = chunk_id_of(&name) else { continue };
             if id > last {
-                if let Some(slot) = self.slot_mut(id) {
-                    slot.take();
+                if let Some(cell) = self.cell_mut(id) {
+                    cell.take();
                 }
-                self.vfs.remove_file(&self.dir.join(&name))?;
+                self.vfs().remove_file(&self.dir().join(&name))?;
                 removed += 1;
             }
         }

@@ -17,7 +17,7 @@ use crate::format::Codec;
 
 /// A trained dictionary, prepared for both directions.
 pub(crate) struct Dictionary {
-    pub(crate) bytes: Vec<u8>,
+    bytes: Vec<u8>,
     ddict: DDict<'static>,
     cdict: Mutex<Option<(i32, Arc<CDict<'static>>)>>,
 }
@@ -35,14 +35,19 @@ impl Dictionary {
         Ok(Dictionary { bytes, ddict, cdict: Mutex::new(None) })
     }
 
+    /// The bytes of `dict.zr`.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
     /// The compression dictionary for `level`, prepared once per level.
     fn cdict(&self, level: i32) -> Arc<CDict<'static>> {
-        let mut slot = self.cdict.lock().unwrap_or_else(|e| e.into_inner());
-        match &*slot {
+        let mut cached = self.cdict.lock().unwrap_or_else(|e| e.into_inner());
+        match &*cached {
             Some((l, cdict)) if *l == level => cdict.clone(),
             _ => {
                 let cdict = Arc::new(CDict::create(&self.bytes, level));
-                *slot = Some((level, cdict.clone()));
+                *cached = Some((level, cdict.clone()));
                 cdict
             }
         }
@@ -100,14 +105,14 @@ pub(crate) fn encode_block<'r>(
                 push_raw(&mut block, record);
             }
         }
-        Codec::Zstd => CCTX.with_borrow_mut(|slot| {
-            if slot.as_ref().is_none_or(|(level, _)| *level != enc.level) {
+        Codec::Zstd => CCTX.with_borrow_mut(|cached| {
+            if cached.as_ref().is_none_or(|(level, _)| *level != enc.level) {
                 let mut cctx = CCtx::create();
                 cctx.set_parameter(CParameter::CompressionLevel(enc.level)).map_err(zstd_error)?;
                 set_frame_parameters(&mut cctx)?;
-                *slot = Some((enc.level, cctx));
+                *cached = Some((enc.level, cctx));
             }
-            let (_, cctx) = slot.as_mut().expect("just set");
+            let (_, cctx) = cached.as_mut().expect("just set");
             for record in records {
                 push_compressed(&mut block, record, enc, |dst, src| cctx.compress2(dst, src))?;
             }
@@ -196,8 +201,8 @@ pub(crate) fn decode(codec: Codec, src: &[u8], dst: &mut [u8], dict: Option<&Dic
         dst.copy_from_slice(src);
         return Ok(());
     }
-    let got = DCTX.with_borrow_mut(|slot| {
-        let dctx = slot.get_or_insert_with(DCtx::create);
+    let got = DCTX.with_borrow_mut(|cached| {
+        let dctx = cached.get_or_insert_with(DCtx::create);
         match (codec, dict) {
             (Codec::ZstdDict, Some(dict)) => dctx.decompress_using_ddict(dst, src, &dict.ddict),
             (Codec::ZstdDict, None) => unreachable!("checked by the caller"),

@@ -9,13 +9,13 @@ use crate::error::{Error, Result};
 
 /// The effect of deleting `indices` from `0..len` by swap-with-last, applied
 /// in descending order: the new length and, for each hole below it, the
-/// original slot whose entry fills it. Duplicates and any order are fine;
+/// original index whose entry fills it. Duplicates and any order are fine;
 /// every index must be below `len`.
 pub(crate) fn plan_delete(len: u32, indices: &[u64]) -> (u32, Vec<(u32, u32)>) {
     let mut doomed: Vec<u32> = indices.iter().map(|&i| i as u32).collect();
     doomed.sort_unstable_by(|a, b| b.cmp(a));
     doomed.dedup();
-    // Slot -> original slot whose entry it holds, for the slots that changed.
+    // Index -> original index whose entry it holds, for the indices that changed.
     let mut holds: HashMap<u32, u32> = HashMap::new();
     let mut cur = len;
     for &d in &doomed {
@@ -57,10 +57,10 @@ impl Zrecord {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn delete(&mut self, indices: &[u64]) -> Result<()> {
-        self.fail_stop.check_writable()?;
+        self.check_writable()?;
         let len = self.len();
         if let Some(&index) = indices.iter().find(|&&i| i >= u64::from(len)) {
-            return Err(Error::IndexOutOfRange { path: self.path.clone(), index, len });
+            return Err(Error::IndexOutOfRange { path: self.path().to_path_buf(), index, len });
         }
         if indices.is_empty() {
             return Ok(());

@@ -38,9 +38,9 @@ impl Zrecord {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn train_dict(&self, samples: &[u8], sizes: &[usize], max_bytes: usize) -> Result<usize> {
-        self.fail_stop.check_writable()?;
+        self.check_writable()?;
         if self.has_dict() {
-            return Err(Error::DictionaryExists { path: self.path.clone() });
+            return Err(Error::DictionaryExists { path: self.path().to_path_buf() });
         }
         let bytes = Zrecord::train_dict_bytes(samples, sizes, max_bytes)?;
         self.install_dict(bytes)
@@ -55,22 +55,25 @@ impl Zrecord {
 
     /// Installs `bytes` (a zstd dictionary) as the store's dictionary.
     pub fn install_dict(&self, bytes: Vec<u8>) -> Result<usize> {
-        self.fail_stop.check_writable()?;
-        let _writer = self.meta.lock_writer();
+        self.check_writable()?;
+        let _writer = self.meta.lock_appends();
         if self.has_dict() {
-            return Err(Error::DictionaryExists { path: self.path.clone() });
+            return Err(Error::DictionaryExists { path: self.path().to_path_buf() });
         }
-        let prepared =
-            Dictionary::new(bytes).map_err(|what| Error::Corrupt { path: self.path.clone(), index: None, what })?;
-        let tmp = self.path.join(DICT_TMP_FILE);
-        let vfs = self.chunks.vfs();
+        let prepared = Dictionary::new(bytes).map_err(|what| Error::Corrupt {
+            path: self.path().to_path_buf(),
+            index: None,
+            what,
+        })?;
+        let tmp = self.path().join(DICT_TMP_FILE);
+        let vfs = self.filesystem();
         let file = vfs.open(&tmp, OpenMode::Create).map_err(|e| self.io("create dict.zr", e))?;
         file.set_len(0).map_err(|e| self.io("truncate dict.zr.tmp", e))?;
-        write_all_at(&*file, &prepared.bytes, 0).map_err(|e| self.io("write dict.zr", e))?;
+        write_all_at(&*file, prepared.bytes(), 0).map_err(|e| self.io("write dict.zr", e))?;
         file.sync_all().map_err(|e| self.sync_failed(e))?; // SYNC T1
-        vfs.rename(&tmp, &self.path.join(DICT_FILE)).map_err(|e| self.io("rename dict.zr", e))?;
-        vfs.sync_dir(&self.path).map_err(|e| self.sync_failed(e))?; // SYNC T2
-        let size = prepared.bytes.len();
+        vfs.rename(&tmp, &self.path().join(DICT_FILE)).map_err(|e| self.io("rename dict.zr", e))?;
+        vfs.sync_dir(self.path()).map_err(|e| self.sync_failed(e))?; // SYNC T2
+        let size = prepared.bytes().len();
         let _ = self.dict.set(prepared);
         Ok(size)
     }

@@ -3,7 +3,7 @@
 //! not be on disk, so nothing may be built on it; reopening recovers from
 //! what is.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::sync::{AtomicBool, Ordering};
@@ -11,30 +11,26 @@ use crate::sync::{AtomicBool, Ordering};
 /// The poisoned flag and the check every write makes.
 #[derive(Debug)]
 pub(crate) struct FailStop {
-    path: PathBuf,
-    read_only: bool,
     poisoned: AtomicBool,
 }
 
 impl FailStop {
-    pub(crate) fn new(path: &Path, read_only: bool) -> FailStop {
-        FailStop { path: path.to_path_buf(), read_only, poisoned: AtomicBool::new(false) }
+    pub(crate) fn new() -> FailStop {
+        FailStop { poisoned: AtomicBool::new(false) }
     }
 
-    /// `Ok` if writes are allowed: not read-only, no sync failed.
-    pub(crate) fn check_writable(&self) -> Result<()> {
-        if self.read_only {
-            return Err(Error::ReadOnly { path: self.path.clone() });
-        }
+    /// `Ok` unless a sync failed (of the store at `path`).
+    pub(crate) fn check(&self, path: &Path) -> Result<()> {
         if self.poisoned.load(Ordering::Acquire) {
-            return Err(Error::Poisoned { path: self.path.clone() });
+            return Err(Error::Poisoned { path: path.to_path_buf() });
         }
         Ok(())
     }
 
-    /// A failed sync: poisons the store and reports it.
-    pub(crate) fn sync_failed(&self, source: std::io::Error) -> Error {
+    /// A failed sync (of the store at `path`): poisons the store and
+    /// reports it.
+    pub(crate) fn sync_failed(&self, path: &Path, source: std::io::Error) -> Error {
         self.poisoned.store(true, Ordering::Release);
-        Error::Io { path: self.path.clone(), op: "sync (the store now refuses writes until reopened)", source }
+        Error::Io { path: path.to_path_buf(), op: "sync (the store now refuses writes until reopened)", source }
     }
 }

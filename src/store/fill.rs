@@ -19,7 +19,7 @@
 //! the bound is this: **every hole left under the record the fill stopped
 //! at is smaller than that record**.
 
-use super::compact::{Group, Move};
+use super::moves::{Group, Move};
 use crate::first_fit::FirstFit;
 use crate::format::{CHUNK_BYTES_MAX, Loc};
 

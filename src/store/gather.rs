@@ -2,7 +2,7 @@
 //! parallel, lock-free, each through the one-record read of `read.rs`
 //! (every index and entry validated before a byte is trusted; a stored
 //! length that does not match the caller's layout is an error). This file
-//! owns the caller's buffers: their validation and their split into slots.
+//! owns the caller's buffers: their validation and their split into outputs.
 
 use rayon::prelude::*;
 
@@ -69,12 +69,12 @@ impl Zrecord {
                 lens.len()
             )));
         }
-        let slots = split_regions(dst, offsets, lens)?;
+        let outs = split_regions(dst, offsets, lens)?;
         let total: usize = lens.iter().map(|&l| l as usize).sum();
-        self.read_all(self.view(), indices.iter().copied().zip(slots).collect(), total)
+        self.read_all(self.view(), indices.iter().copied().zip(outs).collect(), total)
     }
 
-    /// Reads each `(index, slot)` of `items` (`total` bytes in all), on the
+    /// Reads each `(index, out)` of `items` (`total` bytes in all), on the
     /// path [`ReadMode`] picks, in parallel unless the batch is small.
     pub(crate) fn read_all(&self, view: View, mut items: Vec<(u64, &mut [u8])>, total: usize) -> Result<()> {
         // A remote store's gather is one batch: its reads coalesce across
@@ -88,7 +88,7 @@ impl Zrecord {
         }
         let started = std::time::Instant::now();
         let read = if serial {
-            items.iter_mut().try_for_each(|(index, slot)| self.read_into(*index, view, slot))
+            items.iter_mut().try_for_each(|(index, out)| self.read_into(*index, view, out))
         } else {
             // Four tasks a thread, none under TASK_BYTES_MIN: a small
             // gather (a mixture's part) is not cut into tasks whose
@@ -96,7 +96,7 @@ impl Zrecord {
             let by_count = items.len() / (rayon::current_num_threads() * 4);
             let by_bytes = TASK_BYTES_MIN / (total / items.len().max(1)).max(1);
             let min_len = by_count.max(by_bytes).max(1);
-            items.par_iter_mut().with_min_len(min_len).try_for_each(|(index, slot)| self.read_into(*index, view, slot))
+            items.par_iter_mut().with_min_len(min_len).try_for_each(|(index, out)| self.read_into(*index, view, out))
         };
         if self.options.read_mode == ReadMode::Auto {
             self.residency.note_mapped(total, started.elapsed());
@@ -110,8 +110,8 @@ impl Zrecord {
             return Err(Error::InvalidArgument(format!("{} indices but {} outputs", indices.len(), out.len())));
         }
         let view = self.view();
-        for (slot, &index) in out.iter_mut().zip(indices) {
-            *slot = self.valid_entry(index, view)?.logic();
+        for (len, &index) in out.iter_mut().zip(indices) {
+            *len = self.valid_entry(index, view)?.logic();
         }
         Ok(())
     }
@@ -148,8 +148,8 @@ fn split_regions<'a>(dst: &'a mut [u8], offsets: &[u64], lens: &[u32]) -> Result
         order.sort_by_key(|&k| (offsets[k], lens[k]));
         order
     };
-    let mut slots: Vec<&mut [u8]> = Vec::with_capacity(offsets.len());
-    slots.resize_with(offsets.len(), Default::default);
+    let mut outs: Vec<&mut [u8]> = Vec::with_capacity(offsets.len());
+    outs.resize_with(offsets.len(), Default::default);
     let mut rest = dst;
     let mut consumed = 0u64;
     for &k in &order {
@@ -157,10 +157,10 @@ fn split_regions<'a>(dst: &'a mut [u8], offsets: &[u64], lens: &[u32]) -> Result
             return Err(bad(k, "overlaps another region"));
         }
         let skip = (offsets[k] - consumed) as usize;
-        let (slot, tail) = std::mem::take(&mut rest)[skip..].split_at_mut(lens[k] as usize);
-        slots[k] = slot;
+        let (out, tail) = std::mem::take(&mut rest)[skip..].split_at_mut(lens[k] as usize);
+        outs[k] = out;
         rest = tail;
         consumed = offsets[k] + u64::from(lens[k]);
     }
-    Ok(slots)
+    Ok(outs)
 }

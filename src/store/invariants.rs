@@ -22,7 +22,7 @@ impl Zrecord {
     pub(crate) fn check_invariants(&self) {
         let view = self.view();
         let frontier = self.meta.frontier();
-        let Ok(()) = self.meta.try_for_each_written_entry(view.len, |index, entry| {
+        let Ok(()) = self.meta.try_for_each_written_entry(view.len(), |index, entry| {
             // Entries that do not validate are unreadable (damaged input, a
             // typed error), not a broken invariant.
             if let Ok(valid) = self.check_entry(u64::from(index), entry, view) {

@@ -1,5 +1,5 @@
 //! `meta.zr`: the header, the record table and the intent area. [`Meta`] is
-//! the only code that stores into them or syncs them, in the order
+//! the only code that creates, grows, stores into or syncs them, in the order
 //! `docs/crash-safety.md` gives, and the only holder of the frontier and the
 //! length: their one source is the header's two words, read back with
 //! atomic word loads ([`Meta::header`]); the published length that readers
@@ -8,19 +8,22 @@
 //! Invariant (the lock-free read path rests on it): an entry below the
 //! published length is written only through `&mut Meta` (delete,
 //! compaction, recovery); an append writes entries at and past it, holding
-//! the writer lock ([`Writer`]), and readers never read those. So the
+//! the append mutex ([`AppendGuard`]), and readers never read those. So the
 //! `unsafe` table reads never race with a write within this process, and the
 //! header is only ever stored by the one writer.
 
 use std::io;
+use std::path::Path;
 
 use bytemuck::Zeroable;
 
 use super::intent::Intent;
+use crate::error::{Corruption, Error, Result};
 use crate::format::{
-    ENTRY_BYTES, Entry, Frontier, HEADER_BYTES, HEADER_WORD1_OFFSET, Header, META_BYTES, entry_offset,
+    CHUNKS_MAX, ENTRY_BYTES, Entry, Frontier, HEADER_BYTES, HEADER_WORD1_OFFSET, Header, MAGIC, META_BYTES, META_FILE,
+    META_TMP_FILE, RECORDS_MAX, VERSION, entry_offset,
 };
-use crate::io::{SharedMap, VfsFile};
+use crate::io::{LockKind, OpenMode, SharedMap, Vfs, VfsFile, read_exact_at, write_all_at};
 use crate::sync::{AtomicU32, Mutex, MutexGuard, Ordering};
 
 /// Entries a table scan reads at once (64 KiB): [`Meta::try_for_each_written_entry`].
@@ -29,7 +32,8 @@ const SCAN_BLOCK_ENTRIES: usize = 4096;
 /// `meta.zr`, open and mapped for as long as the store is.
 #[derive(Debug)]
 pub(crate) struct Meta {
-    /// The open file: it holds a writer's advisory lock.
+    /// The open file: a writer's holds the writer flock (an exclusive
+    /// `flock`, against writers in other processes).
     file: Box<dyn VfsFile>,
     map: Box<dyn SharedMap>,
     /// Entries the mapping covers (fewer than `RECORDS_MAX` for a short
@@ -37,22 +41,95 @@ pub(crate) struct Meta {
     capacity: u32,
     /// The published length: readers see records `0..len`.
     len: AtomicU32,
-    /// Held by an append or a dictionary installation from start to end.
-    writer: Mutex<()>,
+    /// The append mutex: held by an append or a dictionary installation
+    /// from start to end (against the other threads of this process).
+    appends: Mutex<()>,
 }
 
-/// The writer lock, held: the right to write entries at and past the
+/// The append mutex, held: the right to write entries at and past the
 /// published length and to commit them.
-pub(crate) struct Writer<'a> {
+pub(crate) struct AppendGuard<'a> {
     meta: &'a Meta,
     _lock: MutexGuard<'a, ()>,
 }
 
 impl Meta {
+    /// Opens, checks, locks (a writer: the writer flock) and maps
+    /// `meta.zr` in the store directory `path`, growing a short one back to
+    /// its full size first (a writer); returns it with the file's length at
+    /// open.
+    pub(crate) fn open(vfs: &dyn Vfs, path: &Path, read_only: bool) -> Result<(Meta, u64)> {
+        let io_err = |op: &'static str| move |source| Error::Io { path: path.to_path_buf(), op, source };
+        let mode = if read_only { OpenMode::Read } else { OpenMode::Write };
+        let meta = vfs.open(&path.join(META_FILE), mode).map_err(io_err("open meta.zr"))?;
+        if !read_only && !meta.try_lock(LockKind::Exclusive).map_err(io_err("lock meta.zr"))? {
+            return Err(Error::Locked { path: path.to_path_buf() });
+        }
+        let meta_len = meta.len().map_err(io_err("stat meta.zr"))?;
+        if meta_len < HEADER_BYTES {
+            return Err(Error::MetaTruncated { path: path.to_path_buf(), len: meta_len, needed: HEADER_BYTES });
+        }
+        let mut header = Header::zeroed();
+        read_exact_at(&*meta, bytemuck::bytes_of_mut(&mut header), 0).map_err(io_err("read meta.zr"))?;
+        Meta::check_header(path, &header)?;
+        let needed = entry_offset(header.length());
+        if meta_len < needed {
+            return Err(Error::MetaTruncated { path: path.to_path_buf(), len: meta_len, needed });
+        }
+        if !read_only && meta_len < META_BYTES {
+            // The reference grows a short meta.zr back too; entries past the old
+            // end read as zeros, which no written entry is. (No intent can be
+            // present: one lies past the full table.)
+            meta.set_len(META_BYTES).map_err(io_err("grow meta.zr"))?;
+            meta.sync_all().map_err(io_err("sync meta.zr"))?;
+        }
+        let map_len = meta_len.clamp(HEADER_BYTES, META_BYTES).max(if read_only { 0 } else { META_BYTES });
+        let map = meta.map_shared(map_len as usize, !read_only).map_err(io_err("map meta.zr"))?;
+        Ok((Meta::new(meta, map), meta_len))
+    }
+
+    /// Creates `meta.zr` in `dir` (which holds none): whole, by rename, or
+    /// not at all (`docs/crash-safety.md`, "Store creation", steps 2, S1
+    /// and 3). `names` is the directory's listing.
+    pub(crate) fn create(vfs: &dyn Vfs, dir: &Path, names: &[String]) -> io::Result<()> {
+        if names.iter().any(|n| n == META_TMP_FILE) {
+            vfs.remove_file(&dir.join(META_TMP_FILE))?;
+        }
+        let tmp = dir.join(META_TMP_FILE);
+        let meta = vfs.open(&tmp, OpenMode::Create)?;
+        meta.set_len(META_BYTES)?;
+        write_all_at(&*meta, bytemuck::bytes_of(&Header::new(Frontier::default(), 0)), 0)?;
+        meta.sync_all()?; // SYNC S1
+        vfs.rename(&tmp, &dir.join(META_FILE))
+    }
+
+    /// The header's magic, version and limits.
+    fn check_header(path: &Path, header: &Header) -> Result<()> {
+        let not_a_store = |reason: String| Error::NotAStore { path: path.to_path_buf(), reason };
+        if header.magic != MAGIC {
+            return Err(not_a_store(format!("magic is {:02x?}, not \"ZREC\"", header.magic)));
+        }
+        if header.version() != VERSION {
+            return Err(not_a_store(format!("format version {}, this build reads {VERSION}", header.version())));
+        }
+        let corrupt =
+            |what: String| Error::Corrupt { path: path.to_path_buf(), index: None, what: Corruption::Header(what) };
+        if header.length() > RECORDS_MAX {
+            return Err(corrupt(format!("length {} exceeds the {RECORDS_MAX} record limit", header.length())));
+        }
+        if u32::from(header.frontier().chunk) >= CHUNKS_MAX {
+            return Err(corrupt(format!(
+                "last chunk {} exceeds the {CHUNKS_MAX} chunk limit",
+                header.frontier().chunk
+            )));
+        }
+        Ok(())
+    }
+
     /// `file` mapped as `map`, with the header's length published.
-    pub(crate) fn new(file: Box<dyn VfsFile>, map: Box<dyn SharedMap>) -> Meta {
+    fn new(file: Box<dyn VfsFile>, map: Box<dyn SharedMap>) -> Meta {
         let capacity = ((map.len() as u64).saturating_sub(HEADER_BYTES) / ENTRY_BYTES).min(u64::from(u32::MAX)) as u32;
-        let meta = Meta { file, map, capacity, len: AtomicU32::new(0), writer: Mutex::new(()) };
+        let meta = Meta { file, map, capacity, len: AtomicU32::new(0), appends: Mutex::new(()) };
         meta.len.store(meta.header().length().min(capacity), Ordering::Release);
         meta
     }
@@ -140,11 +217,11 @@ impl Meta {
         unsafe { self.map.read(entry_offset(first) as usize, bytemuck::cast_slice_mut(out)) };
     }
 
-    /// Takes the writer lock.
-    pub(crate) fn lock_writer(&self) -> Writer<'_> {
+    /// Takes the append mutex.
+    pub(crate) fn lock_appends(&self) -> AppendGuard<'_> {
         // A panic while holding it leaves nothing half done in memory: the
         // header and the published length change only in a commit.
-        Writer { meta: self, _lock: self.writer.lock().unwrap_or_else(|e| e.into_inner()) }
+        AppendGuard { meta: self, _lock: self.appends.lock().unwrap_or_else(|e| e.into_inner()) }
     }
 
     /// For a read-only store: publishes `len`, which the caller read from
@@ -154,7 +231,7 @@ impl Meta {
     }
 }
 
-impl Writer<'_> {
+impl AppendGuard<'_> {
     /// The frontier the next append places from.
     pub(crate) fn frontier(&self) -> Frontier {
         self.meta.frontier()
@@ -170,12 +247,12 @@ impl Writer<'_> {
         let end = first + entries.len() as u32;
         assert!(end <= meta.capacity, "an append past the table");
         for (k, entry) in entries.iter().enumerate() {
-            // SAFETY: slots at and past the published length, which readers
-            // never read; the writer lock excludes other appenders.
+            // SAFETY: entries at and past the published length, which readers
+            // never read; the append mutex excludes other appenders.
             unsafe { meta.map.write(entry_offset(first + k as u32) as usize, bytemuck::bytes_of(entry)) };
         }
         meta.flush_entries(first, end)?; // SYNC A2
-        // SAFETY: the writer lock is held.
+        // SAFETY: the append mutex is held.
         unsafe { meta.store_header(frontier, end)? }; // SYNC A3 (H1, H2)
         meta.len.store(end, Ordering::Release);
         Ok(())
@@ -191,7 +268,7 @@ impl Meta {
     /// live record any more). Word 1 alone when the chunk stays.
     ///
     /// # Safety
-    /// The caller is the one writer: it holds the writer lock or `&mut Meta`.
+    /// The caller is the one writer: it holds the append mutex or `&mut Meta`.
     unsafe fn store_header(&self, to: Frontier, length: u32) -> io::Result<()> {
         let from = self.frontier();
         let words = bytemuck::cast::<Header, [u64; 2]>(Header::new(to, length));

@@ -8,8 +8,11 @@
 //!
 //! Each invariant has one owner, a file of this module:
 //! - `meta.rs`: `meta.zr` (header, table, intent area), the frontier and the
-//!   published length, every store into the mapping and every `msync`;
-//! - `chunks.rs`: the chunk files and their known lengths;
+//!   published length, its creation and growth, every store into the
+//!   mapping and every sync;
+//! - `chunks.rs`: the chunk files (their creation, syncs and removal) and
+//!   their known lengths;
+//! - `access.rs`: what an open store may do, and where it is (held once);
 //! - `entry.rs`: what makes a table entry valid, on the read and write side;
 //! - `frontier.rs`: where a record is placed;
 //! - `fail_stop.rs`: no write after a failed sync;
@@ -19,7 +22,8 @@
 //!   compaction in another process).
 //!
 //! The mutations orchestrate them: `open.rs` (creation, recovery, the
-//! frontier check), `append.rs`, `delete.rs`, `compact.rs`, `dict.rs`; the
+//! frontier check), `append.rs`, `delete.rs`, `compact.rs` (over the
+//! moves it shares with `fill.rs` and `repack.rs`: `moves.rs`), `dict.rs`; the
 //! read side is `gather.rs` and `verify.rs`.
 //!
 //! Concurrency: [`Zrecord::gather`], [`Zrecord::gather_var`],
@@ -29,12 +33,13 @@
 //! below it are immutable while `&self` borrows exist). [`Zrecord::delete`]
 //! and [`Zrecord::compact`] take `&mut self`.
 
+mod access;
 mod append;
 mod batch;
 mod chunks;
 mod codec;
 mod compact;
-pub use compact::{CompactOptions, CompactPlan, CompactReport};
+pub use compact::{CompactOptions, CompactPlan};
 mod delete;
 mod dict;
 mod entry;
@@ -45,6 +50,8 @@ mod gather;
 mod intent;
 mod invariants;
 mod meta;
+mod moves;
+pub use moves::CompactReport;
 mod open;
 mod read;
 mod readers;
@@ -52,12 +59,13 @@ mod repack;
 mod verify;
 pub use verify::VerifyReport;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::io::Vfs;
 
+use access::Home;
 use chunks::ChunkSet;
 use codec::Dictionary;
 use fail_stop::FailStop;
@@ -68,7 +76,7 @@ pub use dict::default_dict_size;
 /// How to open a store.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Open without writing: no writer's lock, no recovery, every mutation
+    /// Open without writing: no writer flock, no recovery, every mutation
     /// refused. A read-only open holds the readers' lock shared while it is
     /// open, so that no delete or compaction runs meanwhile.
     pub read_only: bool,
@@ -116,7 +124,7 @@ pub enum ReadMode {
     Batched,
     /// As `Batched`, but past the page cache (`O_DIRECT`): each record's
     /// bytes rounded out to the device's sector (512 bytes on most disks),
-    /// read into an aligned buffer and copied or decoded into its slot.
+    /// read into an aligned buffer and copied or decoded into its output.
     /// For stores far larger than memory, read once an epoch: the reads
     /// evict nothing from the page cache and cost the device less than
     /// whole 4 KiB pages for small compressed records. The trade-off:
@@ -169,9 +177,15 @@ pub struct Stats {
     pub live_bytes: u64,
     /// Bytes the live records hold once decoded.
     pub logical_bytes: u64,
-    /// How far the chunk files have grown.
+    /// Bytes the chunk files hold up to the frontier: how far they have
+    /// grown.
+    pub chunk_file_bytes: u64,
+    /// The same as [`Stats::chunk_file_bytes`], by its former name (which
+    /// is also the name of a write's bytes per append call,
+    /// `WriteOptions::chunk_bytes`).
+    #[deprecated(note = "renamed `chunk_file_bytes`")]
     pub chunk_bytes: u64,
-    /// `chunk_bytes - live_bytes`: an upper bound on what `compact` frees
+    /// `chunk_file_bytes - live_bytes`: an upper bound on what `compact` frees
     /// (it includes the slack at chunk ends that no record fits in).
     pub reclaimable: u64,
     /// Number of chunk files (the frontier's chunk + 1).
@@ -197,14 +211,13 @@ pub struct Stats {
 /// ```
 #[derive(Debug)]
 pub struct Zrecord {
-    path: PathBuf,
+    home: Arc<Home>,
     options: Options,
     meta: Meta,
     chunks: ChunkSet,
     dict: OnceLock<Dictionary>,
     fail_stop: FailStop,
     residency: batch::Residency,
-    readers: readers::Hold,
 }
 
 impl Zrecord {
@@ -250,7 +263,7 @@ impl Zrecord {
     /// Opens the published store `fs` reaches, read-only.
     #[cfg(feature = "remote")]
     pub fn open_remote(fs: Arc<crate::io::remote::RemoteFs>, options: Options) -> Result<Zrecord> {
-        let root = PathBuf::from(fs.root());
+        let root = std::path::PathBuf::from(fs.root());
         Zrecord::open_in(fs, &root, Options { read_only: true, ..options })
     }
 
@@ -274,12 +287,12 @@ impl Zrecord {
     /// The filesystem the store is on (the real one, a remote store's, the
     /// simulator's): to read the files beside it, `schema.json`.
     pub fn filesystem(&self) -> &dyn Vfs {
-        self.chunks.vfs()
+        self.home.vfs()
     }
 
     /// The store's directory.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.home.path()
     }
 
     /// Number of live records.
@@ -299,13 +312,13 @@ impl Zrecord {
 
     /// True if the store was opened read-only.
     pub fn is_read_only(&self) -> bool {
-        self.options.read_only
+        self.home.access().is_read_only()
     }
 
     /// What batched reads run on: io_uring, or a pool of I/O threads where
     /// io_uring is missing or blocked (chosen once per process).
     pub fn read_engine(&self) -> crate::io::ReadEngine {
-        self.chunks.vfs().read_engine()
+        self.home.vfs().read_engine()
     }
 
     /// True if the store has a dictionary (`dict.zr`).
@@ -316,11 +329,11 @@ impl Zrecord {
     /// Makes everything durable. Every mutation is already durable when it
     /// returns, so this only re-checks (it exists for the reference's API).
     pub fn sync(&self) -> Result<()> {
-        if self.options.read_only {
+        if self.is_read_only() {
             return Ok(());
         }
-        self.fail_stop.check_writable()?;
-        let writer = self.meta.lock_writer();
+        self.check_writable()?;
+        let writer = self.meta.lock_appends();
         let last = writer.frontier().chunk;
         self.chunks.sync_data(last..last + 1).map_err(|e| self.sync_failed(e))?;
         self.meta.flush_header().map_err(|e| self.sync_failed(e))
@@ -334,7 +347,7 @@ impl Zrecord {
     /// at open: no writer of this crate changes it while the reader holds
     /// the readers' lock ([`Zrecord::holds_readers_lock`]).
     pub fn refresh(&self) -> Result<u32> {
-        if !self.options.read_only {
+        if !self.is_read_only() {
             return Ok(self.len());
         }
         // The header's length is loaded before its chunk word (`Meta::header`)
@@ -357,26 +370,36 @@ impl Zrecord {
             written += 1;
             stats.live_bytes += u64::from(entry.phys_length());
             stats.logical_bytes += u64::from(entry.logic_length());
-            if let Some(slot) = stats.codec_records.get_mut(usize::from(entry.codec)) {
-                *slot += 1;
+            if let Some(count) = stats.codec_records.get_mut(usize::from(entry.codec)) {
+                *count += 1;
             }
             Ok::<(), std::convert::Infallible>(())
         });
         stats.codec_records[0] += len - written;
         let frontier = self.meta.frontier();
-        stats.chunk_bytes = self.chunks.bytes_below(frontier).map_err(|e| self.io("open chunk", e))?;
-        stats.reclaimable = stats.chunk_bytes.saturating_sub(stats.live_bytes);
+        stats.chunk_file_bytes = self.chunks.bytes_below(frontier).map_err(|e| self.io("open chunk", e))?;
+        #[allow(deprecated)]
+        {
+            stats.chunk_bytes = stats.chunk_file_bytes;
+        }
+        stats.reclaimable = stats.chunk_file_bytes.saturating_sub(stats.live_bytes);
         stats.chunks = u32::from(frontier.chunk) + 1;
-        stats.dict_bytes = self.dict.get().map(|d| d.bytes.len() as u64);
+        stats.dict_bytes = self.dict.get().map(|d| d.bytes().len() as u64);
         Ok(stats)
     }
 
     fn io(&self, op: &'static str, source: std::io::Error) -> Error {
-        Error::Io { path: self.path.clone(), op, source }
+        Error::Io { path: self.path().to_path_buf(), op, source }
+    }
+
+    /// `Ok` if writes are allowed: not read-only, no sync failed.
+    fn check_writable(&self) -> Result<()> {
+        self.home.check_writable()?;
+        self.fail_stop.check(self.path())
     }
 
     /// A failed sync: the store refuses writes from now on (fail-stop).
     fn sync_failed(&self, source: std::io::Error) -> Error {
-        self.fail_stop.sync_failed(source)
+        self.fail_stop.sync_failed(self.path(), source)
     }
 }

@@ -5,32 +5,34 @@ use std::io;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
-use bytemuck::Zeroable;
-
+use super::access::{Access, Home};
 use super::chunks::ChunkSet;
 use super::codec::Dictionary;
 use super::fail_stop::FailStop;
 use super::intent::Intent;
 use super::meta::Meta;
-use super::readers::{self, Hold};
+use super::readers;
 use super::{Options, Zrecord};
 use crate::error::{Corruption, Error, Result};
-use crate::format::{
-    CHUNKS_MAX, DICT_BYTES_MAX, DICT_FILE, DICT_TMP_FILE, Frontier, HEADER_BYTES, Header, MAGIC, META_BYTES, META_FILE,
-    META_TMP_FILE, RECORDS_MAX, VERSION, chunk_id_of, entry_offset,
-};
-use crate::io::{FileKind, LockKind, OpenMode, Vfs, read_exact_at, read_file, write_all_at};
+use crate::format::{CHUNKS_MAX, DICT_FILE, DICT_TMP_FILE, Frontier, META_BYTES, META_FILE, META_TMP_FILE, chunk_id_of};
+use crate::io::{FileKind, OpenMode, Vfs, read_file};
 
 pub(super) fn open(vfs: Arc<dyn Vfs>, path: &Path, options: Options) -> Result<Zrecord> {
     let io_err = |op: &'static str| move |source| Error::Io { path: path.to_path_buf(), op, source };
-    ensure_store(&*vfs, path, options.read_only)?;
+    // `options.read_only` is read here only: from here on the store's
+    // `Access` says.
+    let read_only = options.read_only;
+    ensure_store(&*vfs, path, read_only)?;
     // Before anything of the store is read: no delete or compaction runs
     // from here on, and none is half-way (an intent found below is one a
     // crash left).
-    let readers = if options.read_only { readers::share(&*vfs, path, options.wait)? } else { Hold::Writer };
-    let (meta, meta_len) = open_meta(&*vfs, path, options.read_only)?;
+    let access = match read_only {
+        true => Access::ReadOnly { readers: readers::share(&*vfs, path, options.wait)? },
+        false => Access::Writable,
+    };
+    let (meta, meta_len) = Meta::open(&*vfs, path, read_only)?;
     let intent = meta.read_intent().map_err(io_err("read intent"))?;
-    if options.read_only && intent.is_some() {
+    if read_only && intent.is_some() {
         return Err(Error::RecoveryNeeded { path: path.to_path_buf() });
     }
     let dict = open_dict(&*vfs, path)?;
@@ -40,32 +42,19 @@ pub(super) fn open(vfs: Arc<dyn Vfs>, path: &Path, options: Options) -> Result<Z
         vfs.open(&path.join(META_FILE), OpenMode::ReadDirect)
             .map_err(io_err("open meta.zr O_DIRECT (ReadMode::Direct needs a filesystem with O_DIRECT)"))?;
     }
-    if !options.read_only {
+    if !read_only {
         for leftover in [META_TMP_FILE, DICT_TMP_FILE] {
             remove_if_present(&*vfs, &path.join(leftover)).map_err(io_err("remove leftover file"))?;
         }
     }
-    if !options.read_only {
+    if !read_only {
         readers::create_file(&*vfs, path);
     }
-    let mut chunks = ChunkSet::new(vfs, path, !options.read_only);
-    if matches!(readers, Hold::Without { frozen: false }) {
-        // Nothing keeps a delete or compaction elsewhere from truncating a
-        // chunk file under this reader: read no mapping, so that it is an
-        // error and never a fault.
-        chunks.unmapped();
-    }
-    let mut store = Zrecord {
-        path: path.to_path_buf(),
-        chunks,
-        fail_stop: FailStop::new(path, options.read_only),
-        options,
-        meta,
-        dict,
-        residency: Default::default(),
-        readers,
-    };
-    if !store.options.read_only {
+    let home = Arc::new(Home::new(vfs, path, access));
+    let chunks = ChunkSet::new(home.clone());
+    let mut store =
+        Zrecord { home, chunks, fail_stop: FailStop::new(), options, meta, dict, residency: Default::default() };
+    if !read_only {
         store.recover(intent, meta_len)?;
     }
     Ok(store)
@@ -101,38 +90,6 @@ fn ensure_store(vfs: &dyn Vfs, path: &Path, read_only: bool) -> Result<()> {
     Ok(())
 }
 
-/// Opens, checks, locks (a writer) and maps `meta.zr`; returns it with
-/// the file's length at open.
-fn open_meta(vfs: &dyn Vfs, path: &Path, read_only: bool) -> Result<(Meta, u64)> {
-    let io_err = |op: &'static str| move |source| Error::Io { path: path.to_path_buf(), op, source };
-    let mode = if read_only { OpenMode::Read } else { OpenMode::Write };
-    let meta = vfs.open(&path.join(META_FILE), mode).map_err(io_err("open meta.zr"))?;
-    if !read_only && !meta.try_lock(LockKind::Exclusive).map_err(io_err("lock meta.zr"))? {
-        return Err(Error::Locked { path: path.to_path_buf() });
-    }
-    let meta_len = meta.len().map_err(io_err("stat meta.zr"))?;
-    if meta_len < HEADER_BYTES {
-        return Err(Error::MetaTruncated { path: path.to_path_buf(), len: meta_len, needed: HEADER_BYTES });
-    }
-    let mut header = Header::zeroed();
-    read_exact_at(&*meta, bytemuck::bytes_of_mut(&mut header), 0).map_err(io_err("read meta.zr"))?;
-    check_header(path, &header)?;
-    let needed = entry_offset(header.length());
-    if meta_len < needed {
-        return Err(Error::MetaTruncated { path: path.to_path_buf(), len: meta_len, needed });
-    }
-    if !read_only && meta_len < META_BYTES {
-        // The reference grows a short meta.zr back too; entries past the old
-        // end read as zeros, which no written entry is. (No intent can be
-        // present: one lies past the full table.)
-        meta.set_len(META_BYTES).map_err(io_err("grow meta.zr"))?;
-        meta.sync_all().map_err(io_err("sync meta.zr"))?;
-    }
-    let map_len = meta_len.clamp(HEADER_BYTES, META_BYTES).max(if read_only { 0 } else { META_BYTES });
-    let map = meta.map_shared(map_len as usize, !read_only).map_err(io_err("map meta.zr"))?;
-    Ok((Meta::new(meta, map), meta_len))
-}
-
 /// `dict.zr`, prepared, if the store has one.
 fn open_dict(vfs: &dyn Vfs, path: &Path) -> Result<OnceLock<Dictionary>> {
     let io_err = |op: &'static str| move |source| Error::Io { path: path.to_path_buf(), op, source };
@@ -147,23 +104,6 @@ fn open_dict(vfs: &dyn Vfs, path: &Path) -> Result<OnceLock<Dictionary>> {
     Ok(dict)
 }
 
-fn check_header(path: &Path, header: &Header) -> Result<()> {
-    let not_a_store = |reason: String| Error::NotAStore { path: path.to_path_buf(), reason };
-    if header.magic != MAGIC {
-        return Err(not_a_store(format!("magic is {:02x?}, not \"ZREC\"", header.magic)));
-    }
-    if header.version() != VERSION {
-        return Err(not_a_store(format!("format version {}, this build reads {VERSION}", header.version())));
-    }
-    let corrupt =
-        |what: String| Error::Corrupt { path: path.to_path_buf(), index: None, what: Corruption::Header(what) };
-    if header.length() > RECORDS_MAX {
-        return Err(corrupt(format!("length {} exceeds the {RECORDS_MAX} record limit", header.length())));
-    }
-    if u32::from(header.frontier().chunk) >= CHUNKS_MAX {
-        return Err(corrupt(format!("last chunk {} exceeds the {CHUNKS_MAX} chunk limit", header.frontier().chunk)));
-    }
-    Ok(())
 }
 
 fn remove_if_present(vfs: &dyn Vfs, path: &Path) -> io::Result<()> {
@@ -177,19 +117,10 @@ fn remove_if_present(vfs: &dyn Vfs, path: &Path) -> io::Result<()> {
 /// `docs/crash-safety.md`, "Store creation": `meta.zr` appears whole, by
 /// rename, or not at all.
 fn create(vfs: &dyn Vfs, dir: &Path, names: &[String]) -> io::Result<()> {
-    if names.iter().any(|n| n == META_TMP_FILE) {
-        vfs.remove_file(&dir.join(META_TMP_FILE))?;
-    }
-    let tmp = dir.join(META_TMP_FILE);
-    let meta = vfs.open(&tmp, OpenMode::Create)?;
-    meta.set_len(META_BYTES)?;
-    write_all_at(&*meta, bytemuck::bytes_of(&Header::new(Frontier::default(), 0)), 0)?;
-    meta.sync_all()?; // SYNC S1
-    vfs.rename(&tmp, &dir.join(META_FILE))?;
+    Meta::create(vfs, dir, names)?; // SYNC S1
     // After the rename: a directory never holds a chunk file without meta.zr
     // (directory operations persist in order).
-    let chunk = vfs.open(&dir.join(crate::format::chunk_file_name(0)), OpenMode::Create)?;
-    chunk.sync_all()?;
+    ChunkSet::create_first(vfs, dir)?;
     vfs.sync_dir(dir) // SYNC S2
 }
 
@@ -278,22 +209,25 @@ impl Zrecord {
     fn settle(&self) -> Result<()> {
         let sync_failed = |e| self.sync_failed(e);
         self.chunks.sync_data(0..self.meta.frontier().chunk + 1).map_err(sync_failed)?;
-        let vfs = self.chunks.vfs();
-        let dict = self.path.join(DICT_FILE);
+        let vfs = self.filesystem();
+        let dict = self.path().join(DICT_FILE);
         if vfs.kind(&dict).map_err(|e| self.io("stat dict.zr", e))?.is_some() {
             let file = vfs.open(&dict, OpenMode::Read).map_err(|e| self.io("open dict.zr", e))?;
             file.sync_all().map_err(sync_failed)?;
         }
         self.meta.settle().map_err(sync_failed)?;
-        vfs.sync_dir(&self.path).map_err(sync_failed)
+        vfs.sync_dir(self.path()).map_err(sync_failed)
     }
 
     /// Finishes an interrupted delete or compaction round (see
     /// `docs/crash-safety.md`, "Recovery").
     fn finish_intent(&mut self, intent: Intent) -> Result<()> {
         let length = self.meta.header().length();
-        let bad =
-            |what: String| Error::Corrupt { path: self.path.clone(), index: None, what: Corruption::Intent(what) };
+        let bad = |what: String| Error::Corrupt {
+            path: self.path().to_path_buf(),
+            index: None,
+            what: Corruption::Intent(what),
+        };
         if length != intent.old_len && length != intent.new_len {
             return Err(bad(format!(
                 "it takes length {} to {}, the header says {length}",

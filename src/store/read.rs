@@ -1,6 +1,6 @@
 //! One record read: the index checked against the published length, the
 //! entry validated ([`ValidEntry`]), the stored bytes found inside their
-//! chunk file, and decoding into a slot of exactly the record's length, so
+//! chunk file, and decoding into an output of exactly the record's length, so
 //! no output byte is ever left holding anything but its record's bytes.
 //!
 //! A read-only store loads each entry again after its bytes are read
@@ -24,8 +24,15 @@ use std::sync::atomic::{Ordering, fence};
 /// then the bounds entries are validated against.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct View {
-    pub(crate) len: u32,
+    len: u32,
     bounds: Bounds,
+}
+
+impl View {
+    /// The published length the call goes by.
+    pub(crate) fn len(&self) -> u32 {
+        self.len
+    }
 }
 
 impl Zrecord {
@@ -40,15 +47,15 @@ impl Zrecord {
 
     /// The validated entry of record `index`.
     pub(crate) fn valid_entry(&self, index: u64, view: View) -> Result<ValidEntry> {
-        if index >= u64::from(view.len) {
-            return Err(Error::IndexOutOfRange { path: self.path.clone(), index, len: view.len });
+        if index >= u64::from(view.len()) {
+            return Err(Error::IndexOutOfRange { path: self.path().to_path_buf(), index, len: view.len() });
         }
         self.check_entry(index, self.meta.raw_entry(index as u32), view)
     }
 
     /// `entry`, read at `index`, checked against `view`.
     pub(crate) fn check_entry(&self, index: u64, entry: Entry, view: View) -> Result<ValidEntry> {
-        ValidEntry::check(&self.path, index, entry, view.bounds)
+        ValidEntry::check(self.path(), index, entry, view.bounds)
     }
 
     /// Decodes record `index` into `dst`, which must be exactly its length.
@@ -56,7 +63,7 @@ impl Zrecord {
         let valid = self.valid_entry(index, view)?;
         if valid.logic() as usize != dst.len() {
             return Err(Error::LengthMismatch {
-                path: self.path.clone(),
+                path: self.path().to_path_buf(),
                 index,
                 stored: valid.logic(),
                 expected: dst.len() as u64,
@@ -66,7 +73,7 @@ impl Zrecord {
         let mut scratch = Vec::new();
         let read = self.chunks.stored(&valid, &mut scratch).and_then(|src| {
             codec::decode(valid.codec(), src, dst, self.dict.get()).map_err(|what| Error::Corrupt {
-                path: self.path.clone(),
+                path: self.path().to_path_buf(),
                 index: Some(index),
                 what,
             })
@@ -80,7 +87,7 @@ impl Zrecord {
     /// comment); the bytes read may then be another record's, and whatever
     /// else the read found (a decoding failure, a short file) is this.
     pub(crate) fn unchanged(&self, valid: &ValidEntry) -> Result<()> {
-        if !self.options.read_only {
+        if !self.is_read_only() {
             return Ok(()); // the writer: no other writer exists
         }
         // The entry's load comes after the loads of the bytes.
@@ -89,7 +96,7 @@ impl Zrecord {
             return Ok(());
         }
         Err(Error::StoreChanged {
-            path: self.path.clone(),
+            path: self.path().to_path_buf(),
             index: Some(valid.index()),
             what: "its table entry changed while it was read".into(),
         })

@@ -6,7 +6,7 @@
 //! stay concurrent with readers.
 //!
 //! It is a file of its own, not a lock of `meta.zr`, so that it never
-//! conflicts with the writer's lock (the `flock` of `meta.zr`), NFS
+//! conflicts with the writer flock (the `flock` of `meta.zr`), NFS
 //! included, where Linux emulates `flock` with byte-range locks over the
 //! whole file. The writer's open creates it (an empty file, never removed,
 //! never synced: one lost to a crash is created again), so that readers
@@ -17,7 +17,7 @@
 //! opens without it ([`Hold::Without`]): where the filesystem is read-only
 //! nothing can change the files; elsewhere its reads go by positional reads,
 //! never by the chunk mappings, so that a file truncated under it is an
-//! error and never a fault (`ChunkSet::unmapped`).
+//! error and never a fault (`Access::reads_mapped`).
 
 use std::io;
 use std::path::Path;
@@ -27,12 +27,10 @@ use crate::error::{Error, Result};
 use crate::format::READERS_LOCK_FILE;
 use crate::io::{LockKind, OpenMode, Vfs, VfsFile};
 
-/// What an open store holds of the readers' lock.
+/// What a read-only store holds of the readers' lock (a writer's takes it
+/// in each delete and compaction only: `Access::Writable`).
 #[derive(Debug)]
 pub(crate) enum Hold {
-    /// A writer's store: it takes the lock, exclusively, in each delete and
-    /// compaction only.
-    Writer,
     /// A read-only store holding the lock shared (the open file).
     Shared(#[allow(dead_code)] Box<dyn VfsFile>),
     /// A read-only store that could not take it: `frozen` if because the
@@ -97,12 +95,12 @@ impl Zrecord {
     /// Any other failure to take it is an error too: a mutation never runs
     /// unguarded.
     pub(crate) fn exclude_readers(&self) -> Result<Exclusive> {
-        let path = self.path.join(READERS_LOCK_FILE);
+        let path = self.path().join(READERS_LOCK_FILE);
         let io = |op, source| Error::Io { path: path.clone(), op, source };
-        let file = self.chunks.vfs().open(&path, OpenMode::Create).map_err(|e| io("open readers.lock", e))?;
+        let file = self.filesystem().open(&path, OpenMode::Create).map_err(|e| io("open readers.lock", e))?;
         match take(&*file, LockKind::Exclusive, self.options.wait) {
             Ok(true) => Ok(Exclusive(file)),
-            Ok(false) => Err(Error::ReadersOpen { path: self.path.clone() }),
+            Ok(false) => Err(Error::ReadersOpen { path: self.path().to_path_buf() }),
             Err(e) => Err(io("lock readers.lock", e)),
         }
     }
@@ -112,6 +110,6 @@ impl Zrecord {
     /// for a writer's store, and for a reader that could not take it (see
     /// `docs/ARCHITECTURE.md`, "Concurrency contract").
     pub fn holds_readers_lock(&self) -> bool {
-        matches!(self.readers, Hold::Shared(_))
+        self.home.access().holds_readers_lock()
     }
 }

@@ -11,9 +11,13 @@
 //! (`docs/crash-safety.md`, "Compaction").
 
 use super::Zrecord;
-use super::compact::{CompactReport, Group, Move, PROGRESS_RECORDS, ROUND_BYTES_MAX, note_end};
+use super::moves::{CompactReport, Group, Move, ROUND_BYTES_MAX, note_end};
 use crate::error::{Error, Result};
 use crate::format::{CHUNKS_MAX, Frontier};
+
+/// The repack reports progress at least once per this many records left
+/// in place.
+pub(super) const PROGRESS_RECORDS: usize = 4096;
 
 /// Most rounds sliding records down behind a hole may take per
 /// [`ROUND_BYTES_MAX`] of them. A round can fill only the free space in
@@ -29,7 +33,7 @@ impl Zrecord {
     /// order, calling `progress(settled_bytes, live_bytes)`: `settled_bytes`
     /// of the live records, taken in physical order, are where they stay.
     pub(super) fn repack(&mut self, mut progress: impl FnMut(u64, u64)) -> Result<CompactReport> {
-        let bytes_before = self.stats()?.chunk_bytes;
+        let bytes_before = self.stats()?.chunk_file_bytes;
         let mut groups = self.live_groups()?;
         let live_bytes: u64 = groups.iter().map(|group| u64::from(group.phys)).sum();
         // Stored bytes of `groups[..g]`.
@@ -105,7 +109,7 @@ impl Zrecord {
             self.flush_round(&groups, &round, None, &mut report)?;
         }
         self.finish(cursor, &mut ends, &mut report)?;
-        report.bytes_after = self.stats()?.chunk_bytes;
+        report.bytes_after = self.stats()?.chunk_file_bytes;
         self.debug_check_invariants();
         progress(live_bytes, live_bytes);
         Ok(report)
@@ -134,7 +138,8 @@ impl Zrecord {
             if !round.is_empty() && bytes + u64::from(group.phys) > ROUND_BYTES_MAX {
                 break;
             }
-            let (to, next) = frontier.place(group.phys).ok_or_else(|| Error::StoreFull { path: self.path.clone() })?;
+            let (to, next) =
+                frontier.place(group.phys).ok_or_else(|| Error::StoreFull { path: self.path().to_path_buf() })?;
             round.push(Move { to, phys: group.phys, group: k });
             frontier = next;
             bytes += u64::from(group.phys);

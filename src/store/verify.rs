@@ -64,7 +64,7 @@ impl Zrecord {
     /// record bytes).
     pub fn verify_with_progress(&self, mut progress: impl FnMut(u32, u32)) -> Result<VerifyReport> {
         let view = self.view();
-        let len = view.len;
+        let len = view.len();
         let mut report = VerifyReport { records: len, ..VerifyReport::default() };
         let mut extents: Vec<(Loc, u32, u32)> = Vec::with_capacity(len as usize);
         // Records are read a group at a time, on the path the read mode
@@ -90,7 +90,7 @@ impl Zrecord {
         for (loc, phys, index) in extents.into_iter().filter(|e| e.1 > 0) {
             if let Some((end, other)) = reach.filter(|(end, _)| loc.address() < *end) {
                 report.note(Error::Corrupt {
-                    path: self.path.clone(),
+                    path: self.path().to_path_buf(),
                     index: Some(u64::from(index)),
                     what: Corruption::Overlap { other: u64::from(other) },
                 });
@@ -118,8 +118,8 @@ impl Zrecord {
         let mut items: Vec<(u64, &mut [u8])> = Vec::with_capacity(valid.len());
         let mut rest = &mut buf[..];
         for v in &valid {
-            let (slot, tail) = std::mem::take(&mut rest).split_at_mut(v.logic() as usize);
-            items.push((v.index(), slot));
+            let (out, tail) = std::mem::take(&mut rest).split_at_mut(v.logic() as usize);
+            items.push((v.index(), out));
             rest = tail;
         }
         let whole_read = self.read_all(view, items, total).is_ok();

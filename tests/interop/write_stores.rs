@@ -163,8 +163,10 @@ impl Written {
         fs::write(expected.join(format!("{}.bin", self.name)), &want)?;
         let lines: String = want_lens.iter().map(|l| format!("{l}\n")).collect();
         fs::write(expected.join(format!("{}.lens", self.name)), lines)?;
-        let stats_line =
-            format!("records={} live_bytes={} chunk_bytes={}\n", stats.records, stats.live_bytes, stats.chunk_bytes);
+        let stats_line = format!(
+            "records={} live_bytes={} chunk_bytes={}\n",
+            stats.records, stats.live_bytes, stats.chunk_file_bytes
+        );
         fs::write(expected.join(format!("{}.stats", self.name)), stats_line)?;
         println!(
             "wrote {:<22} {:>5} records, {:>8} logical bytes, codecs raw/zstd/dict {:?}, dict {:?}",
