@@ -73,9 +73,9 @@ fn every_unsafe_block_has_a_safety_reason() {
 const OWNERS: [(&str, &[&str]); 2] = [
     (
         "src/store/meta.rs",
-        &["store_word(", "flush_range(", "map.write(", "map.read(", "map.reads_zero(", "map_shared("],
+        &["store_word(", "flush_range(", "map.write(", "map.read(", "Residency::Hole", "MapMode::Shared"],
     ),
-    ("src/store/chunks.rs", &["map_read(", "chunk_file_name(", "chunk_id_of("]),
+    ("src/store/chunks.rs", &["MapMode::Read", "chunk_file_name(", "chunk_id_of("]),
 ];
 
 #[test]
@@ -85,7 +85,8 @@ fn each_store_owner_is_the_only_caller_of_its_operations() {
             // `open.rs` maps `meta.zr` once, to hand the mapping to `Meta`,
             // and creates a new store's empty `0.zr` before a chunk set exists.
             let allowed = |call: &str| {
-                name == owner || (name == "src/store/open.rs" && ["map_shared(", "chunk_file_name("].contains(&call))
+                name == owner
+                    || (name == "src/store/open.rs" && ["MapMode::Shared", "chunk_file_name("].contains(&call))
             };
             if !name.starts_with("src/store/") {
                 continue;

@@ -20,7 +20,7 @@ use super::intent::Intent;
 use crate::format::{
     ENTRY_BYTES, Entry, Frontier, HEADER_BYTES, HEADER_WORD1_OFFSET, Header, META_BYTES, entry_offset,
 };
-use crate::io::{SharedMap, VfsFile};
+use crate::io::{Map, Residency, SyncKind, VfsFile};
 use crate::sync::{AtomicU32, Mutex, MutexGuard, Ordering};
 
 /// Entries a table scan reads at once (64 KiB): [`Meta::try_for_each_written_entry`].
@@ -31,7 +31,7 @@ const SCAN_BLOCK_ENTRIES: usize = 4096;
 pub(crate) struct Meta {
     /// The open file: it holds a writer's advisory lock.
     file: Box<dyn VfsFile>,
-    map: Box<dyn SharedMap>,
+    map: Box<dyn Map>,
     /// Entries the mapping covers (fewer than `RECORDS_MAX` for a short
     /// read-only `meta.zr`).
     capacity: u32,
@@ -50,7 +50,7 @@ pub(crate) struct Writer<'a> {
 
 impl Meta {
     /// `file` mapped as `map`, with the header's length published.
-    pub(crate) fn new(file: Box<dyn VfsFile>, map: Box<dyn SharedMap>) -> Meta {
+    pub(crate) fn new(file: Box<dyn VfsFile>, map: Box<dyn Map>) -> Meta {
         let capacity = ((map.len() as u64).saturating_sub(HEADER_BYTES) / ENTRY_BYTES).min(u64::from(u32::MAX)) as u32;
         let meta = Meta { file, map, capacity, len: AtomicU32::new(0), writer: Mutex::new(()) };
         meta.len.store(meta.header().length().min(capacity), Ordering::Release);
@@ -105,7 +105,7 @@ impl Meta {
     /// mapping read each (on the simulated filesystem a read is a copy
     /// under a lock), so a sparse table claiming millions of entries costs
     /// one pass over its bytes, and none over a block the mapping knows to
-    /// be a hole ([`SharedMap::reads_zero`]). Stops at `f`'s first error.
+    /// be a hole ([`Residency::Hole`]). Stops at `f`'s first error.
     pub(crate) fn try_for_each_written_entry<E>(
         &self,
         len: u32,
@@ -114,7 +114,7 @@ impl Meta {
         let mut block = vec![Entry::zeroed(); SCAN_BLOCK_ENTRIES.min(len as usize)];
         for first in (0..len).step_by(SCAN_BLOCK_ENTRIES) {
             let n = SCAN_BLOCK_ENTRIES.min((len - first) as usize);
-            if self.map.reads_zero(entry_offset(first) as usize, n * ENTRY_BYTES as usize) {
+            if self.map.residency(entry_offset(first), n * ENTRY_BYTES as usize) == Residency::Hole {
                 continue; // a hole: unwritten entries, known without a read
             }
             self.raw_entries(first, &mut block[..n]);
@@ -267,13 +267,13 @@ impl Meta {
     /// new size included.
     pub(crate) fn write_intent(&self, intent: &Intent) -> io::Result<()> {
         crate::io::write_all_at(&*self.file, &intent.encode(), META_BYTES)?;
-        self.file.sync_all() // SYNC D1 (delete), C2a (compaction round)
+        self.file.sync(SyncKind::All) // SYNC D1 (delete), C2a (compaction round)
     }
 
     /// Removes any intent: `meta.zr` back to its exact size, durably.
     pub(crate) fn clear_intent(&self) -> io::Result<()> {
         self.file.set_len(META_BYTES)?;
-        self.file.sync_all() // SYNC D4 (delete), C2b (compaction round)
+        self.file.sync(SyncKind::All) // SYNC D4 (delete), C2b (compaction round)
     }
 
     /// Makes the header durable.
@@ -287,7 +287,7 @@ impl Meta {
     pub(crate) fn settle(&self) -> io::Result<()> {
         self.flush_entries(0, self.len())?;
         self.flush_header()?;
-        self.file.sync_all()
+        self.file.sync(SyncKind::All)
     }
 
     fn flush_entries(&self, first: u32, end: u32) -> io::Result<()> {

@@ -19,7 +19,7 @@ use crate::format::{
     CHUNKS_MAX, DICT_FILE, DICT_TMP_FILE, Frontier, HEADER_BYTES, Header, MAGIC, META_BYTES, META_FILE, META_TMP_FILE,
     RECORDS_MAX, VERSION, entry_offset,
 };
-use crate::io::{FileKind, LockKind, OpenMode, Vfs, read_exact_at, read_file, write_all_at};
+use crate::io::{FileKind, LockKind, MapMode, OpenMode, SyncKind, Vfs, read_exact_at, read_file, write_all_at};
 
 /// Largest `dict.zr` accepted (the reference caps training at 1 MiB).
 pub(crate) const DICT_BYTES_MAX: u64 = 64 << 20;
@@ -110,7 +110,7 @@ fn open_meta(vfs: &dyn Vfs, path: &Path, read_only: bool) -> Result<(Meta, u64)>
     let io_err = |op: &'static str| move |source| Error::Io { path: path.to_path_buf(), op, source };
     let mode = if read_only { OpenMode::Read } else { OpenMode::Write };
     let meta = vfs.open(&path.join(META_FILE), mode).map_err(io_err("open meta.zr"))?;
-    if !read_only && !meta.try_lock(LockKind::Exclusive).map_err(io_err("lock meta.zr"))? {
+    if !read_only && !meta.lock(LockKind::Exclusive, false).map_err(io_err("lock meta.zr"))? {
         return Err(Error::Locked { path: path.to_path_buf() });
     }
     let meta_len = meta.len().map_err(io_err("stat meta.zr"))?;
@@ -129,10 +129,10 @@ fn open_meta(vfs: &dyn Vfs, path: &Path, read_only: bool) -> Result<(Meta, u64)>
         // end read as zeros, which no written entry is. (No intent can be
         // present: one lies past the full table.)
         meta.set_len(META_BYTES).map_err(io_err("grow meta.zr"))?;
-        meta.sync_all().map_err(io_err("sync meta.zr"))?;
+        meta.sync(SyncKind::All).map_err(io_err("sync meta.zr"))?;
     }
     let map_len = meta_len.clamp(HEADER_BYTES, META_BYTES).max(if read_only { 0 } else { META_BYTES });
-    let map = meta.map_shared(map_len as usize, !read_only).map_err(io_err("map meta.zr"))?;
+    let map = meta.map(map_len as usize, MapMode::Shared { writable: !read_only }).map_err(io_err("map meta.zr"))?;
     Ok((Meta::new(meta, map), meta_len))
 }
 
@@ -192,12 +192,12 @@ fn create(vfs: &dyn Vfs, dir: &Path, names: &[String]) -> io::Result<()> {
     let meta = vfs.open(&tmp, OpenMode::Create)?;
     meta.set_len(META_BYTES)?;
     write_all_at(&*meta, bytemuck::bytes_of(&Header::new(Frontier::default(), 0)), 0)?;
-    meta.sync_all()?; // SYNC S1
+    meta.sync(SyncKind::All)?; // SYNC S1
     vfs.rename(&tmp, &dir.join(META_FILE))?;
     // After the rename: a directory never holds a chunk file without meta.zr
     // (directory operations persist in order).
     let chunk = vfs.open(&dir.join(crate::format::chunk_file_name(0)), OpenMode::Create)?;
-    chunk.sync_all()?;
+    chunk.sync(SyncKind::All)?;
     vfs.sync_dir(dir) // SYNC S2
 }
 
@@ -290,7 +290,7 @@ impl Zrecord {
         let dict = self.path.join(DICT_FILE);
         if vfs.kind(&dict).map_err(|e| self.io("stat dict.zr", e))?.is_some() {
             let file = vfs.open(&dict, OpenMode::Read).map_err(|e| self.io("open dict.zr", e))?;
-            file.sync_all().map_err(sync_failed)?;
+            file.sync(SyncKind::All).map_err(sync_failed)?;
         }
         self.meta.settle().map_err(sync_failed)?;
         vfs.sync_dir(&self.path).map_err(sync_failed)
