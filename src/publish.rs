@@ -49,7 +49,7 @@ use crate::io::real::RealFs;
 use crate::io::remote::{
     Location, Manifest, ObjectInfo, RemoteError, RemoteErrorKind, RemoteFs, RemoteOptions, read_manifest,
 };
-use crate::io::{BatchRead, FileKind, OpenMode, Vfs, VfsFile, read_exact_at, write_all_at};
+use crate::io::{BatchRead, FileKind, OpenMode, SyncKind, Vfs, VfsFile, read_exact_at, write_all_at};
 use crate::store::Zrecord;
 
 /// Bytes read or written at a time, and the multipart part size.
@@ -357,7 +357,7 @@ fn pull_store(from: &Location, dir: &Path, manifest: &Manifest) -> Result<()> {
         let file = fs.open(&path, OpenMode::Create).map_err(local(&path, "create"))?;
         file.set_len(0).map_err(local(&path, "truncate"))?;
         fetch_into(from, name, info, &*file, 0)?;
-        file.sync_all().map_err(local(&path, "sync"))?; // SYNC P1
+        file.sync(SyncKind::All).map_err(local(&path, "sync"))?; // SYNC P1
     }
     fs.sync_dir(dir).map_err(local(dir, "sync directory"))?; // SYNC P2
     let tmp = dir.join(META_TMP_FILE);
@@ -365,7 +365,7 @@ fn pull_store(from: &Location, dir: &Path, manifest: &Manifest) -> Result<()> {
     file.set_len(0).map_err(local(&tmp, "truncate"))?;
     file.set_len(META_BYTES.max(meta_info.size)).map_err(local(&tmp, "grow"))?;
     fetch_into(from, META_FILE, meta_info, &*file, 0)?;
-    file.sync_all().map_err(local(&tmp, "sync"))?; // SYNC P3
+    file.sync(SyncKind::All).map_err(local(&tmp, "sync"))?; // SYNC P3
     fs.rename(&tmp, &dir.join(META_FILE)).map_err(local(&tmp, "rename"))?;
     fs.sync_dir(dir).map_err(local(dir, "sync directory"))?; // SYNC P4
     Ok(())

@@ -73,9 +73,9 @@ fn every_unsafe_block_has_a_safety_reason() {
 const OWNERS: [(&str, &[&str]); 2] = [
     (
         "src/store/meta.rs",
-        &["store_word(", "flush_range(", "map.write(", "map.read(", "map.reads_zero(", "map_shared("],
+        &["store_word(", "flush_range(", "map.write(", "map.read(", "Residency::Hole", "MapMode::Shared"],
     ),
-    ("src/store/chunks.rs", &["map_read(", "chunk_file_name(", "chunk_id_of("]),
+    ("src/store/chunks.rs", &["MapMode::Read", "chunk_file_name(", "chunk_id_of("]),
 ];
 
 #[test]

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use loaderx::io::real::RealFs;
-use loaderx::io::{BatchRead, LockKind, OpenMode, ReadMap, SharedMap, Vfs, VfsFile};
+use loaderx::io::{BatchRead, Handle, LockKind, Map, MapMode, OpenMode, SyncKind, Vfs, VfsFile};
 
 /// Reads per batch: more than two rings' worth (128 in flight each).
 const READS: usize = 300;
@@ -55,7 +55,7 @@ fn each_then_sees_its_read_whole_exactly_once() {
     let calls = Mutex::new(vec![0u32; READS]);
     let files: Vec<&dyn VfsFile> = vec![&*file; READS];
     RealFs
-        .read_batch_files(&files, &mut reads, &|k, read| {
+        .read_batch(&files, &mut reads, &|k, read| {
             assert!(holds_its_bytes(k, read.buf), "read {k} handed to its Then before it was whole");
             read.out.copy_from_slice(read.buf);
             calls.lock().unwrap()[k] += 1;
@@ -80,8 +80,8 @@ impl VfsFile for PipeEnd {
     fn read_at(&self, buf: &mut [u8], _offset: u64) -> io::Result<usize> {
         (&self.0).read(buf)
     }
-    fn raw_fd(&self) -> Option<i32> {
-        Some(self.0.as_raw_fd())
+    fn handle(&self) -> Handle {
+        Handle(self.0.as_raw_fd() as u64)
     }
     fn write_at(&self, _: &[u8], _: u64) -> io::Result<usize> {
         unreachable!("only read")
@@ -89,22 +89,13 @@ impl VfsFile for PipeEnd {
     fn set_len(&self, _: u64) -> io::Result<()> {
         unreachable!("only read")
     }
-    fn sync_data(&self) -> io::Result<()> {
+    fn sync(&self, _: SyncKind) -> io::Result<()> {
         unreachable!("only read")
     }
-    fn sync_all(&self) -> io::Result<()> {
+    fn lock(&self, _: LockKind, _: bool) -> io::Result<bool> {
         unreachable!("only read")
     }
-    fn try_lock(&self, _: LockKind) -> io::Result<bool> {
-        unreachable!("only read")
-    }
-    fn lock(&self, _: LockKind) -> io::Result<()> {
-        unreachable!("only read")
-    }
-    fn map_shared(&self, _: usize, _: bool) -> io::Result<Box<dyn SharedMap>> {
-        unreachable!("only read")
-    }
-    fn map_read(&self, _: usize) -> io::Result<Box<dyn ReadMap>> {
+    fn map(&self, _: usize, _: MapMode) -> io::Result<Box<dyn Map>> {
         unreachable!("only read")
     }
 }
@@ -138,7 +129,7 @@ fn thens_run_while_other_reads_are_in_flight() {
                 wake(false);
             }
         });
-        let read = RealFs.read_batch_files(&files, &mut reads, &|k, _| {
+        let read = RealFs.read_batch(&files, &mut reads, &|k, _| {
             if k == 0 {
                 wake(true)
             }
@@ -160,7 +151,7 @@ fn a_panic_in_a_then_leaves_no_read_in_flight() {
         let mut reads: Vec<BatchRead<'_>> =
             bufs.iter_mut().enumerate().map(|(k, buf)| BatchRead::new(offset(k), buf)).collect();
         let result = catch_unwind(AssertUnwindSafe(|| {
-            RealFs.read_batch_files(&files, &mut reads, &|k, _| assert_ne!(Some(k), panic_at, "asked to panic"))
+            RealFs.read_batch(&files, &mut reads, &|k, _| assert_ne!(Some(k), panic_at, "asked to panic"))
         }));
         drop(reads);
         (result.is_err(), bufs)
@@ -182,7 +173,7 @@ fn a_read_past_the_end_fails_and_its_then_never_runs() {
     let mut reads = vec![BatchRead::new(0, &mut good), BatchRead::new(end - 10, &mut past)];
     let files: Vec<&dyn VfsFile> = vec![&*file; 2];
     let ran = Mutex::new(Vec::new());
-    let error = RealFs.read_batch_files(&files, &mut reads, &|k, _| ran.lock().unwrap().push(k)).unwrap_err();
+    let error = RealFs.read_batch(&files, &mut reads, &|k, _| ran.lock().unwrap().push(k)).unwrap_err();
     assert_eq!((error.index, error.error.kind()), (1, io::ErrorKind::UnexpectedEof));
     assert!(!ran.into_inner().unwrap().contains(&1));
 }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use common::{append_all, assert_matches, record};
 use loaderx::io::real::RealFs;
-use loaderx::io::{FileKind, LockKind, OpenMode, ReadMap, SharedMap, Vfs, VfsFile};
+use loaderx::io::{FileKind, Handle, LockKind, Map, MapMode, OpenMode, Residency, SyncKind, Vfs, VfsFile};
 use loaderx::{Codec, Error, Options, Zrecord};
 
 /// Fails the sync that brings `countdown` to zero (and only that one).
@@ -32,7 +32,7 @@ struct FaultyFs(Arc<Faults>);
 #[derive(Debug)]
 struct FaultyFile(Box<dyn VfsFile>, Arc<Faults>);
 #[derive(Debug)]
-struct FaultyMap(Box<dyn SharedMap>, Arc<Faults>);
+struct FaultyMap(Box<dyn Map>, Arc<Faults>);
 
 impl Vfs for FaultyFs {
     fn kind(&self, path: &Path) -> io::Result<Option<FileKind>> {
@@ -72,29 +72,27 @@ impl VfsFile for FaultyFile {
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.0.set_len(len)
     }
-    fn sync_data(&self) -> io::Result<()> {
+    /// A writeback hint is no sync.
+    fn sync(&self, kind: SyncKind) -> io::Result<()> {
+        if let SyncKind::StartWriteback { .. } = kind {
+            return Ok(());
+        }
         self.1.sync()?;
-        self.0.sync_data()
+        self.0.sync(kind)
     }
-    fn sync_all(&self) -> io::Result<()> {
-        self.1.sync()?;
-        self.0.sync_all()
+    fn lock(&self, kind: LockKind, wait: bool) -> io::Result<bool> {
+        self.0.lock(kind, wait)
     }
-    fn try_lock(&self, kind: LockKind) -> io::Result<bool> {
-        self.0.try_lock(kind)
+    fn map(&self, len: usize, mode: MapMode) -> io::Result<Box<dyn Map>> {
+        let map = self.0.map(len, mode)?;
+        Ok(if mode == MapMode::Read { map } else { Box::new(FaultyMap(map, self.1.clone())) })
     }
-    fn lock(&self, kind: LockKind) -> io::Result<()> {
-        self.0.lock(kind)
-    }
-    fn map_shared(&self, len: usize, writable: bool) -> io::Result<Box<dyn SharedMap>> {
-        Ok(Box::new(FaultyMap(self.0.map_shared(len, writable)?, self.1.clone())))
-    }
-    fn map_read(&self, len: usize) -> io::Result<Box<dyn ReadMap>> {
-        self.0.map_read(len)
+    fn handle(&self) -> Handle {
+        self.0.handle()
     }
 }
 
-impl SharedMap for FaultyMap {
+impl Map for FaultyMap {
     fn len(&self) -> usize {
         self.0.len()
     }
@@ -116,6 +114,12 @@ impl SharedMap for FaultyMap {
     fn flush_range(&self, offset: usize, len: usize) -> io::Result<()> {
         self.1.sync()?;
         self.0.flush_range(offset, len)
+    }
+    fn bytes<'a>(&'a self, offset: u64, len: usize, scratch: &'a mut Vec<u8>) -> io::Result<&'a [u8]> {
+        self.0.bytes(offset, len, scratch)
+    }
+    fn residency(&self, offset: u64, len: usize) -> Residency {
+        self.0.residency(offset, len)
     }
 }
 

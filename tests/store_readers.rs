@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use common::{append_all, described, identify, lock_waiters, until_blocked};
 use loaderx::format::{ENTRY_BYTES, entry_offset};
 use loaderx::io::real::RealFs;
-use loaderx::io::{FileKind, LockKind, OpenMode, ReadMap, SharedMap, Vfs, VfsFile};
+use loaderx::io::{FileKind, Handle, LockKind, Map, MapMode, OpenMode, Residency, SyncKind, Vfs, VfsFile};
 use loaderx::{Codec, Error, Options, ReadMode, Zrecord};
 
 fn make(dir: &Path, n: u64) -> Zrecord {
@@ -248,36 +248,52 @@ impl VfsFile for MeddlingFile {
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.0.set_len(len)
     }
-    fn sync_data(&self) -> io::Result<()> {
-        self.0.sync_data()
+    fn sync(&self, kind: SyncKind) -> io::Result<()> {
+        self.0.sync(kind)
     }
-    fn sync_all(&self) -> io::Result<()> {
-        self.0.sync_all()
+    fn lock(&self, kind: LockKind, wait: bool) -> io::Result<bool> {
+        self.0.lock(kind, wait)
     }
-    fn try_lock(&self, kind: LockKind) -> io::Result<bool> {
-        self.0.try_lock(kind)
+    fn map(&self, len: usize, mode: MapMode) -> io::Result<Box<dyn Map>> {
+        let map = self.0.map(len, mode)?;
+        Ok(if mode == MapMode::Read { Box::new(MeddlingMap(map, self.1.clone())) } else { map })
     }
-    fn lock(&self, kind: LockKind) -> io::Result<()> {
-        self.0.lock(kind)
-    }
-    fn map_shared(&self, len: usize, writable: bool) -> io::Result<Box<dyn SharedMap>> {
-        self.0.map_shared(len, writable)
-    }
-    fn map_read(&self, len: usize) -> io::Result<Box<dyn ReadMap>> {
-        Ok(Box::new(MeddlingMap(self.0.map_read(len)?, self.1.clone())))
+    fn handle(&self) -> Handle {
+        self.0.handle()
     }
 }
 
 #[derive(Debug)]
-struct MeddlingMap(Box<dyn ReadMap>, Option<(std::path::PathBuf, Arc<AtomicBool>)>);
+struct MeddlingMap(Box<dyn Map>, Option<(std::path::PathBuf, Arc<AtomicBool>)>);
 
-impl ReadMap for MeddlingMap {
+impl Map for MeddlingMap {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    unsafe fn read(&self, offset: usize, dst: &mut [u8]) {
+        // SAFETY: forwarded contract.
+        unsafe { self.0.read(offset, dst) }
+    }
     fn bytes<'a>(&'a self, offset: u64, len: usize, scratch: &'a mut Vec<u8>) -> io::Result<&'a [u8]> {
         Meddling::once(&self.1);
         self.0.bytes(offset, len, scratch)
     }
-    fn resident(&self, offset: u64, len: usize) -> bool {
-        self.0.resident(offset, len)
+    unsafe fn write(&self, offset: usize, src: &[u8]) {
+        // SAFETY: forwarded contract.
+        unsafe { self.0.write(offset, src) }
+    }
+    unsafe fn store_word(&self, offset: usize, word: u64) {
+        // SAFETY: forwarded contract.
+        unsafe { self.0.store_word(offset, word) }
+    }
+    fn load_word(&self, offset: usize) -> u64 {
+        self.0.load_word(offset)
+    }
+    fn flush_range(&self, offset: usize, len: usize) -> io::Result<()> {
+        self.0.flush_range(offset, len)
+    }
+    fn residency(&self, offset: u64, len: usize) -> Residency {
+        self.0.residency(offset, len)
     }
 }
 

@@ -22,7 +22,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use loaderx::io::{BatchError, BatchRead, FileKind, LockKind, OpenMode, ReadMap, SharedMap, Then, Vfs, VfsFile};
+use loaderx::io::{
+    BatchError, BatchRead, FileKind, Handle, LockKind, Map, MapMode, OpenMode, Residency, SyncKind, Then, Vfs, VfsFile,
+};
 
 use crate::point::{Action, Armed, IoKind, IoOp, Point};
 use crate::rng::Rng;
@@ -52,7 +54,7 @@ pub struct Faults {
     pub short_io: f64,
     /// An open fails.
     pub open_fail: f64,
-    /// A batch of reads ([`VfsFile::read_batch`]) fails with EIO.
+    /// A batch of reads of one file ([`Vfs::read_batch`]) fails with EIO.
     pub eio_read: f64,
     /// Syncs succeed and persist nothing.
     pub lying: bool,
@@ -211,6 +213,9 @@ struct State {
     batched: (u64, u64),
     /// Reads of files opened `O_DIRECT` (all aligned, or refused).
     direct_reads: u64,
+    /// The name of each file opened: a [`SimFile`]'s [`Handle`] is its
+    /// index here.
+    handles: Vec<String>,
     trace: Vec<String>,
     /// Semantic fault points ([`SimFs::arm`]).
     armed: Vec<Armed>,
@@ -382,6 +387,7 @@ impl SimFs {
             fault_past_eof: None,
             batched: (0, 0),
             direct_reads: 0,
+            handles: Vec::new(),
             trace: Vec::new(),
             armed: Vec::new(),
             inject_eio: None,
@@ -686,7 +692,9 @@ impl Vfs for SimFs {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let writable = !matches!(mode, OpenMode::Read | OpenMode::ReadDirect);
         let direct = mode == OpenMode::ReadDirect;
-        Ok(Box::new(SimFile { fs: self.clone(), id, name, writable, direct, lock: None.into() }))
+        s.handles.push(name.clone());
+        let handle = Handle(s.handles.len() as u64 - 1);
+        Ok(Box::new(SimFile { fs: self.clone(), id, name, writable, direct, handle, lock: None.into() }))
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
@@ -716,6 +724,57 @@ impl Vfs for SimFs {
         s.pending.push(NsOp::Rename(from.to_path_buf(), to.to_path_buf()));
         Ok(())
     }
+
+    /// Each run of consecutive reads of one file is one batch, as a ring's:
+    /// its reads complete in an order the run's generator picks, each may
+    /// come back short (and continue), and an injected EIO (at most one per
+    /// batch, with the `eio_read` chance per batch) fails one read, which
+    /// fails the batch.
+    fn read_batch(
+        &self,
+        files: &[&dyn VfsFile],
+        reads: &mut [BatchRead<'_>],
+        then: Then<'_>,
+    ) -> Result<(), BatchError> {
+        let mut start = 0;
+        while start < reads.len() {
+            let same = |k: &usize| std::ptr::addr_eq(files[*k], files[start]);
+            let end = (start..reads.len()).find(|k| !same(k)).unwrap_or(reads.len());
+            self.read_run(files[start], &mut reads[start..end], &|k, read| then(start + k, read))
+                .map_err(|e| BatchError { index: start + e.index, error: e.error })?;
+            start = end;
+        }
+        Ok(())
+    }
+}
+
+impl SimFs {
+    /// One batch of reads of `file` ([`Vfs::read_batch`]).
+    fn read_run(&self, file: &dyn VfsFile, reqs: &mut [BatchRead<'_>], then: Then<'_>) -> Result<(), BatchError> {
+        let mut order: Vec<usize> = (0..reqs.len()).collect();
+        let failing = {
+            let mut s = self.lock();
+            s.batched.0 += 1;
+            for k in (1..order.len()).rev() {
+                order.swap(k, s.rng.below(k as u64 + 1) as usize);
+            }
+            let fails = !reqs.is_empty() && !s.crashed && s.fault(|f| f.eio_read);
+            fails.then(|| s.rng.below(reqs.len() as u64) as usize)
+        };
+        for index in order {
+            let req = &mut reqs[index];
+            if failing == Some(index) {
+                let mut s = self.lock();
+                s.batched.1 += 1;
+                let name = s.handles.get(file.handle().0 as usize).cloned().unwrap_or_default();
+                s.trace.push(format!("  EIO on a batched read of {name} @{}", req.offset));
+                return Err(BatchError { index, error: io::Error::other("injected EIO on a batched read") });
+            }
+            loaderx::io::read_exact_at(file, req.buf, req.offset).map_err(|error| BatchError { index, error })?;
+            then(index, req);
+        }
+        Ok(())
+    }
 }
 
 struct SimFile {
@@ -727,6 +786,8 @@ struct SimFile {
     /// [`SIM_DIRECT_ALIGN`] in offset, length and buffer address, as
     /// `O_DIRECT`'s are (`EINVAL` otherwise).
     direct: bool,
+    /// Its index among the files opened ([`SimFs::read_batch`]).
+    handle: Handle,
     /// The lock this open file holds, and the boot it was taken in.
     lock: Mutex<Option<(LockKind, u64)>>,
 }
@@ -794,33 +855,8 @@ impl VfsFile for SimFile {
         SIM_DIRECT_ALIGN
     }
 
-    /// The reads complete in an order the run's generator picks, as a
-    /// ring's do; each may come back short (and continue). An injected EIO
-    /// (at most one per batch, with the `eio_read` chance per batch) fails
-    /// one read, which fails the batch.
-    fn read_batch(&self, reqs: &mut [BatchRead<'_>], then: Then<'_>) -> Result<(), BatchError> {
-        let mut order: Vec<usize> = (0..reqs.len()).collect();
-        let failing = {
-            let mut s = self.fs.lock();
-            s.batched.0 += 1;
-            for k in (1..order.len()).rev() {
-                order.swap(k, s.rng.below(k as u64 + 1) as usize);
-            }
-            let fails = !reqs.is_empty() && !s.crashed && s.fault(|f| f.eio_read);
-            fails.then(|| s.rng.below(reqs.len() as u64) as usize)
-        };
-        for index in order {
-            let req = &mut reqs[index];
-            if failing == Some(index) {
-                let mut s = self.fs.lock();
-                s.batched.1 += 1;
-                s.trace.push(format!("  EIO on a batched read of {} @{}", self.name, req.offset));
-                return Err(BatchError { index, error: io::Error::other("injected EIO on a batched read") });
-            }
-            loaderx::io::read_exact_at(self, req.buf, req.offset).map_err(|error| BatchError { index, error })?;
-            then(index, req);
-        }
-        Ok(())
+    fn handle(&self) -> Handle {
+        self.handle
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
@@ -863,18 +899,51 @@ impl VfsFile for SimFile {
         Ok(())
     }
 
-    fn sync_data(&self) -> io::Result<()> {
+    /// `StartWriteback` does nothing (and is no operation of the run).
+    fn sync(&self, kind: SyncKind) -> io::Result<()> {
+        let op = match kind {
+            SyncKind::Data => IoKind::Fdatasync,
+            SyncKind::All => IoKind::Fsync,
+            SyncKind::StartWriteback { .. } => return Ok(()),
+        };
         let mut s = self.fs.lock();
-        s.op(IoOp::on(IoKind::Fdatasync, Path::new(&self.name)))?;
+        s.op(IoOp::on(op, Path::new(&self.name)))?;
         s.sync_pages(self.id, None, true)
     }
 
-    fn sync_all(&self) -> io::Result<()> {
-        let mut s = self.fs.lock();
-        s.op(IoOp::on(IoKind::Fsync, Path::new(&self.name)))?;
-        s.sync_pages(self.id, None, true)
+    /// A conflict with `wait` is `Ok(false)`: every holder is this
+    /// thread, so a wait would never end.
+    fn lock(&self, kind: LockKind, wait: bool) -> io::Result<bool> {
+        let free = self.try_lock(kind)?;
+        if !free && wait {
+            self.fs.log(format!("  lock {kind:?} of {} would wait forever", self.name));
+        }
+        Ok(free)
     }
 
+    fn map(&self, len: usize, mode: MapMode) -> io::Result<Box<dyn Map>> {
+        let writable = match mode {
+            MapMode::Read => {
+                let (fs, id, name) = (self.fs.clone(), self.id, self.name.clone());
+                return Ok(Box::new(SimReadMap { fs, id, name, len }));
+            }
+            MapMode::Shared { writable } => writable,
+        };
+        let mut s = self.fs.lock();
+        if s.crashed {
+            return Err(crash_error());
+        }
+        let inode = s.inode(self.id);
+        if inode.volatile.len < len as u64 {
+            return Err(io::Error::other("mapping past the end of the file"));
+        }
+        inode.mapped = true;
+        Ok(Box::new(SimMap { fs: self.fs.clone(), id: self.id, name: self.name.clone(), len, writable }))
+    }
+}
+
+impl SimFile {
+    /// Takes the lock if no other open file holds a conflicting one.
     fn try_lock(&self, kind: LockKind) -> io::Result<bool> {
         let mut s = self.fs.lock();
         if s.crashed {
@@ -896,36 +965,6 @@ impl VfsFile for SimFile {
             *self.lock.lock().unwrap_or_else(|e| e.into_inner()) = Some((kind, boot));
         }
         Ok(free)
-    }
-
-    /// As `try_lock`; a conflict is `WouldBlock`: every holder is this
-    /// thread, so a wait would never end.
-    fn lock(&self, kind: LockKind) -> io::Result<()> {
-        if self.try_lock(kind)? {
-            return Ok(());
-        }
-        self.fs.log(format!("  lock {kind:?} of {} would wait forever", self.name));
-        Err(io::Error::new(
-            io::ErrorKind::WouldBlock,
-            "the lock is held, and the simulator has no other thread to release it",
-        ))
-    }
-
-    fn map_shared(&self, len: usize, writable: bool) -> io::Result<Box<dyn SharedMap>> {
-        let mut s = self.fs.lock();
-        if s.crashed {
-            return Err(crash_error());
-        }
-        let inode = s.inode(self.id);
-        if inode.volatile.len < len as u64 {
-            return Err(io::Error::other("mapping past the end of the file"));
-        }
-        inode.mapped = true;
-        Ok(Box::new(SimMap { fs: self.fs.clone(), id: self.id, name: self.name.clone(), len, writable }))
-    }
-
-    fn map_read(&self, _len: usize) -> io::Result<Box<dyn ReadMap>> {
-        Ok(Box::new(SimReadMap { fs: self.fs.clone(), id: self.id, name: self.name.clone() }))
     }
 }
 
@@ -958,7 +997,7 @@ impl SimMap {
     }
 }
 
-impl SharedMap for SimMap {
+impl Map for SimMap {
     fn len(&self) -> usize {
         self.len
     }
@@ -981,15 +1020,27 @@ impl SharedMap for SimMap {
         s.inode(self.id).volatile.read(offset as u64, &mut b);
         u64::from_ne_bytes(b)
     }
-    /// No page of the range was ever written (or all were cut away), and
-    /// it lies within the file: what `read` would give is zeros.
-    fn reads_zero(&self, offset: usize, len: usize) -> bool {
-        let (offset, len) = (offset as u64, len as u64);
+    /// A read-only mapping's bytes, copied.
+    fn bytes<'a>(&'a self, offset: u64, len: usize, scratch: &'a mut Vec<u8>) -> io::Result<&'a [u8]> {
+        assert!(!self.writable, "bytes of a writable mapping");
+        if offset + len as u64 > self.len as u64 {
+            return Err(io::Error::other("read past the mapping"));
+        }
+        scratch.resize(len, 0);
+        self.fs.lock().inode(self.id).volatile.read(offset, scratch);
+        Ok(&scratch[..])
+    }
+    /// A hole where no page of the range was ever written (or all were
+    /// cut away), and it lies within the file: what `read` would give is
+    /// zeros. Otherwise in memory.
+    fn residency(&self, offset: u64, len: usize) -> Residency {
+        let len = len as u64;
         let mut s = self.fs.lock();
         let image = &s.inode(self.id).volatile;
-        len > 0
+        let hole = len > 0
             && offset + len <= image.len
-            && image.pages.range(offset / PAGE..(offset + len).div_ceil(PAGE)).next().is_none()
+            && image.pages.range(offset / PAGE..(offset + len).div_ceil(PAGE)).next().is_none();
+        if hole { Residency::Hole } else { Residency::Memory }
     }
     fn flush_range(&self, offset: usize, len: usize) -> io::Result<()> {
         let mut s = self.fs.lock();
@@ -1004,6 +1055,7 @@ struct SimReadMap {
     fs: SimFs,
     id: usize,
     name: String,
+    len: usize,
 }
 
 impl std::fmt::Debug for SimReadMap {
@@ -1012,11 +1064,14 @@ impl std::fmt::Debug for SimReadMap {
     }
 }
 
-impl ReadMap for SimReadMap {
-    /// Resident or not as the run's generator says, so that gathers take
-    /// both the mapped and the batched path.
-    fn resident(&self, _offset: u64, _len: usize) -> bool {
-        self.fs.lock().rng.chance(0.5)
+impl Map for SimReadMap {
+    fn len(&self) -> usize {
+        self.len
+    }
+    /// As `bytes`, copied; panics where `bytes` fails.
+    unsafe fn read(&self, offset: usize, dst: &mut [u8]) {
+        let mut scratch = Vec::new();
+        dst.copy_from_slice(self.bytes(offset as u64, dst.len(), &mut scratch).expect("a read inside the file"));
     }
     fn bytes<'a>(&'a self, offset: u64, len: usize, scratch: &'a mut Vec<u8>) -> io::Result<&'a [u8]> {
         let mut s = self.fs.lock();
@@ -1031,5 +1086,25 @@ impl ReadMap for SimReadMap {
         scratch.resize(len, 0);
         inode.volatile.read(offset, scratch);
         Ok(&scratch[..])
+    }
+    unsafe fn write(&self, _: usize, _: &[u8]) {
+        panic!("a store into a read-only mapping");
+    }
+    unsafe fn store_word(&self, _: usize, _: u64) {
+        panic!("a store into a read-only mapping");
+    }
+    fn load_word(&self, offset: usize) -> u64 {
+        let mut word = [0; 8];
+        // SAFETY: nothing stores into a read-only mapping.
+        unsafe { self.read(offset, &mut word) };
+        u64::from_ne_bytes(word)
+    }
+    fn flush_range(&self, _: usize, _: usize) -> io::Result<()> {
+        Ok(())
+    }
+    /// In memory or not as the run's generator says, so that gathers take
+    /// both the mapped and the batched path.
+    fn residency(&self, _offset: u64, _len: usize) -> Residency {
+        if self.fs.lock().rng.chance(0.5) { Residency::Memory } else { Residency::Device }
     }
 }

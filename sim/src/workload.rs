@@ -266,7 +266,7 @@ impl Harness {
         let tail = (1u64 << 32) - 3000 - self.rng.below(2000);
         let meta = self.vfs.open(&Self::path().join("meta.zr"), OpenMode::Write).and_then(|f| {
             loaderx::io::write_all_at(&*f, &(tail as u32).to_le_bytes(), 8)?;
-            f.sync_all()
+            f.sync(loaderx::io::SyncKind::All)
         });
         self.fs.set_faults(faults);
         if let Err(e) = meta {

@@ -32,33 +32,33 @@ fn shared_locks_coexist_and_an_exclusive_one_stands_alone() {
         fs.open(path, OpenMode::Read).unwrap(),
         fs.open(path, OpenMode::Write).unwrap(),
     );
-    assert!(a.try_lock(LockKind::Shared).unwrap());
-    assert!(b.try_lock(LockKind::Shared).unwrap());
-    assert!(!c.try_lock(LockKind::Exclusive).unwrap());
+    assert!(a.lock(LockKind::Shared, false).unwrap());
+    assert!(b.lock(LockKind::Shared, false).unwrap());
+    assert!(!c.lock(LockKind::Exclusive, false).unwrap());
     // Every holder is this thread: a wait would never end.
-    assert_eq!(c.lock(LockKind::Exclusive).unwrap_err().kind(), ErrorKind::WouldBlock);
+    assert!(!c.lock(LockKind::Exclusive, true).unwrap());
     drop(a);
-    assert!(!c.try_lock(LockKind::Exclusive).unwrap(), "one shared holder is left");
+    assert!(!c.lock(LockKind::Exclusive, false).unwrap(), "one shared holder is left");
     drop(b);
-    c.lock(LockKind::Exclusive).unwrap();
+    assert!(c.lock(LockKind::Exclusive, true).unwrap());
     let d = fs.open(path, OpenMode::Read).unwrap();
-    assert!(!d.try_lock(LockKind::Shared).unwrap());
+    assert!(!d.lock(LockKind::Shared, false).unwrap());
     drop(c);
-    assert!(d.try_lock(LockKind::Shared).unwrap());
+    assert!(d.lock(LockKind::Shared, false).unwrap());
 }
 
 #[test]
 fn a_crash_releases_every_lock_and_an_old_holder_releases_nothing_after_it() {
     let (fs, path) = fs_with_file();
     let old = fs.open(path, OpenMode::Write).unwrap();
-    assert!(old.try_lock(LockKind::Exclusive).unwrap());
+    assert!(old.lock(LockKind::Exclusive, false).unwrap());
     fs.crash_now();
     fs.reboot(Persist::Everything);
     let new = fs.open(path, OpenMode::Write).unwrap();
-    assert!(new.try_lock(LockKind::Exclusive).unwrap(), "the crash released the lock");
+    assert!(new.lock(LockKind::Exclusive, false).unwrap(), "the crash released the lock");
     drop(old);
     let other = fs.open(path, OpenMode::Read).unwrap();
-    assert!(!other.try_lock(LockKind::Shared).unwrap(), "the new holder still holds it");
+    assert!(!other.lock(LockKind::Shared, false).unwrap(), "the new holder still holds it");
 }
 
 #[test]
@@ -72,7 +72,7 @@ fn a_read_only_filesystem_refuses_every_write() {
     assert_eq!(fs.rename(path, Path::new("/d/g")).unwrap_err().kind(), ErrorKind::ReadOnlyFilesystem);
     // Reads and locks work there.
     let file = fs.open(path, OpenMode::Read).unwrap();
-    assert!(file.try_lock(LockKind::Shared).unwrap());
+    assert!(file.lock(LockKind::Shared, false).unwrap());
 }
 
 fn store_on(fs: &SimFs) -> (Arc<dyn Vfs>, &'static Path, Zrecord) {
@@ -104,7 +104,7 @@ fn a_delete_or_compaction_beside_a_reader_is_refused_and_a_reader_beside_one() {
     writer.delete(&[1]).unwrap();
     // What a running delete or compaction holds.
     let held = vfs.open(&dir.join("readers.lock"), OpenMode::Write).unwrap();
-    held.lock(LockKind::Exclusive).unwrap();
+    assert!(held.lock(LockKind::Exclusive, true).unwrap());
     let err = Zrecord::open_in(vfs.clone(), dir, read_only()).unwrap_err();
     assert!(matches!(err, Error::MutationRunning { .. }), "{err}");
     drop(held);

@@ -21,7 +21,7 @@ use std::io;
 use std::path::Path;
 use std::sync::Mutex as StdMutex;
 
-use loaderx::io::{FileKind, LockKind, OpenMode, ReadMap, SharedMap, Vfs, VfsFile};
+use loaderx::io::{FileKind, Handle, LockKind, Map, MapMode, OpenMode, Residency, SyncKind, Vfs, VfsFile};
 use loaderx::{Codec, Error, Options, Zrecord};
 use loaderx_sim::fs::{Faults, SimFs};
 use loaderx_sim::rng::Rng;
@@ -53,7 +53,7 @@ unsafe impl Send for Token {}
 
 /// Race tokens, one per 16-byte slot of the mapping, created on first touch.
 struct LoomMap {
-    inner: Box<dyn SharedMap>,
+    inner: Box<dyn Map>,
     slots: StdMutex<BTreeMap<usize, std::sync::Arc<Token>>>,
 }
 
@@ -112,30 +112,29 @@ impl VfsFile for LoomFile {
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.inner.set_len(len)
     }
-    fn sync_data(&self) -> io::Result<()> {
-        if std::mem::take(&mut *self.fail_next_sync.lock().unwrap()) {
+    fn sync(&self, kind: SyncKind) -> io::Result<()> {
+        if kind == SyncKind::Data && std::mem::take(&mut *self.fail_next_sync.lock().unwrap()) {
             return Err(io::Error::other("injected EIO"));
         }
-        self.inner.sync_data()
+        self.inner.sync(kind)
     }
-    fn sync_all(&self) -> io::Result<()> {
-        self.inner.sync_all()
+    fn lock(&self, kind: LockKind, wait: bool) -> io::Result<bool> {
+        self.inner.lock(kind, wait)
     }
-    fn try_lock(&self, kind: LockKind) -> io::Result<bool> {
-        self.inner.try_lock(kind)
+    fn map(&self, len: usize, mode: MapMode) -> io::Result<Box<dyn Map>> {
+        let inner = self.inner.map(len, mode)?;
+        Ok(if mode == MapMode::Read {
+            inner
+        } else {
+            Box::new(LoomMap { inner, slots: StdMutex::new(BTreeMap::new()) })
+        })
     }
-    fn lock(&self, kind: LockKind) -> io::Result<()> {
-        self.inner.lock(kind)
-    }
-    fn map_shared(&self, len: usize, writable: bool) -> io::Result<Box<dyn SharedMap>> {
-        Ok(Box::new(LoomMap { inner: self.inner.map_shared(len, writable)?, slots: StdMutex::new(BTreeMap::new()) }))
-    }
-    fn map_read(&self, len: usize) -> io::Result<Box<dyn ReadMap>> {
-        self.inner.map_read(len)
+    fn handle(&self) -> Handle {
+        self.inner.handle()
     }
 }
 
-impl SharedMap for LoomMap {
+impl Map for LoomMap {
     fn len(&self) -> usize {
         self.inner.len()
     }
@@ -165,6 +164,12 @@ impl SharedMap for LoomMap {
     }
     fn flush_range(&self, offset: usize, len: usize) -> io::Result<()> {
         self.inner.flush_range(offset, len)
+    }
+    fn bytes<'a>(&'a self, offset: u64, len: usize, scratch: &'a mut Vec<u8>) -> io::Result<&'a [u8]> {
+        self.inner.bytes(offset, len, scratch)
+    }
+    fn residency(&self, offset: u64, len: usize) -> Residency {
+        self.inner.residency(offset, len)
     }
 }
 

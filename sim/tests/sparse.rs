@@ -1,4 +1,4 @@
-//! Holes on the simulated filesystem: `SharedMap::reads_zero` says so only
+//! Holes on the simulated filesystem: `Map::residency` says so only
 //! of bytes that read as zeros, and a store whose table and chunk files are
 //! sparse reads, scans and counts the same as its bytes say (the scans skip
 //! what the mapping knows to be a hole, and list the directory once for a
@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use loaderx::format::{MAGIC, VERSION, entry_offset};
-use loaderx::io::{OpenMode, Vfs, write_all_at};
+use loaderx::io::{MapMode, OpenMode, Residency, Vfs, write_all_at};
 use loaderx::{Options, Zrecord};
 use loaderx_sim::fs::{Faults, SimFs};
 use loaderx_sim::rng::Rng;
@@ -20,25 +20,25 @@ fn fs() -> (SimFs, Arc<dyn Vfs>) {
 }
 
 #[test]
-fn reads_zero_only_where_no_page_was_written_within_the_file() {
+fn a_hole_only_where_no_page_was_written_within_the_file() {
     let (_fs, vfs) = fs();
     vfs.create_dir_all(Path::new("/d")).unwrap();
     let file = vfs.open(Path::new("/d/f"), OpenMode::Create).unwrap();
     file.set_len(64 << 10).unwrap();
     write_all_at(&*file, &[0, 7], 3 * 4096 + 100).unwrap();
-    let map = file.map_shared(64 << 10, false).unwrap();
-    assert!(map.reads_zero(0, 3 * 4096), "pages 0..3 were never written");
-    assert!(map.reads_zero(4 * 4096, (64 << 10) - 4 * 4096), "pages 4.. were never written");
-    assert!(!map.reads_zero(3 * 4096 + 4000, 200), "the range reaches page 3, which was written");
-    assert!(!map.reads_zero(0, 64 << 10), "the whole file holds page 3");
-    assert!(!map.reads_zero(0, 0), "an empty range says nothing");
+    let map = file.map(64 << 10, MapMode::Shared { writable: false }).unwrap();
+    assert!(map.residency(0, 3 * 4096) == Residency::Hole, "pages 0..3 were never written");
+    assert!(map.residency(4 * 4096, (64 << 10) - 4 * 4096) == Residency::Hole, "pages 4.. were never written");
+    assert!(map.residency(3 * 4096 + 4000, 200) != Residency::Hole, "the range reaches page 3, which was written");
+    assert!(map.residency(0, 64 << 10) != Residency::Hole, "the whole file holds page 3");
+    assert!(map.residency(0, 0) != Residency::Hole, "an empty range says nothing");
     file.set_len(2 * 4096).unwrap();
-    assert!(!map.reads_zero(4096, 2 * 4096), "past the file's end is no hole: a read there faults");
-    assert!(map.reads_zero(0, 2 * 4096));
+    assert!(map.residency(4096, 2 * 4096) != Residency::Hole, "past the file's end is no hole: a read there faults");
+    assert!(map.residency(0, 2 * 4096) == Residency::Hole);
     let mut bytes = [1u8; 2 * 4096];
     // SAFETY: no thread writes the mapping.
     unsafe { map.read(0, &mut bytes) };
-    assert!(bytes.iter().all(|&b| b == 0), "what reads_zero claimed, read gives");
+    assert!(bytes.iter().all(|&b| b == 0), "what residency claimed, read gives");
 }
 
 /// A store on the simulated filesystem whose header claims 3 × 4,096 + 10

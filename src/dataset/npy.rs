@@ -1,7 +1,7 @@
 //! A `.npy` file as a source of fixed-shape records: the header parsed by
 //! [`npy_header`](super::npy_header) and checked against the file here, the
 //! data read through a read-only mapping (the I/O boundary's
-//! [`VfsFile::map_read`]), chunk by chunk, so a file larger than memory
+//! [`VfsFile::map`]), chunk by chunk, so a file larger than memory
 //! converts: the kernel pages the mapping in as it is read and may drop
 //! those pages again, nothing is copied to the heap but the dictionary
 //! sample.
@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use super::dtype::DType;
 use super::error::DatasetError;
 use super::npy_header::{Descr, HeaderDict, NPY_HEADER_BYTES_MAX, parse_header};
-use crate::io::{FileKind, OpenMode, ReadMap, Vfs, VfsFile};
+use crate::io::{FileKind, Map, MapMode, OpenMode, Vfs, VfsFile};
 
 /// What a `.npy` file's header says, checked against the file: `count`
 /// records of `record_shape` elements of `dtype` (`row_bytes` each), C
@@ -58,7 +58,7 @@ pub(crate) struct NpyFile {
     path: PathBuf,
     /// Kept open for as long as the mapping is used.
     _file: Box<dyn VfsFile>,
-    map: Box<dyn ReadMap>,
+    map: Box<dyn Map>,
     data_offset: u64,
     pub(crate) dtype: DType,
     pub(crate) count: u64,
@@ -113,7 +113,7 @@ impl NpyFile {
         if map_len == 0 {
             return Err(bad("empty file, not a .npy file".into()));
         }
-        let map = file.map_read(map_len).map_err(io("map .npy"))?;
+        let map = file.map(map_len, MapMode::Read).map_err(io("map .npy"))?;
         let head_len = file_len.min(NPY_HEADER_BYTES_MAX) as usize;
         let mut scratch = Vec::new();
         let head = map.bytes(0, head_len, &mut scratch).map_err(io("read .npy header"))?;

@@ -11,7 +11,7 @@ use super::dtype::DType;
 use super::error::DatasetError;
 pub use crate::format::SCHEMA_FILE;
 use crate::format::{Codec, RECORD_BYTES_MAX, SCHEMA_BYTES_MAX, SCHEMA_TMP_FILE};
-use crate::io::{OpenMode, Vfs, read_file, write_all_at};
+use crate::io::{OpenMode, SyncKind, Vfs, read_file, write_all_at};
 
 /// The value of the `format` key.
 pub const SCHEMA_FORMAT: &str = "loaderx-zrecord";
@@ -202,7 +202,7 @@ impl Schema {
         let file = vfs.open(&tmp, OpenMode::Create).map_err(io("create schema.json.tmp"))?;
         file.set_len(0).map_err(io("truncate schema.json.tmp"))?;
         write_all_at(&*file, self.to_json().as_bytes(), 0).map_err(io("write schema.json.tmp"))?;
-        file.sync_all().map_err(io("sync schema.json.tmp"))?;
+        file.sync(SyncKind::All).map_err(io("sync schema.json.tmp"))?;
         drop(file);
         vfs.rename(&tmp, &dir.join(SCHEMA_FILE)).map_err(io("rename schema.json.tmp"))?;
         vfs.sync_dir(dir).map_err(io("sync dataset directory"))

@@ -19,7 +19,7 @@ use super::error::DatasetError;
 use super::schema::Schema;
 use crate::format::{RECORDS_MAX, SHARDS_FILE_BYTES_MAX, SHARDS_TMP_FILE, shard_dir_name};
 pub use crate::format::{SHARDS_FILE, SHARDS_MAX};
-use crate::io::{OpenMode, Vfs, read_file, write_all_at};
+use crate::io::{OpenMode, SyncKind, Vfs, read_file, write_all_at};
 
 /// The value of the shard table's `format` key.
 pub const SHARDS_FORMAT: &str = "loaderx-sharded";
@@ -154,7 +154,7 @@ impl ShardTable {
         let file = vfs.open(&tmp, OpenMode::Create).map_err(io("create shards.json.tmp"))?;
         file.set_len(0).map_err(io("truncate shards.json.tmp"))?;
         write_all_at(&*file, self.to_json().as_bytes(), 0).map_err(io("write shards.json.tmp"))?;
-        file.sync_all().map_err(io("sync shards.json.tmp"))?; // SYNC M1
+        file.sync(SyncKind::All).map_err(io("sync shards.json.tmp"))?; // SYNC M1
         drop(file);
         vfs.rename(&tmp, &root.join(SHARDS_FILE)).map_err(io("rename shards.json.tmp"))?;
         vfs.sync_dir(root).map_err(io("sync dataset directory")) // SYNC M2

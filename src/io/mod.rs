@@ -7,11 +7,16 @@
 //! to store code.
 //!
 //! The operations are the ones the crash-ordering in `docs/crash-safety.md` is
-//! written in: positional reads and writes that may be short, `sync_data`,
-//! `sync_all`, `set_len`, directory listing and fsync, rename, advisory locks,
-//! a shared writable mapping of `meta.zr` with ranged flushes, read-only
-//! mappings of chunk files, and batched positional reads
-//! ([`VfsFile::read_batch`]) for records that are not in memory.
+//! written in: positional reads and writes that may be short, syncs
+//! ([`SyncKind`]: `fdatasync`, `fsync`), `set_len`, directory listing and
+//! fsync, rename, advisory locks, mappings ([`MapMode`]: a shared writable
+//! one of `meta.zr` with ranged flushes, read-only ones of chunk files),
+//! and batched positional reads over several files ([`Vfs::read_batch`])
+//! for records that are not in memory.
+//!
+//! Three traits, 26 methods: [`Vfs`] (9), [`VfsFile`] (9), [`Map`] (8).
+//! An implementation knows its own files in a batch by their [`Handle`],
+//! never by their type.
 
 pub mod real;
 #[cfg(feature = "remote")]
@@ -63,7 +68,55 @@ pub enum LockKind {
     Exclusive,
 }
 
-/// What [`VfsFile::read_batch`] runs on, chosen at run time.
+/// What [`VfsFile::sync`] makes durable, or starts to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncKind {
+    /// The written data (`fdatasync`).
+    Data,
+    /// The data and the metadata, the length included (`fsync`).
+    All,
+    /// Nothing: starts writing the bytes `offset..offset + len` back to the
+    /// device without waiting for it (Linux
+    /// `sync_file_range(SYNC_FILE_RANGE_WRITE)`), a hint that lets the disk
+    /// work while the caller computes; [`SyncKind::Data`] still must
+    /// follow. An implementation without it does nothing.
+    StartWriteback {
+        /// Where in the file.
+        offset: u64,
+        /// How many bytes.
+        len: u64,
+    },
+}
+
+/// How [`VfsFile::map`] maps a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapMode {
+    /// The first `len` bytes, all inside the file, shared; writable if
+    /// `writable` (the file must be open for writing): a file read and
+    /// stored into through its mapping (`meta.zr`).
+    Shared {
+        /// Stores allowed.
+        writable: bool,
+    },
+    /// Read-only, read at random; `len` may pass the file's end, but only
+    /// bytes below it may be read: chunk files, `.npy` inputs.
+    Read,
+}
+
+/// What reading a mapping's bytes costs ([`Map::residency`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Residency {
+    /// They read as zeros, known without reading them: a hole the
+    /// implementation tracks (the simulated filesystem's unwritten pages).
+    Hole,
+    /// They are in memory, so reading them waits for no device, or the
+    /// implementation cannot tell (then the caller reads as if they were).
+    Memory,
+    /// At least one of them must come from the device.
+    Device,
+}
+
+/// What [`Vfs::read_batch`] runs on, chosen at run time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReadEngine {
     /// Linux io_uring: a batch's reads are submitted together, many in flight.
@@ -74,13 +127,12 @@ pub enum ReadEngine {
     /// One positional read after another (the simulator; the default).
     Sequential,
     /// Ranged GETs to object storage, coalesced, many in flight (the
-    /// remote backend, `src/io/remote/`): a gather is one batch, so that
-    /// neighbouring records share requests.
+    /// remote backend, `src/io/remote/`).
     Remote,
 }
 
 impl ReadEngine {
-    /// `io_uring`, `threads`, `sequential`.
+    /// `io_uring`, `threads`, `sequential`, `remote`.
     pub fn name(self) -> &'static str {
         match self {
             ReadEngine::IoUring => "io_uring",
@@ -89,7 +141,22 @@ impl ReadEngine {
             ReadEngine::Remote => "remote",
         }
     }
+
+    /// Whether a gather's reads are cut into parallel tasks. Not on
+    /// object storage: there a gather is one batch, so that its records'
+    /// ranges coalesce across the whole gather (its requests are in flight
+    /// together anyway).
+    pub fn splits_gathers(self) -> bool {
+        self != ReadEngine::Remote
+    }
 }
+
+/// How the filesystem that opened a file names it in a batch of reads over
+/// several files ([`Vfs::read_batch`]), which resolves it: the real
+/// filesystem's is the file's descriptor, the remote backend's an index
+/// into the objects it has opened. Meaningful to that filesystem only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Handle(pub u64);
 
 /// One read of a batch: `buf.len()` bytes at `offset`.
 #[derive(Debug)]
@@ -146,30 +213,29 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     /// Atomically renames `from` to `to`, replacing `to` (durable after
     /// [`Vfs::sync_dir`]).
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
-    /// What [`VfsFile::read_batch`] of this filesystem's files runs on.
+    /// What [`Vfs::read_batch`] runs on.
     fn read_engine(&self) -> ReadEngine {
         ReadEngine::Sequential
     }
-    /// [`VfsFile::read_batch`] over several files at once: read `k` from
-    /// `files[k]`, all in flight together where the implementation can (a
-    /// store's chunk files are 4 GiB each, so one gather's records span
-    /// many), `then` run on each as it completes. The default runs each run
-    /// of consecutive reads of one file as one batch; `BatchError::index` is
-    /// a position in `reads`.
-    fn read_batch_files(
+    /// Reads `reads[k]` from `files[k]` (files this filesystem opened, each
+    /// named by its [`VfsFile::handle`]), every read whole (a short read
+    /// continues where it stopped), with as many in flight as the
+    /// implementation can, over all the files at once (a store's chunk
+    /// files are 4 GiB each, so one gather's records span many). Returns
+    /// once every read has completed, failed ones included: no read writes
+    /// into a buffer after the call returns. `then` runs on each read as it
+    /// completes ([`Then`]). A read past the end of its file fails with
+    /// `UnexpectedEof`; `BatchError::index` is a position in `reads`. The
+    /// default reads one after another.
+    fn read_batch(
         &self,
         files: &[&dyn VfsFile],
         reads: &mut [BatchRead<'_>],
         then: Then<'_>,
     ) -> Result<(), BatchError> {
-        let mut start = 0;
-        while start < reads.len() {
-            let same = |k: &usize| std::ptr::addr_eq(files[*k], files[start]);
-            let end = (start..reads.len()).find(|k| !same(k)).unwrap_or(reads.len());
-            files[start]
-                .read_batch(&mut reads[start..end], &|k, read| then(start + k, read))
-                .map_err(|e| BatchError { index: start + e.index, error: e.error })?;
-            start = end;
+        for (index, (file, read)) in files.iter().zip(reads.iter_mut()).enumerate() {
+            read_exact_at(*file, read.buf, read.offset).map_err(|error| BatchError { index, error })?;
+            then(index, read);
         }
         Ok(())
     }
@@ -184,46 +250,22 @@ pub trait VfsFile: Send + Sync + fmt::Debug {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
     /// Writes up to `buf.len()` bytes at `offset`; may write fewer.
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize>;
-    /// Sets the length (durable after [`VfsFile::sync_all`]).
+    /// Sets the length (durable after [`SyncKind::All`]).
     fn set_len(&self, len: u64) -> io::Result<()>;
-    /// Makes the written data durable (`fdatasync`).
-    fn sync_data(&self) -> io::Result<()>;
-    /// Makes the data and the metadata, the length included, durable (`fsync`).
-    fn sync_all(&self) -> io::Result<()>;
-    /// Starts writing `len` bytes at `offset` back to the device without
-    /// waiting for it (Linux `sync_file_range(SYNC_FILE_RANGE_WRITE)`): a
-    /// hint that lets the disk work while the caller computes. It makes
-    /// nothing durable; [`sync_data`](Self::sync_data) still must. The
-    /// default does nothing.
-    fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
-        let _ = (offset, len);
-        Ok(())
-    }
-    /// Reads every request of `reqs` whole (a short read continues where it
-    /// stopped), with as many in flight as the implementation can, and
-    /// returns once every read has completed, failed ones included: no read
-    /// writes into a buffer after the call returns. `then` runs on each read
-    /// as it completes ([`Then`]). Reads past the end of the file fail with
-    /// `UnexpectedEof`. The default reads one after another.
-    fn read_batch(&self, reqs: &mut [BatchRead<'_>], then: Then<'_>) -> Result<(), BatchError> {
-        for (index, req) in reqs.iter_mut().enumerate() {
-            read_exact_at(self, req.buf, req.offset).map_err(|error| BatchError { index, error })?;
-            then(index, req);
-        }
-        Ok(())
-    }
-    /// The operating system's descriptor of the file, where there is one
-    /// (the real filesystem: so that reads of several files can go in one
-    /// submission, [`Vfs::read_batch_files`]).
-    fn raw_fd(&self) -> Option<i32> {
-        None
-    }
-    /// The implementation's own type, where its filesystem's
-    /// [`Vfs::read_batch_files`] needs more of its files than a descriptor
-    /// (the remote backend: the object behind each).
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        None
-    }
+    /// Makes what `kind` says durable, or starts to ([`SyncKind`]).
+    fn sync(&self, kind: SyncKind) -> io::Result<()>;
+    /// Takes an advisory lock (`flock`), released when the file is closed:
+    /// `Ok(false)` if another open file holds a conflicting one and `wait`
+    /// is off. With `wait`, waits until conflicting holders release theirs
+    /// (`ErrorKind::Interrupted` if a signal interrupts the wait), and
+    /// `Ok(false)` only where the wait could never end (the simulator runs
+    /// one thread).
+    fn lock(&self, kind: LockKind, wait: bool) -> io::Result<bool>;
+    /// Maps the first `len` bytes as `mode` says.
+    fn map(&self, len: usize, mode: MapMode) -> io::Result<Box<dyn Map>>;
+    /// How the filesystem that opened the file names it in
+    /// [`Vfs::read_batch`].
+    fn handle(&self) -> Handle;
     /// For a file opened [`OpenMode::ReadDirect`]: the alignment, a power
     /// of two, of every read's offset, length and buffer address. The
     /// default is 4096, which every Linux filesystem that supports
@@ -231,30 +273,15 @@ pub trait VfsFile: Send + Sync + fmt::Debug {
     fn direct_alignment(&self) -> usize {
         4096
     }
-    /// Takes an advisory lock (`flock`) without waiting: `Ok(false)` if
-    /// another open file holds a conflicting one. Released when the file is
-    /// closed.
-    fn try_lock(&self, kind: LockKind) -> io::Result<bool>;
-    /// Takes an advisory lock as [`VfsFile::try_lock`] does, waiting until
-    /// conflicting holders release theirs. `ErrorKind::Interrupted` if a
-    /// signal interrupts the wait; `ErrorKind::WouldBlock` where waiting can
-    /// never end (the simulator runs one thread).
-    fn lock(&self, kind: LockKind) -> io::Result<()>;
-    /// Maps the first `len` bytes shared (the file must be at least that
-    /// long), writable if `writable` (the file must be open for writing).
-    fn map_shared(&self, len: usize, writable: bool) -> io::Result<Box<dyn SharedMap>>;
-    /// Maps the first `len` bytes read-only; `len` may exceed the file's
-    /// length, but only bytes below the length may be read.
-    fn map_read(&self, len: usize) -> io::Result<Box<dyn ReadMap>>;
 }
 
-/// A shared writable mapping of a file (the metadata file).
+/// A mapping of a file ([`VfsFile::map`]).
 ///
-/// Stores into it change the file's page cache at once; they become durable
-/// when a [`SharedMap::flush_range`] covering them returns, or earlier, at any
-/// time, by writeback.
+/// Stores into a writable one change the file's page cache at once; they
+/// become durable when a [`Map::flush_range`] covering them returns, or
+/// earlier, at any time, by writeback.
 #[allow(clippy::len_without_is_empty)] // a mapping is never empty
-pub trait SharedMap: Send + Sync + fmt::Debug {
+pub trait Map: Send + Sync + fmt::Debug {
     /// Length of the mapping.
     fn len(&self) -> usize;
     /// Copies `dst.len()` bytes at `offset` out of the mapping.
@@ -262,6 +289,14 @@ pub trait SharedMap: Send + Sync + fmt::Debug {
     /// # Safety
     /// No thread of this process writes those bytes concurrently.
     unsafe fn read(&self, offset: usize, dst: &mut [u8]);
+    /// The bytes `offset..offset + len` of a read-only mapping, borrowed
+    /// from it when the implementation can, otherwise copied into
+    /// `scratch`. Panics on a writable mapping (read it with
+    /// [`Map::read`]).
+    ///
+    /// The caller guarantees the range lies below the file's length; `Err`
+    /// for a range past the mapping.
+    fn bytes<'a>(&'a self, offset: u64, len: usize, scratch: &'a mut Vec<u8>) -> io::Result<&'a [u8]>;
     /// Copies `src` into the mapping at `offset`. Panics on a read-only mapping.
     ///
     /// # Safety
@@ -269,43 +304,24 @@ pub trait SharedMap: Send + Sync + fmt::Debug {
     unsafe fn write(&self, offset: usize, src: &[u8]);
     /// Stores one aligned 8-byte word (`offset % 8 == 0`) with a single
     /// atomic store, so a concurrent writeback, or a concurrent
-    /// [`SharedMap::load_word`], sees the old or the new word, never a mix.
+    /// [`Map::load_word`], sees the old or the new word, never a mix.
+    /// Panics on a read-only mapping.
     ///
     /// # Safety
     /// No other thread of this process writes those bytes concurrently, or
-    /// reads them other than with [`SharedMap::load_word`].
+    /// reads them other than with [`Map::load_word`].
     unsafe fn store_word(&self, offset: usize, word: u64);
     /// Loads the aligned 8-byte word at `offset` (`offset % 8 == 0`) with one
-    /// atomic load, the counterpart of [`SharedMap::store_word`]; safe against
+    /// atomic load, the counterpart of [`Map::store_word`]; safe against
     /// concurrent stores, even by other processes.
     fn load_word(&self, offset: usize) -> u64;
-    /// Makes the bytes `offset..offset + len` durable (`msync`).
+    /// Makes the bytes `offset..offset + len` durable (`msync`); nothing to
+    /// do on a read-only mapping.
     fn flush_range(&self, offset: usize, len: usize) -> io::Result<()>;
-    /// True only when the bytes `offset..offset + len` are known to read as
-    /// zeros without reading them: a hole the implementation tracks (the
-    /// simulated filesystem's unwritten pages). A hint that lets a scan skip
-    /// them; the default, for an implementation that cannot tell cheaply, is
-    /// `false`, and then the caller reads them.
-    fn reads_zero(&self, _offset: usize, _len: usize) -> bool {
-        false
-    }
-}
-
-/// A read-only mapping of a chunk file.
-pub trait ReadMap: Send + Sync + fmt::Debug {
-    /// The bytes `offset..offset + len`, borrowed from the mapping when it can
-    /// (the real filesystem), otherwise copied into `scratch`.
-    ///
-    /// The caller guarantees the range lies below the file's length; `Err`
-    /// for a range past the mapping.
-    fn bytes<'a>(&'a self, offset: u64, len: usize, scratch: &'a mut Vec<u8>) -> io::Result<&'a [u8]>;
-    /// Whether the bytes `offset..offset + len` are in memory now, so that
-    /// reading them through the mapping waits for no device (`mincore`).
-    /// The default, for an implementation that cannot tell: `true`.
-    fn resident(&self, offset: u64, len: usize) -> bool {
-        let _ = (offset, len);
-        true
-    }
+    /// What reading the bytes `offset..offset + len` costs now: a hint
+    /// that lets a scan skip a [`Residency::Hole`], and a gather choose
+    /// between the mapping and batched reads.
+    fn residency(&self, offset: u64, len: usize) -> Residency;
 }
 
 /// Reads exactly `buf.len()` bytes at `offset`, looping over short reads.

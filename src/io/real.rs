@@ -13,7 +13,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use memmap2::{Mmap, MmapMut, MmapOptions};
 
-use super::{BatchError, BatchRead, FileKind, LockKind, OpenMode, ReadEngine, ReadMap, SharedMap, Then, Vfs, VfsFile};
+use super::{
+    BatchError, BatchRead, FileKind, Handle, LockKind, Map, MapMode, OpenMode, ReadEngine, Residency, SyncKind, Then,
+    Vfs, VfsFile,
+};
 
 /// Threads of the pool [`ReadEngine::Threads`] reads on: reads in flight.
 const IO_THREADS: usize = 32;
@@ -184,21 +187,20 @@ impl Vfs for RealFs {
         read_engine()
     }
 
-    fn read_batch_files(
+    /// One io_uring submission over all the files (each named by its
+    /// descriptor, its [`Handle`]), or the I/O thread pool across them.
+    fn read_batch(
         &self,
         files: &[&dyn VfsFile],
         reads: &mut [BatchRead<'_>],
         then: Then<'_>,
     ) -> Result<(), BatchError> {
-        let fds: Option<Vec<i32>> = files.iter().map(|f| f.raw_fd()).collect();
         #[cfg(target_os = "linux")]
         if read_engine() == ReadEngine::IoUring
-            && let Some(fds) = &fds
-            && super::uring::read_batch(&|k| fds[k], reads, then)?
+            && super::uring::read_batch(&|k| files[k].handle().0 as i32, reads, then)?
         {
             return Ok(());
         }
-        let _ = fds;
         use rayon::prelude::*;
         io_pool().install(|| {
             reads
@@ -231,30 +233,13 @@ impl VfsFile for RealFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.file.read_at(buf, offset)
     }
-    fn raw_fd(&self) -> Option<i32> {
+    fn handle(&self) -> Handle {
         use std::os::fd::AsRawFd;
-        Some(self.file.as_raw_fd())
+        Handle(self.file.as_raw_fd() as u64)
     }
     #[cfg(target_os = "linux")]
     fn direct_alignment(&self) -> usize {
         direct_alignment(&self.file).unwrap_or(4096)
-    }
-    fn read_batch(&self, reqs: &mut [BatchRead<'_>], then: Then<'_>) -> Result<(), BatchError> {
-        #[cfg(target_os = "linux")]
-        if read_engine() == ReadEngine::IoUring {
-            use std::os::fd::AsRawFd;
-            let fd = self.file.as_raw_fd();
-            if super::uring::read_batch(&|_| fd, reqs, then)? {
-                return Ok(());
-            }
-        }
-        use rayon::prelude::*;
-        io_pool().install(|| {
-            reqs.par_iter_mut()
-                .enumerate()
-                .with_max_len(1)
-                .try_for_each(|(index, req)| pool_read(self, index, req, then))
-        })
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
         self.file.write_at(buf, offset)
@@ -262,25 +247,21 @@ impl VfsFile for RealFile {
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.file.set_len(len)
     }
-    fn sync_data(&self) -> io::Result<()> {
-        self.file.sync_data()
+    fn sync(&self, kind: SyncKind) -> io::Result<()> {
+        match kind {
+            SyncKind::Data => self.file.sync_data(),
+            SyncKind::All => self.file.sync_all(),
+            SyncKind::StartWriteback { offset, len } => start_writeback(&self.file, offset, len),
+        }
     }
-    fn sync_all(&self) -> io::Result<()> {
-        self.file.sync_all()
-    }
-    #[cfg(target_os = "linux")]
-    fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
-        use std::os::fd::AsRawFd;
-        let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
-            return Err(io::Error::from(io::ErrorKind::InvalidInput));
-        };
-        // SAFETY: `sync_file_range` takes a descriptor and integers and
-        // touches no memory of this process; the descriptor is owned by
-        // `self.file`, open for the duration of the call.
-        let rc = unsafe { libc::sync_file_range(self.file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE) };
-        if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
-    }
-    fn try_lock(&self, kind: LockKind) -> io::Result<bool> {
+    fn lock(&self, kind: LockKind, wait: bool) -> io::Result<bool> {
+        if wait {
+            match kind {
+                LockKind::Shared => self.file.lock_shared()?,
+                LockKind::Exclusive => self.file.lock()?,
+            }
+            return Ok(true);
+        }
         let result = match kind {
             LockKind::Shared => self.file.try_lock_shared(),
             LockKind::Exclusive => self.file.try_lock(),
@@ -291,13 +272,36 @@ impl VfsFile for RealFile {
             Err(fs::TryLockError::Error(e)) => Err(e),
         }
     }
-    fn lock(&self, kind: LockKind) -> io::Result<()> {
-        match kind {
-            LockKind::Shared => self.file.lock_shared(),
-            LockKind::Exclusive => self.file.lock(),
+    fn map(&self, len: usize, mode: MapMode) -> io::Result<Box<dyn Map>> {
+        match mode {
+            MapMode::Shared { writable } => self.map_shared(len, writable),
+            MapMode::Read => self.map_read(len),
         }
     }
-    fn map_shared(&self, len: usize, writable: bool) -> io::Result<Box<dyn SharedMap>> {
+}
+
+/// Starts writeback of `len` bytes at `offset` ([`SyncKind::StartWriteback`]).
+#[cfg(target_os = "linux")]
+fn start_writeback(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    };
+    // SAFETY: `sync_file_range` takes a descriptor and integers and
+    // touches no memory of this process; the descriptor is owned by
+    // `file`, open for the duration of the call.
+    let rc = unsafe { libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE) };
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn start_writeback(_file: &File, _offset: u64, _len: u64) -> io::Result<()> {
+    Ok(())
+}
+
+impl RealFile {
+    /// [`MapMode::Shared`].
+    fn map_shared(&self, len: usize, writable: bool) -> io::Result<Box<dyn Map>> {
         if self.len()? < len as u64 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "mapping past the end of the file"));
         }
@@ -315,9 +319,11 @@ impl VfsFile for RealFile {
             let ptr = map.as_ptr().cast_mut();
             (Mapping::ReadOnly(map), ptr)
         };
-        Ok(Box::new(RealSharedMap { map, ptr }))
+        Ok(Box::new(RealMap { map, ptr, probe: None }))
     }
-    fn map_read(&self, len: usize) -> io::Result<Box<dyn ReadMap>> {
+
+    /// [`MapMode::Read`].
+    fn map_read(&self, len: usize) -> io::Result<Box<dyn Map>> {
         // SAFETY: a read-only shared mapping may extend past the end of the
         // file; the store reads only ranges below the file's length (its
         // table entries are validated against the length before any read), so
@@ -336,7 +342,8 @@ impl VfsFile for RealFile {
         // missed costs its own pages, not megabytes around it that would
         // also make later samples find the store "in memory". A hint.
         let _ = map.advise(memmap2::Advice::Random);
-        Ok(Box::new(RealReadMap { map, file: self.file.try_clone()? }))
+        let ptr = map.as_ptr().cast_mut();
+        Ok(Box::new(RealMap { map: Mapping::ReadOnly(map), ptr, probe: Some(self.file.try_clone()?) }))
     }
 }
 
@@ -346,22 +353,29 @@ enum Mapping {
     ReadOnly(Mmap),
 }
 
+/// A mapping: [`MapMode::Shared`] (read-only or writable) or
+/// [`MapMode::Read`] (read-only, with `probe`).
 #[derive(Debug)]
-struct RealSharedMap {
+struct RealMap {
     map: Mapping,
     /// The mapping's base, taken once so that stores need no `&mut`; written
     /// through only for a `Mapping::Writable`.
     ptr: *mut u8,
+    /// For [`MapMode::Read`]: the file, for residency probes that take no
+    /// lock of the address space (`cachestat`; a `mincore` does, and waits
+    /// behind every `mmap` and `munmap` of the process: milliseconds under
+    /// an allocator's churn). A [`MapMode::Shared`] mapping is not probed.
+    probe: Option<File>,
 }
 
 // SAFETY: the raw pointer points into the mapping owned by `map`, which lives
 // as long as `self`; concurrent access is governed by the `unsafe` contracts
 // of `read` and `write`.
-unsafe impl Send for RealSharedMap {}
+unsafe impl Send for RealMap {}
 // SAFETY: as for `Send`.
-unsafe impl Sync for RealSharedMap {}
+unsafe impl Sync for RealMap {}
 
-impl RealSharedMap {
+impl RealMap {
     fn check(&self, offset: usize, len: usize) {
         assert!(offset.checked_add(len).is_some_and(|end| end <= self.len()), "mapping access out of bounds");
     }
@@ -372,7 +386,7 @@ impl RealSharedMap {
     }
 }
 
-impl SharedMap for RealSharedMap {
+impl Map for RealMap {
     fn len(&self) -> usize {
         match &self.map {
             Mapping::Writable(map) => map.len(),
@@ -413,16 +427,32 @@ impl SharedMap for RealSharedMap {
             Mapping::ReadOnly(_) => Ok(()),
         }
     }
-}
-
-#[derive(Debug)]
-struct RealReadMap {
-    map: Mmap,
-    /// The file, for residency probes that take no lock of the address
-    /// space (`cachestat`; a `mincore` does, and waits behind every `mmap`
-    /// and `munmap` of the process: milliseconds under an allocator's
-    /// churn).
-    file: File,
+    fn bytes<'a>(&'a self, offset: u64, len: usize, _scratch: &'a mut Vec<u8>) -> io::Result<&'a [u8]> {
+        let Mapping::ReadOnly(map) = &self.map else { panic!("bytes of a writable mapping") };
+        usize::try_from(offset)
+            .ok()
+            .and_then(|start| Some(start..start.checked_add(len)?))
+            .and_then(|range| map.get(range))
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "read past the chunk mapping"))
+    }
+    fn residency(&self, offset: u64, len: usize) -> Residency {
+        let Some(file) = &self.probe else { return Residency::Memory };
+        let Some(end) = usize::try_from(offset).ok().and_then(|o| o.checked_add(len)) else { return Residency::Device };
+        if len == 0 || end > self.len() {
+            return if len == 0 { Residency::Memory } else { Residency::Device };
+        }
+        let resident = |yes: bool| if yes { Residency::Memory } else { Residency::Device };
+        #[cfg(target_os = "linux")]
+        if let Some(cached) = probe_cached(file, offset, end as u64) {
+            return resident(cached);
+        }
+        let _ = file;
+        // SAFETY: in bounds of the mapping (checked just above).
+        let ptr = unsafe { self.ptr.add(offset as usize) };
+        let page = page_size();
+        let pages = (ptr as usize + len).div_ceil(page) - ptr as usize / page;
+        resident(count_resident(ptr, len) == pages as u64)
+    }
 }
 
 /// Whether every page of `offset..end` of `file` is in the page cache,
@@ -572,29 +602,4 @@ fn blocking(file: &File) -> io::Result<()> {
     }
     let _ = file;
     Ok(())
-}
-
-impl ReadMap for RealReadMap {
-    fn resident(&self, offset: u64, len: usize) -> bool {
-        let Some(end) = usize::try_from(offset).ok().and_then(|o| o.checked_add(len)) else { return false };
-        if len == 0 || end > self.map.len() {
-            return len == 0;
-        }
-        #[cfg(target_os = "linux")]
-        if let Some(resident) = probe_cached(&self.file, offset, end as u64) {
-            return resident;
-        }
-        // SAFETY: in bounds of the mapping (checked just above).
-        let ptr = unsafe { self.map.as_ptr().add(offset as usize) };
-        let page = page_size();
-        let pages = (ptr as usize + len).div_ceil(page) - ptr as usize / page;
-        count_resident(ptr, len) == pages as u64
-    }
-    fn bytes<'a>(&'a self, offset: u64, len: usize, _scratch: &'a mut Vec<u8>) -> io::Result<&'a [u8]> {
-        usize::try_from(offset)
-            .ok()
-            .and_then(|start| Some(start..start.checked_add(len)?))
-            .and_then(|range| self.map.get(range))
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "read past the chunk mapping"))
-    }
 }

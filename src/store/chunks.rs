@@ -22,14 +22,14 @@ use super::access::Home;
 use super::entry::ValidEntry;
 use crate::error::{Corruption, Error, Result};
 use crate::format::{CHUNK_BYTES_MAX, CHUNKS_MAX, Frontier, chunk_file_name, chunk_id_of};
-use crate::io::{BatchRead, NOTHING, OpenMode, ReadMap, Then, Vfs, VfsFile};
+use crate::io::{BatchRead, Map, MapMode, NOTHING, OpenMode, Residency, SyncKind, Then, Vfs, VfsFile};
 use crate::sync::{AtomicU64, Ordering};
 
 /// One open chunk file.
 #[derive(Debug)]
 pub(crate) struct Chunk {
     file: Box<dyn VfsFile>,
-    map: Box<dyn ReadMap>,
+    map: Box<dyn Map>,
     len: AtomicU64,
     /// The file opened again `O_DIRECT`, with its direct alignment (asked
     /// once: `statx`), on the first direct read
@@ -72,15 +72,15 @@ impl Chunk {
 
     /// `fdatasync`.
     pub(crate) fn sync_data(&self) -> io::Result<()> {
-        self.file.sync_data()
+        self.file.sync(SyncKind::Data)
     }
 
     /// Starts writeback of `offset..end` (a hint; see
-    /// [`VfsFile::start_writeback`]): a failure is ignored, the sync that
+    /// [`SyncKind::StartWriteback`]): a failure is ignored, the sync that
     /// follows reports real errors.
     pub(crate) fn start_writeback(&self, offset: u64, end: u64) {
         if end > offset {
-            let _ = self.file.start_writeback(offset, end - offset);
+            let _ = self.file.sync(SyncKind::StartWriteback { offset, len: end - offset });
         }
     }
 }
@@ -176,7 +176,7 @@ impl ChunkSet {
     /// Creates the empty chunk file `0.zr` of a new store in `dir`, durably
     /// (its directory entry is the caller's to sync: "Store creation").
     pub(crate) fn create_first(vfs: &dyn Vfs, dir: &Path) -> io::Result<()> {
-        vfs.open(&dir.join(chunk_file_name(0)), OpenMode::Create)?.sync_all()
+        vfs.open(&dir.join(chunk_file_name(0)), OpenMode::Create)?.sync(SyncKind::All)
     }
 
     /// Chunk `id` if it is open already (no I/O).
@@ -199,7 +199,7 @@ impl ChunkSet {
 
     fn install(cell: &OnceLock<Chunk>, file: Box<dyn VfsFile>) -> io::Result<&Chunk> {
         let len = file.len()?.min(CHUNK_BYTES_MAX);
-        let map = file.map_read(CHUNK_BYTES_MAX as usize)?;
+        let map = file.map(CHUNK_BYTES_MAX as usize, MapMode::Read)?;
         // Another thread may have opened it meanwhile: either copy is fine.
         let _ = cell.set(Chunk { file, map, len: AtomicU64::new(len), direct: OnceLock::new() });
         Ok(cell.get().expect("just set"))
@@ -267,7 +267,7 @@ impl ChunkSet {
 
     /// Runs positional reads of chunk bytes (chunk id, how, read), all of
     /// whose chunks are open (the entries were located), in (chunk, via,
-    /// offset) order and all in flight together ([`Vfs::read_batch_files`]),
+    /// offset) order and all in flight together ([`Vfs::read_batch`]),
     /// with `then(k, read)` for read `k` of `reads` as it completes. A
     /// [`Via::Direct`] read must be aligned to its chunk's
     /// [`ChunkSet::direct_alignment`].
@@ -286,7 +286,7 @@ impl ChunkSet {
         let (order, ids): (Vec<usize>, Vec<u16>) = reads.iter().map(|(k, (id, _, _))| (*k, *id)).unzip();
         let mut reads: Vec<BatchRead<'_>> = reads.into_iter().map(|(_, (_, _, read))| read).collect();
         let then: Then<'_> = &|k, read| then(order[k], read);
-        self.vfs().read_batch_files(&files, &mut reads, then).map_err(|e| match e.error.kind() {
+        self.vfs().read_batch(&files, &mut reads, then).map_err(|e| match e.error.kind() {
             // Every read was validated against the length it knew.
             io::ErrorKind::UnexpectedEof if !self.writable() => {
                 self.changed(None, format!("{}.zr is shorter than it knew", ids[e.index]))
@@ -322,7 +322,9 @@ impl ChunkSet {
     /// be opened counts as resident: the read reports its error).
     pub(crate) fn resident(&self, valid: &ValidEntry) -> bool {
         match self.get(valid.loc().chunk) {
-            Ok(Some(chunk)) => chunk.map.resident(u64::from(valid.loc().offset), valid.phys() as usize),
+            Ok(Some(chunk)) => {
+                chunk.map.residency(u64::from(valid.loc().offset), valid.phys() as usize) != Residency::Device
+            }
             _ => true,
         }
     }
@@ -403,7 +405,7 @@ impl ChunkSet {
         let chunk = self.cell_mut(id).and_then(OnceLock::get_mut).expect("opened above");
         chunk.len.store(len, Ordering::Release); // before the file shrinks
         chunk.file.set_len(len)?;
-        chunk.file.sync_all()
+        chunk.file.sync(SyncKind::All)
     }
 
     /// How many chunk files lie past chunk `last` (what

@@ -6,7 +6,7 @@ use super::Zrecord;
 use super::codec::{self, Dictionary};
 use crate::error::{Error, Result};
 use crate::format::{DICT_FILE, DICT_TMP_FILE};
-use crate::io::{OpenMode, write_all_at};
+use crate::io::{OpenMode, SyncKind, write_all_at};
 
 /// Smallest dictionary the default sizing picks.
 pub const DICT_BYTES_DEFAULT_MIN: usize = 8 << 10;
@@ -70,7 +70,7 @@ impl Zrecord {
         let file = vfs.open(&tmp, OpenMode::Create).map_err(|e| self.io("create dict.zr", e))?;
         file.set_len(0).map_err(|e| self.io("truncate dict.zr.tmp", e))?;
         write_all_at(&*file, prepared.bytes(), 0).map_err(|e| self.io("write dict.zr", e))?;
-        file.sync_all().map_err(|e| self.sync_failed(e))?; // SYNC T1
+        file.sync(SyncKind::All).map_err(|e| self.sync_failed(e))?; // SYNC T1
         vfs.rename(&tmp, &self.path().join(DICT_FILE)).map_err(|e| self.io("rename dict.zr", e))?;
         vfs.sync_dir(self.path()).map_err(|e| self.sync_failed(e))?; // SYNC T2
         let size = prepared.bytes().len();

@@ -77,9 +77,7 @@ impl Zrecord {
     /// Reads each `(index, out)` of `items` (`total` bytes in all), on the
     /// path [`ReadMode`] picks, in parallel unless the batch is small.
     pub(crate) fn read_all(&self, view: View, mut items: Vec<(u64, &mut [u8])>, total: usize) -> Result<()> {
-        // A remote store's gather is one batch: its reads coalesce across
-        // the whole gather, and its requests are in flight together anyway.
-        let serial = total < PARALLEL_BYTES_MIN || self.read_engine() == crate::io::ReadEngine::Remote;
+        let serial = total < PARALLEL_BYTES_MIN || !self.read_engine().splits_gathers();
         let tasks = rayon::current_num_threads() * BATCHED_TASKS_PER_THREAD;
         let mode = self.read_mode_for(&items, view);
         if mode != ReadMode::Mapped {

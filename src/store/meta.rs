@@ -23,7 +23,7 @@ use crate::format::{
     CHUNKS_MAX, ENTRY_BYTES, Entry, Frontier, HEADER_BYTES, HEADER_WORD1_OFFSET, Header, MAGIC, META_BYTES, META_FILE,
     META_TMP_FILE, RECORDS_MAX, VERSION, entry_offset,
 };
-use crate::io::{LockKind, OpenMode, SharedMap, Vfs, VfsFile, read_exact_at, write_all_at};
+use crate::io::{LockKind, Map, MapMode, OpenMode, Residency, SyncKind, Vfs, VfsFile, read_exact_at, write_all_at};
 use crate::sync::{AtomicU32, Mutex, MutexGuard, Ordering};
 
 /// Entries a table scan reads at once (64 KiB): [`Meta::try_for_each_written_entry`].
@@ -35,7 +35,7 @@ pub(crate) struct Meta {
     /// The open file: a writer's holds the writer flock (an exclusive
     /// `flock`, against writers in other processes).
     file: Box<dyn VfsFile>,
-    map: Box<dyn SharedMap>,
+    map: Box<dyn Map>,
     /// Entries the mapping covers (fewer than `RECORDS_MAX` for a short
     /// read-only `meta.zr`).
     capacity: u32,
@@ -62,7 +62,7 @@ impl Meta {
         let io_err = |op: &'static str| move |source| Error::Io { path: path.to_path_buf(), op, source };
         let mode = if read_only { OpenMode::Read } else { OpenMode::Write };
         let meta = vfs.open(&path.join(META_FILE), mode).map_err(io_err("open meta.zr"))?;
-        if !read_only && !meta.try_lock(LockKind::Exclusive).map_err(io_err("lock meta.zr"))? {
+        if !read_only && !meta.lock(LockKind::Exclusive, false).map_err(io_err("lock meta.zr"))? {
             return Err(Error::Locked { path: path.to_path_buf() });
         }
         let meta_len = meta.len().map_err(io_err("stat meta.zr"))?;
@@ -81,10 +81,10 @@ impl Meta {
             // end read as zeros, which no written entry is. (No intent can be
             // present: one lies past the full table.)
             meta.set_len(META_BYTES).map_err(io_err("grow meta.zr"))?;
-            meta.sync_all().map_err(io_err("sync meta.zr"))?;
+            meta.sync(SyncKind::All).map_err(io_err("sync meta.zr"))?;
         }
         let map_len = meta_len.clamp(HEADER_BYTES, META_BYTES).max(if read_only { 0 } else { META_BYTES });
-        let map = meta.map_shared(map_len as usize, !read_only).map_err(io_err("map meta.zr"))?;
+        let map = meta.map(map_len as usize, MapMode::Shared { writable: !read_only }).map_err(io_err("map meta.zr"))?;
         Ok((Meta::new(meta, map), meta_len))
     }
 
@@ -99,7 +99,7 @@ impl Meta {
         let meta = vfs.open(&tmp, OpenMode::Create)?;
         meta.set_len(META_BYTES)?;
         write_all_at(&*meta, bytemuck::bytes_of(&Header::new(Frontier::default(), 0)), 0)?;
-        meta.sync_all()?; // SYNC S1
+        meta.sync(SyncKind::All)?; // SYNC S1
         vfs.rename(&tmp, &dir.join(META_FILE))
     }
 
@@ -127,7 +127,7 @@ impl Meta {
     }
 
     /// `file` mapped as `map`, with the header's length published.
-    fn new(file: Box<dyn VfsFile>, map: Box<dyn SharedMap>) -> Meta {
+    fn new(file: Box<dyn VfsFile>, map: Box<dyn Map>) -> Meta {
         let capacity = ((map.len() as u64).saturating_sub(HEADER_BYTES) / ENTRY_BYTES).min(u64::from(u32::MAX)) as u32;
         let meta = Meta { file, map, capacity, len: AtomicU32::new(0), appends: Mutex::new(()) };
         meta.len.store(meta.header().length().min(capacity), Ordering::Release);
@@ -182,7 +182,7 @@ impl Meta {
     /// mapping read each (on the simulated filesystem a read is a copy
     /// under a lock), so a sparse table claiming millions of entries costs
     /// one pass over its bytes, and none over a block the mapping knows to
-    /// be a hole ([`SharedMap::reads_zero`]). Stops at `f`'s first error.
+    /// be a hole ([`Residency::Hole`]). Stops at `f`'s first error.
     pub(crate) fn try_for_each_written_entry<E>(
         &self,
         len: u32,
@@ -191,7 +191,7 @@ impl Meta {
         let mut block = vec![Entry::zeroed(); SCAN_BLOCK_ENTRIES.min(len as usize)];
         for first in (0..len).step_by(SCAN_BLOCK_ENTRIES) {
             let n = SCAN_BLOCK_ENTRIES.min((len - first) as usize);
-            if self.map.reads_zero(entry_offset(first) as usize, n * ENTRY_BYTES as usize) {
+            if self.map.residency(entry_offset(first), n * ENTRY_BYTES as usize) == Residency::Hole {
                 continue; // a hole: unwritten entries, known without a read
             }
             self.raw_entries(first, &mut block[..n]);
@@ -344,13 +344,13 @@ impl Meta {
     /// new size included.
     pub(crate) fn write_intent(&self, intent: &Intent) -> io::Result<()> {
         crate::io::write_all_at(&*self.file, &intent.encode(), META_BYTES)?;
-        self.file.sync_all() // SYNC D1 (delete), C2a (compaction round)
+        self.file.sync(SyncKind::All) // SYNC D1 (delete), C2a (compaction round)
     }
 
     /// Removes any intent: `meta.zr` back to its exact size, durably.
     pub(crate) fn clear_intent(&self) -> io::Result<()> {
         self.file.set_len(META_BYTES)?;
-        self.file.sync_all() // SYNC D4 (delete), C2b (compaction round)
+        self.file.sync(SyncKind::All) // SYNC D4 (delete), C2b (compaction round)
     }
 
     /// Makes the header durable.
@@ -364,7 +364,7 @@ impl Meta {
     pub(crate) fn settle(&self) -> io::Result<()> {
         self.flush_entries(0, self.len())?;
         self.flush_header()?;
-        self.file.sync_all()
+        self.file.sync(SyncKind::All)
     }
 
     fn flush_entries(&self, first: u32, end: u32) -> io::Result<()> {

@@ -14,8 +14,8 @@ use super::meta::Meta;
 use super::readers;
 use super::{Options, Zrecord};
 use crate::error::{Corruption, Error, Result};
-use crate::format::{CHUNKS_MAX, DICT_FILE, DICT_TMP_FILE, Frontier, META_BYTES, META_FILE, META_TMP_FILE, chunk_id_of};
-use crate::io::{FileKind, OpenMode, Vfs, read_file};
+use crate::format::{CHUNKS_MAX, DICT_BYTES_MAX, DICT_FILE, DICT_TMP_FILE, Frontier, META_BYTES, META_FILE, META_TMP_FILE, chunk_id_of};
+use crate::io::{FileKind, OpenMode, SyncKind, Vfs, read_file};
 
 pub(super) fn open(vfs: Arc<dyn Vfs>, path: &Path, options: Options) -> Result<Zrecord> {
     let io_err = |op: &'static str| move |source| Error::Io { path: path.to_path_buf(), op, source };
@@ -102,8 +102,6 @@ fn open_dict(vfs: &dyn Vfs, path: &Path) -> Result<OnceLock<Dictionary>> {
         let _ = dict.set(prepared);
     }
     Ok(dict)
-}
-
 }
 
 fn remove_if_present(vfs: &dyn Vfs, path: &Path) -> io::Result<()> {
@@ -213,7 +211,7 @@ impl Zrecord {
         let dict = self.path().join(DICT_FILE);
         if vfs.kind(&dict).map_err(|e| self.io("stat dict.zr", e))?.is_some() {
             let file = vfs.open(&dict, OpenMode::Read).map_err(|e| self.io("open dict.zr", e))?;
-            file.sync_all().map_err(sync_failed)?;
+            file.sync(SyncKind::All).map_err(sync_failed)?;
         }
         self.meta.settle().map_err(sync_failed)?;
         vfs.sync_dir(self.path()).map_err(sync_failed)

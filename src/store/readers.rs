@@ -48,14 +48,7 @@ pub(crate) struct Exclusive(#[allow(dead_code)] Box<dyn VfsFile>);
 /// Takes the lock `kind` on `file`, waiting if `wait`: `Ok(false)` on a
 /// conflict (without waiting, or where a wait could never end).
 fn take(file: &dyn VfsFile, kind: LockKind, wait: bool) -> io::Result<bool> {
-    if !wait {
-        return file.try_lock(kind);
-    }
-    match file.lock(kind) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
-        Err(e) => Err(e),
-    }
+    file.lock(kind, wait)
 }
 
 /// A read-only open's hold, taken before it reads anything of the store.

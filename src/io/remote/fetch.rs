@@ -360,7 +360,7 @@ impl Fetcher {
         }
     }
 
-    /// Reads `reads[k]` from `objects[k]` (as [`crate::io::Vfs::read_batch_files`]),
+    /// Reads `reads[k]` from `objects[k]` (as [`crate::io::Vfs::read_batch`]),
     /// through the cache where there is one.
     pub(crate) fn read_batch(&self, objects: &[&ObjectRef], reads: &mut [BatchRead<'_>]) -> Result<(), BatchError> {
         let (keys, shape) = shape(objects, reads)?;

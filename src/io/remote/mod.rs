@@ -11,8 +11,8 @@
 //! - `meta.zr` (the header and the used part of the table, as published),
 //!   `dict.zr` and `schema.json` are read whole, once, on first use.
 //! - Chunk files are read by ranged GETs: the store's batched read
-//!   ([`Vfs::read_batch_files`]) becomes coalesced requests, many in flight
-//!   ([`fetch`]); the one-record read path ([`ReadMap::bytes`]) is one GET.
+//!   ([`Vfs::read_batch`]) becomes coalesced requests, many in flight
+//!   ([`fetch`]); the one-record read path ([`Map::bytes`]) is one GET.
 //! - Nothing is ever written: writes fail with `ReadOnlyFilesystem`, which
 //!   the store's read-only open takes as a frozen store (it reads through
 //!   its chunk "mappings" and takes no readers' lock: nothing changes a
@@ -38,7 +38,10 @@ use std::time::Duration;
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 
-use super::{BatchError, BatchRead, FileKind, LockKind, OpenMode, ReadEngine, ReadMap, SharedMap, Then, Vfs, VfsFile};
+use super::{
+    BatchError, BatchRead, FileKind, Handle, LockKind, Map, MapMode, OpenMode, ReadEngine, Residency, SyncKind, Then,
+    Vfs, VfsFile,
+};
 use crate::format::{MANIFEST_BYTES_MAX, StoreFile, shard_of_dir_name};
 use fetch::{Connect, Fetcher};
 
@@ -275,6 +278,10 @@ pub struct RemoteFs {
     /// The stores published under `shard-NNNNNN/` (a sharded dataset's
     /// shards 1 on), each connected on first use; `None`: none is there.
     shards: std::sync::Mutex<BTreeMap<String, Option<Arc<RemoteFs>>>>,
+    /// The objects opened through this filesystem, its shards' included:
+    /// a file's [`Handle`] is its object's index here, by which
+    /// [`Vfs::read_batch`] finds the object again.
+    opened: std::sync::Mutex<Vec<Arc<RemoteObject>>>,
 }
 
 /// One object and, for the small files read whole, its bytes.
@@ -308,7 +315,7 @@ impl RemoteFs {
                 (name.clone(), Arc::new(RemoteObject { object: location.object(name, info), whole: OnceLock::new() }))
             })
             .collect();
-        RemoteFs { location, objects, manifest, shards: Default::default() }
+        RemoteFs { location, objects, manifest, shards: Default::default(), opened: Default::default() }
     }
 
     /// The store's URL: the path to open it at (`Zrecord::open_in`).
@@ -360,8 +367,29 @@ impl RemoteFs {
         path.to_str().is_some_and(|p| p.trim_end_matches('/') == self.root())
     }
 
-    fn file(&self, object: &Arc<RemoteObject>) -> RemoteFile {
-        RemoteFile { object: object.clone(), fetcher: self.location.fetcher.clone() }
+    /// The object `path` names, in this store or a shard's (`NotFound`
+    /// if no manifest lists it).
+    fn find(&self, path: &Path) -> io::Result<Arc<RemoteObject>> {
+        if let Some(shard) = self.shard_of(path)? {
+            return shard.find(path);
+        }
+        if self.is_root(path) {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: a directory", path.display())));
+        }
+        self.object(path).cloned().ok_or_else(|| not_found(&path.display().to_string()))
+    }
+
+    /// `object` open, under its handle in this filesystem.
+    fn file(&self, object: Arc<RemoteObject>) -> RemoteFile {
+        let mut opened = self.opened.lock().unwrap_or_else(|e| e.into_inner());
+        let index = match opened.iter().position(|o| Arc::ptr_eq(o, &object)) {
+            Some(index) => index,
+            None => {
+                opened.push(object.clone());
+                opened.len() - 1
+            }
+        };
+        RemoteFile { object, fetcher: self.location.fetcher.clone(), handle: Handle(index as u64) }
     }
 }
 
@@ -452,14 +480,7 @@ impl Vfs for RemoteFs {
             }
             OpenMode::Write | OpenMode::Create => return Err(read_only("open for writing")),
         }
-        if let Some(shard) = self.shard_of(path)? {
-            return shard.open(path, mode);
-        }
-        if self.is_root(path) {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: a directory", path.display())));
-        }
-        let object = self.object(path).ok_or_else(|| not_found(&path.display().to_string()))?;
-        Ok(Box::new(self.file(object)))
+        Ok(Box::new(self.file(self.find(path)?)))
     }
 
     fn remove_file(&self, _: &Path) -> io::Result<()> {
@@ -476,22 +497,27 @@ impl Vfs for RemoteFs {
 
     /// The reads are fetched together (coalesced, many requests in
     /// flight), then each read's `then` runs.
-    fn read_batch_files(
+    fn read_batch(
         &self,
         files: &[&dyn VfsFile],
         reads: &mut [BatchRead<'_>],
         then: Then<'_>,
     ) -> Result<(), BatchError> {
-        let mut objects = Vec::with_capacity(files.len());
-        for (index, file) in files.iter().enumerate() {
-            match file.as_any().and_then(|any| any.downcast_ref::<RemoteFile>()) {
-                Some(remote) => objects.push(&remote.object.object),
-                None => {
-                    let error = io::Error::new(io::ErrorKind::InvalidInput, "not a file of this remote store");
-                    return Err(BatchError { index, error });
+        let opened: Vec<Arc<RemoteObject>> = {
+            let opened = self.opened.lock().unwrap_or_else(|e| e.into_inner());
+            let mut objects = Vec::with_capacity(files.len());
+            for (index, file) in files.iter().enumerate() {
+                match opened.get(file.handle().0 as usize) {
+                    Some(object) => objects.push(object.clone()),
+                    None => {
+                        let error = io::Error::new(io::ErrorKind::InvalidInput, "not a file of this remote store");
+                        return Err(BatchError { index, error });
+                    }
                 }
             }
-        }
+            objects
+        };
+        let objects: Vec<&ObjectRef> = opened.iter().map(|o| &o.object).collect();
         self.location.fetcher.read_batch(&objects, reads)?;
         reads.iter_mut().enumerate().for_each(|(k, read)| then(k, read));
         Ok(())
@@ -503,6 +529,8 @@ impl Vfs for RemoteFs {
 struct RemoteFile {
     object: Arc<RemoteObject>,
     fetcher: Arc<Fetcher>,
+    /// The object's index among those its filesystem opened.
+    handle: Handle,
 }
 
 impl RemoteFile {
@@ -559,52 +587,40 @@ impl VfsFile for RemoteFile {
         Err(read_only("set_len"))
     }
 
-    fn sync_data(&self) -> io::Result<()> {
+    fn sync(&self, _: SyncKind) -> io::Result<()> {
         Err(read_only("sync"))
     }
 
-    fn sync_all(&self) -> io::Result<()> {
-        Err(read_only("sync"))
+    fn handle(&self) -> Handle {
+        self.handle
     }
 
-    fn read_batch(&self, reqs: &mut [BatchRead<'_>], then: Then<'_>) -> Result<(), BatchError> {
-        let objects = vec![&self.object.object; reqs.len()];
-        self.fetcher.read_batch(&objects, reqs)?;
-        reqs.iter_mut().enumerate().for_each(|(k, read)| then(k, read));
-        Ok(())
-    }
-
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
-    }
-
-    fn try_lock(&self, kind: LockKind) -> io::Result<bool> {
+    fn lock(&self, kind: LockKind, _wait: bool) -> io::Result<bool> {
         match kind {
             LockKind::Shared => Ok(true),
             LockKind::Exclusive => Err(read_only("lock")),
         }
     }
 
-    fn lock(&self, kind: LockKind) -> io::Result<()> {
-        self.try_lock(kind).map(|_| ())
-    }
-
-    fn map_shared(&self, len: usize, writable: bool) -> io::Result<Box<dyn SharedMap>> {
-        if writable {
-            return Err(read_only("map for writing"));
+    fn map(&self, len: usize, mode: MapMode) -> io::Result<Box<dyn Map>> {
+        match mode {
+            MapMode::Shared { writable: true } => Err(read_only("map for writing")),
+            MapMode::Shared { writable: false } => {
+                if len as u64 > self.object.object.size {
+                    return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "a mapping past the object's end"));
+                }
+                let bytes = match self.whole() {
+                    Some(whole) => whole?,
+                    None => self.range(0, len)?.into(),
+                };
+                Ok(Box::new(MemoryMap { bytes, len }))
+            }
+            MapMode::Read => {
+                let file =
+                    RemoteFile { object: self.object.clone(), fetcher: self.fetcher.clone(), handle: self.handle };
+                Ok(Box::new(RemoteReadMap { file, len }))
+            }
         }
-        if len as u64 > self.object.object.size {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "a mapping past the object's end"));
-        }
-        let bytes = match self.whole() {
-            Some(whole) => whole?,
-            None => self.range(0, len)?.into(),
-        };
-        Ok(Box::new(MemoryMap { bytes, len }))
-    }
-
-    fn map_read(&self, _len: usize) -> io::Result<Box<dyn ReadMap>> {
-        Ok(Box::new(RemoteReadMap { file: RemoteFile { object: self.object.clone(), fetcher: self.fetcher.clone() } }))
     }
 }
 
@@ -615,13 +631,20 @@ struct MemoryMap {
     len: usize,
 }
 
-impl SharedMap for MemoryMap {
+impl Map for MemoryMap {
     fn len(&self) -> usize {
         self.len
     }
 
     unsafe fn read(&self, offset: usize, dst: &mut [u8]) {
         dst.copy_from_slice(&self.bytes[..self.len][offset..offset + dst.len()]);
+    }
+
+    fn bytes<'a>(&'a self, offset: u64, len: usize, _: &'a mut Vec<u8>) -> io::Result<&'a [u8]> {
+        usize::try_from(offset)
+            .ok()
+            .and_then(|start| self.bytes[..self.len].get(start..start.checked_add(len)?))
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "read past the mapping"))
     }
 
     unsafe fn write(&self, _: usize, _: &[u8]) {
@@ -640,23 +663,57 @@ impl SharedMap for MemoryMap {
     fn flush_range(&self, _: usize, _: usize) -> io::Result<()> {
         Ok(())
     }
+
+    fn residency(&self, _: u64, _: usize) -> Residency {
+        Residency::Memory
+    }
 }
 
 /// A chunk file's "mapping": each range asked for is one GET.
 #[derive(Debug)]
 struct RemoteReadMap {
     file: RemoteFile,
+    len: usize,
 }
 
-impl ReadMap for RemoteReadMap {
+impl Map for RemoteReadMap {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// A GET; panics if it fails (a chunk is read through `bytes`, which
+    /// returns the error).
+    unsafe fn read(&self, offset: usize, dst: &mut [u8]) {
+        crate::io::read_exact_at(&self.file, dst, offset as u64).expect("a remote chunk read");
+    }
+
     fn bytes<'a>(&'a self, offset: u64, len: usize, scratch: &'a mut Vec<u8>) -> io::Result<&'a [u8]> {
         scratch.resize(len, 0);
         crate::io::read_exact_at(&self.file, scratch, offset)?;
         Ok(&scratch[..])
     }
 
-    fn resident(&self, _: u64, _: usize) -> bool {
-        false
+    unsafe fn write(&self, _: usize, _: &[u8]) {
+        panic!("a write into a read-only mapping");
+    }
+
+    unsafe fn store_word(&self, _: usize, _: u64) {
+        panic!("a store into a read-only mapping");
+    }
+
+    fn load_word(&self, offset: usize) -> u64 {
+        let mut word = [0; 8];
+        // SAFETY: nothing of this process writes a remote object.
+        unsafe { self.read(offset, &mut word) };
+        u64::from_ne_bytes(word)
+    }
+
+    fn flush_range(&self, _: usize, _: usize) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn residency(&self, _: u64, _: usize) -> Residency {
+        Residency::Device
     }
 }
 
