@@ -84,7 +84,8 @@ impl Meta {
             meta.sync(SyncKind::All).map_err(io_err("sync meta.zr"))?;
         }
         let map_len = meta_len.clamp(HEADER_BYTES, META_BYTES).max(if read_only { 0 } else { META_BYTES });
-        let map = meta.map(map_len as usize, MapMode::Shared { writable: !read_only }).map_err(io_err("map meta.zr"))?;
+        let map =
+            meta.map(map_len as usize, MapMode::Shared { writable: !read_only }).map_err(io_err("map meta.zr"))?;
         Ok((Meta::new(meta, map), meta_len))
     }
 

@@ -14,7 +14,9 @@ use super::meta::Meta;
 use super::readers;
 use super::{Options, Zrecord};
 use crate::error::{Corruption, Error, Result};
-use crate::format::{CHUNKS_MAX, DICT_BYTES_MAX, DICT_FILE, DICT_TMP_FILE, Frontier, META_BYTES, META_FILE, META_TMP_FILE, chunk_id_of};
+use crate::format::{
+    CHUNKS_MAX, DICT_BYTES_MAX, DICT_FILE, DICT_TMP_FILE, Frontier, META_BYTES, META_FILE, META_TMP_FILE, chunk_id_of,
+};
 use crate::io::{FileKind, OpenMode, SyncKind, Vfs, read_file};
 
 pub(super) fn open(vfs: Arc<dyn Vfs>, path: &Path, options: Options) -> Result<Zrecord> {
