@@ -235,7 +235,7 @@ macro_rules! dataset_class {
                 Ok(self.shared()?.shards())
             }
 
-            /// True if the dataset is sharded (has a `shards.json` manifest).
+            /// True if the dataset is sharded (has a `shards.json` shard table).
             #[getter]
             fn sharded(&self) -> PyResult<bool> {
                 Ok(self.opened()?.sharded)

@@ -1,8 +1,8 @@
 //! [`Dataset`]: fixed-shape records over a store, read-only, typed against
 //! its schema; [`FixedKind`], what a fixed record is to the dataset core
-//! (`core.rs`): one row of the schema's shape, read at a fixed stride.
+//! (`column.rs`): one row of the schema's shape, read at a fixed stride.
 
-use super::core::{ColumnKind, DatasetOf, Sealed};
+use super::column::{ColumnKind, DatasetOf, Sealed};
 use super::dtype::Element;
 use super::error::DatasetError;
 use super::tensor::{Tensor, check_dtype};

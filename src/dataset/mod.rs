@@ -17,7 +17,7 @@
 //!   dense. Written by [`write_ragged`].
 //!
 //! Both are one core, [`DatasetOf`], generic over a [`ColumnKind`] that
-//! says how a record's bytes map to rows (`core.rs`): a new kind of column
+//! says how a record's bytes map to rows (`column.rs`): a new kind of column
 //! adds a kind, not a third copy. A row is the unit of a batch's leading
 //! axis: a fixed record is one row, a ragged record any number of them;
 //! [`DatasetOf::row_bytes`] is its size.
@@ -33,7 +33,7 @@
 //! open on first use ([`Shards`]). [`ShardedMutation`] deletes from and
 //! compacts the shards.
 
-mod core;
+mod column;
 mod dtype;
 mod error;
 mod fixed;
@@ -49,7 +49,7 @@ mod target;
 mod tensor;
 mod write;
 
-pub use core::{ColumnKind, DatasetOf};
+pub use column::{ColumnKind, DatasetOf};
 pub use dtype::{ByteOrder, DType, Element, Kind};
 pub use error::DatasetError;
 pub use fixed::{Dataset, FixedKind};

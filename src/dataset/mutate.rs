@@ -1,5 +1,5 @@
 //! [`ShardedMutation`]: deletes and compactions of a sharded dataset's
-//! shards, one shard at a time, under the dataset's writer lock (its last
+//! shards, one shard at a time, under the dataset's writer flock (its last
 //! shard's). Each shard's delete or compaction is the store's own, atomic
 //! (a delete) or resumable (a compaction) across a crash. A delete of a
 //! sealed shard changes the count the shard table records for it, in three

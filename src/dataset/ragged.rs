@@ -1,12 +1,12 @@
 //! [`RaggedDataset`]: variable-length records (token sequences, waveforms,
 //! point sets) read back packed, `(values, row_splits)`, or padded; and
 //! [`pad`], the separate, visible step from packed to dense. [`RaggedKind`]
-//! is what a ragged record is to the dataset core (`core.rs`): any number
+//! is what a ragged record is to the dataset core (`column.rs`): any number
 //! of rows, its length looked up before its bytes are read.
 
 use std::ops::Range;
 
-use super::core::{ColumnKind, DatasetOf, Sealed};
+use super::column::{ColumnKind, DatasetOf, Sealed};
 use super::dtype::{DType, Element};
 use super::error::DatasetError;
 use super::tensor::{Tensor, check_dtype};

@@ -328,7 +328,7 @@ impl Target {
         });
         shard_table.sealed.push(u64::from(sealed.len()));
         shard_table.write(&*self.vfs, &self.root)?;
-        // R4: the sealed shard's writer lock released only now.
+        // R4: the sealed shard's writer flock released only now.
         drop(sealed);
         (self.shard_table, self.shard, self.store, self.schema_written) = (Some(shard_table), next, Some(store), true);
         Ok(())

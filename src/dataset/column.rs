@@ -150,7 +150,7 @@ impl<K: ColumnKind> DatasetOf<K> {
         self.shards.len() == 0
     }
 
-    /// True if the dataset is sharded (has a `shards.json` manifest).
+    /// True if the dataset is sharded (has a `shards.json` shard table).
     pub fn is_sharded(&self) -> bool {
         self.shards.is_sharded()
     }
