@@ -90,8 +90,8 @@ impl Meta {
     }
 
     /// Creates `meta.zr` in `dir` (which holds none): whole, by rename, or
-    /// not at all (`docs/crash-safety.md`, "Store creation", steps 2, S1
-    /// and 3). `names` is the directory's listing.
+    /// not at all (`docs/crash-safety.md`, "Store creation", steps 1, S1
+    /// and 2). `names` is the directory's listing.
     pub(crate) fn create(vfs: &dyn Vfs, dir: &Path, names: &[String]) -> io::Result<()> {
         if names.iter().any(|n| n == META_TMP_FILE) {
             vfs.remove_file(&dir.join(META_TMP_FILE))?;
