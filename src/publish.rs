@@ -50,7 +50,7 @@ use crate::io::remote::{
     Location, Manifest, ObjectInfo, RemoteError, RemoteErrorKind, RemoteFs, RemoteOptions, read_manifest,
 };
 use crate::io::{BatchRead, FileKind, OpenMode, SyncKind, Vfs, VfsFile, read_exact_at, write_all_at};
-use crate::store::Zrecord;
+use crate::Zrecord;
 
 /// Bytes read or written at a time, and the multipart part size.
 const PIECE_BYTES: usize = 8 << 20;

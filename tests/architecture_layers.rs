@@ -1,6 +1,10 @@
-//! The layering that a read of the sources can check (docs/ARCHITECTURE.md):
-//! the I/O layer (`src/io/`) uses nothing of the crate but `format`,
-//! `error`, `sync` and `io` itself. Publishing, which opens stores and reads
+//! The layering that a read of the sources can check (docs/ARCHITECTURE.md,
+//! "Layers"): each top-level module of `src/` uses only the modules below
+//! it ([`LAYERS`]); the I/O layer (`src/io/`) uses nothing of the crate but
+//! `format`, `error`, `sync` and `io` itself; the layers above the store
+//! reach it through the crate root's public re-exports, never through
+//! `crate::store`; and `unsafe` code stands only in the files that own it
+//! ([`UNSAFE_FILES`]). Publishing, which opens stores and reads
 //! `shards.json`, lives above the dataset layer (`src/publish.rs`).
 
 use std::path::{Path, PathBuf};
@@ -139,4 +143,145 @@ fn publishing_is_above_the_io_layer() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     assert!(root.join("src/publish.rs").is_file(), "push and pull live in src/publish.rs");
     assert!(!root.join("src/io/remote/publish.rs").exists(), "publishing is not part of the I/O boundary");
+}
+
+/// Each top-level module of `src/` and the modules it may use, bottom up.
+/// Items of the crate root stand for the module that defines them
+/// ([`ROOT_ITEMS`]).
+const LAYERS: [(&str, &[&str]); 10] = [
+    ("format", &[]),
+    ("error", &["format"]),
+    ("sync", &[]),
+    ("first_fit", &[]),
+    ("sampler", &[]),
+    ("io", &["format", "error", "sync"]),
+    ("store", &["io", "format", "error", "sync", "first_fit"]),
+    ("dataset", &["store", "io", "format", "error", "sync"]),
+    ("loader", &["dataset", "sampler", "store", "first_fit", "format", "error", "sync"]),
+    ("publish", &["dataset", "store", "io", "format", "error"]),
+];
+
+/// The crate root's re-exports, by the module that defines them.
+const ROOT_ITEMS: [(&str, &str); 14] = [
+    ("Zrecord", "store"),
+    ("Options", "store"),
+    ("ReadMode", "store"),
+    ("Stats", "store"),
+    ("CompactOptions", "store"),
+    ("CompactPlan", "store"),
+    ("CompactReport", "store"),
+    ("VerifyReport", "store"),
+    ("APPEND_SEGMENT_BYTES_DEFAULT", "store"),
+    ("default_dict_size", "store"),
+    ("Error", "error"),
+    ("Result", "error"),
+    ("Corruption", "error"),
+    ("Codec", "format"),
+];
+
+/// The files that hold `unsafe` code (a block, an `unsafe fn` or an
+/// `unsafe impl`), each the owner of what it does: the real filesystem's
+/// mappings and system calls, io_uring, the mapping contract and the remote
+/// backend's mapping over fetched bytes, the store's reads and word stores
+/// through `meta.zr`'s mapping, and the sampler's vector kernels.
+const UNSAFE_FILES: [&str; 8] = [
+    "io/mod.rs",
+    "io/real.rs",
+    "io/uring.rs",
+    "io/remote/mod.rs",
+    "store/meta.rs",
+    "sampler/feistel.rs",
+    "sampler/feistel/avx512.rs",
+    "sampler/iid.rs",
+];
+
+/// The top-level module a file under `src/` belongs to (`io/real.rs` is in
+/// `io`, `publish.rs` is `publish`).
+fn top_module(name: &Path) -> String {
+    let first = name.components().next().unwrap().as_os_str().to_string_lossy().to_string();
+    first.trim_end_matches(".rs").to_string()
+}
+
+/// The modules of the crate `name` (under `src/`) uses, other than its own.
+fn modules_used(name: &Path, text: &str) -> Vec<String> {
+    let code = code(text);
+    let mut used = crate_modules(&code);
+    used.extend(super_modules(&code, depth(name)));
+    let own = top_module(name);
+    used.iter()
+        .map(|m| ROOT_ITEMS.iter().find(|(item, _)| item == m).map_or(m.as_str(), |(_, module)| module).to_string())
+        // A name that is neither a module nor a root item was reached from
+        // an inline module (`mod tests { use super::X; }`), not the root.
+        .filter(|m| *m != own && LAYERS.iter().any(|(layer, _)| layer == m))
+        .collect()
+}
+
+fn sources() -> Vec<(PathBuf, String)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    assert!(files.len() > 40, "found the sources");
+    files
+        .into_iter()
+        .filter(|p| p != &src.join("lib.rs"))
+        .map(|p| (p.strip_prefix(&src).unwrap().to_path_buf(), std::fs::read_to_string(&p).unwrap()))
+        .collect()
+}
+
+#[test]
+fn every_layer_uses_only_the_layers_below_it() {
+    for (name, text) in sources() {
+        let own = top_module(&name);
+        let (_, may_use) = LAYERS
+            .iter()
+            .find(|(layer, _)| *layer == own)
+            .unwrap_or_else(|| panic!("src/{}: module `{own}` has no row in LAYERS", name.display()));
+        for used in modules_used(&name, &text) {
+            assert!(
+                may_use.contains(&used.as_str()),
+                "src/{} (layer `{own}`) uses `{used}`, which is not below it (LAYERS)",
+                name.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn the_layers_above_the_store_use_its_public_api_only() {
+    for (name, text) in sources() {
+        if ["dataset", "loader", "publish"].contains(&top_module(&name).as_str()) {
+            let code = code(&text);
+            assert!(
+                !code.contains("crate::store") && !code.contains("super::store"),
+                "src/{}: the store is reached through the crate root's re-exports",
+                name.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn unsafe_code_stands_only_where_it_is_owned() {
+    let mut found = Vec::new();
+    for (name, text) in sources() {
+        let code = code(&text);
+        if ["unsafe {", "unsafe fn", "unsafe impl"].iter().any(|u| code.contains(u)) {
+            let name = name.display().to_string();
+            assert!(UNSAFE_FILES.contains(&name.as_str()), "src/{name} holds unsafe code: not in UNSAFE_FILES");
+            found.push(name);
+        }
+    }
+    for file in UNSAFE_FILES {
+        assert!(found.iter().any(|f| f == file), "src/{file} holds no unsafe code any more: drop it from UNSAFE_FILES");
+    }
+}
+
+#[test]
+fn the_layer_check_catches_what_it_is_for() {
+    let uses = |file: &str, text: &str| modules_used(Path::new(file), text);
+    assert_eq!(uses("sampler/mod.rs", "use crate::dataset::Dataset;"), vec!["dataset"]);
+    assert_eq!(uses("dataset/shards.rs", "use crate::{Options, ReadMode, Zrecord};"), vec!["store"; 3]);
+    assert_eq!(uses("store/open.rs", "use super::super::loader::Batch;"), vec!["loader"]);
+    assert_eq!(uses("store/open.rs", "use super::meta::Meta;\nuse crate::store::Options;"), Vec::<String>::new());
+    assert_eq!(uses("publish.rs", "use crate::{Error, Codec};"), vec!["error", "format"]);
 }
