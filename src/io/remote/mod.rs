@@ -503,21 +503,25 @@ impl Vfs for RemoteFs {
         reads: &mut [BatchRead<'_>],
         then: Then<'_>,
     ) -> Result<(), BatchError> {
-        let opened: Vec<Arc<RemoteObject>> = {
+        // Each file's object, found by its handle (a run of reads of one
+        // file finds it once).
+        let mut held: Vec<(Handle, Arc<RemoteObject>)> = Vec::new();
+        let mut which = Vec::with_capacity(files.len());
+        {
             let opened = self.opened.lock().unwrap_or_else(|e| e.into_inner());
-            let mut objects = Vec::with_capacity(files.len());
             for (index, file) in files.iter().enumerate() {
-                match opened.get(file.handle().0 as usize) {
-                    Some(object) => objects.push(object.clone()),
-                    None => {
+                let handle = file.handle();
+                if held.last().is_none_or(|(last, _)| *last != handle) {
+                    let Some(object) = opened.get(handle.0 as usize) else {
                         let error = io::Error::new(io::ErrorKind::InvalidInput, "not a file of this remote store");
                         return Err(BatchError { index, error });
-                    }
+                    };
+                    held.push((handle, object.clone()));
                 }
+                which.push(held.len() - 1);
             }
-            objects
-        };
-        let objects: Vec<&ObjectRef> = opened.iter().map(|o| &o.object).collect();
+        }
+        let objects: Vec<&ObjectRef> = which.iter().map(|&k| &held[k].1.object).collect();
         self.location.fetcher.read_batch(&objects, reads)?;
         reads.iter_mut().enumerate().for_each(|(k, read)| then(k, read));
         Ok(())
