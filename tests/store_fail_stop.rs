@@ -93,9 +93,6 @@ impl VfsFile for FaultyFile {
 }
 
 impl Map for FaultyMap {
-    fn len(&self) -> usize {
-        self.0.len()
-    }
     unsafe fn read(&self, offset: usize, dst: &mut [u8]) {
         // SAFETY: forwarded contract.
         unsafe { self.0.read(offset, dst) }

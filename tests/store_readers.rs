@@ -267,9 +267,6 @@ impl VfsFile for MeddlingFile {
 struct MeddlingMap(Box<dyn Map>, Option<(std::path::PathBuf, Arc<AtomicBool>)>);
 
 impl Map for MeddlingMap {
-    fn len(&self) -> usize {
-        self.0.len()
-    }
     unsafe fn read(&self, offset: usize, dst: &mut [u8]) {
         // SAFETY: forwarded contract.
         unsafe { self.0.read(offset, dst) }

@@ -925,7 +925,7 @@ impl VfsFile for SimFile {
         let writable = match mode {
             MapMode::Read => {
                 let (fs, id, name) = (self.fs.clone(), self.id, self.name.clone());
-                return Ok(Box::new(SimReadMap { fs, id, name, len }));
+                return Ok(Box::new(SimReadMap { fs, id, name }));
             }
             MapMode::Shared { writable } => writable,
         };
@@ -998,9 +998,6 @@ impl SimMap {
 }
 
 impl Map for SimMap {
-    fn len(&self) -> usize {
-        self.len
-    }
     unsafe fn read(&self, offset: usize, dst: &mut [u8]) {
         assert!(offset + dst.len() <= self.len, "read past the mapping");
         let mut s = self.fs.lock();
@@ -1055,7 +1052,6 @@ struct SimReadMap {
     fs: SimFs,
     id: usize,
     name: String,
-    len: usize,
 }
 
 impl std::fmt::Debug for SimReadMap {
@@ -1065,9 +1061,6 @@ impl std::fmt::Debug for SimReadMap {
 }
 
 impl Map for SimReadMap {
-    fn len(&self) -> usize {
-        self.len
-    }
     /// As `bytes`, copied; panics where `bytes` fails.
     unsafe fn read(&self, offset: usize, dst: &mut [u8]) {
         let mut scratch = Vec::new();

@@ -135,9 +135,6 @@ impl VfsFile for LoomFile {
 }
 
 impl Map for LoomMap {
-    fn len(&self) -> usize {
-        self.inner.len()
-    }
     unsafe fn read(&self, offset: usize, dst: &mut [u8]) {
         for token in self.tokens(offset, dst.len()) {
             token.0.with(|_| ());

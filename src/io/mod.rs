@@ -280,10 +280,10 @@ pub trait VfsFile: Send + Sync + fmt::Debug {
 /// Stores into a writable one change the file's page cache at once; they
 /// become durable when a [`Map::flush_range`] covering them returns, or
 /// earlier, at any time, by writeback.
-#[allow(clippy::len_without_is_empty)] // a mapping is never empty
+///
+/// Its length is the one its owner asked [`VfsFile::map`] for, which the
+/// owner keeps: the mapping does not report it back.
 pub trait Map: Send + Sync + fmt::Debug {
-    /// Length of the mapping.
-    fn len(&self) -> usize;
     /// Copies `dst.len()` bytes at `offset` out of the mapping.
     ///
     /// # Safety

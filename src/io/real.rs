@@ -376,6 +376,13 @@ unsafe impl Send for RealMap {}
 unsafe impl Sync for RealMap {}
 
 impl RealMap {
+    fn len(&self) -> usize {
+        match &self.map {
+            Mapping::Writable(map) => map.len(),
+            Mapping::ReadOnly(map) => map.len(),
+        }
+    }
+
     fn check(&self, offset: usize, len: usize) {
         assert!(offset.checked_add(len).is_some_and(|end| end <= self.len()), "mapping access out of bounds");
     }
@@ -387,12 +394,6 @@ impl RealMap {
 }
 
 impl Map for RealMap {
-    fn len(&self) -> usize {
-        match &self.map {
-            Mapping::Writable(map) => map.len(),
-            Mapping::ReadOnly(map) => map.len(),
-        }
-    }
     unsafe fn read(&self, offset: usize, dst: &mut [u8]) {
         self.check(offset, dst.len());
         // SAFETY: in bounds (checked); the caller guarantees no concurrent

@@ -622,7 +622,7 @@ impl VfsFile for RemoteFile {
             MapMode::Read => {
                 let file =
                     RemoteFile { object: self.object.clone(), fetcher: self.fetcher.clone(), handle: self.handle };
-                Ok(Box::new(RemoteReadMap { file, len }))
+                Ok(Box::new(RemoteReadMap { file }))
             }
         }
     }
@@ -636,10 +636,6 @@ struct MemoryMap {
 }
 
 impl Map for MemoryMap {
-    fn len(&self) -> usize {
-        self.len
-    }
-
     unsafe fn read(&self, offset: usize, dst: &mut [u8]) {
         dst.copy_from_slice(&self.bytes[..self.len][offset..offset + dst.len()]);
     }
@@ -677,14 +673,9 @@ impl Map for MemoryMap {
 #[derive(Debug)]
 struct RemoteReadMap {
     file: RemoteFile,
-    len: usize,
 }
 
 impl Map for RemoteReadMap {
-    fn len(&self) -> usize {
-        self.len
-    }
-
     /// A GET; panics if it fails (a chunk is read through `bytes`, which
     /// returns the error).
     unsafe fn read(&self, offset: usize, dst: &mut [u8]) {
