@@ -23,7 +23,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use loaderx::io::{
-    BatchError, BatchRead, FileKind, Handle, LockKind, Map, MapMode, OpenMode, Residency, SyncKind, Then, Vfs, VfsFile,
+    BatchError, BatchRead, FileKind, Handle, LockKind, Map, MapMode, OpenMode, Residency, Stat, SyncKind, Then, Vfs,
+    VfsFile,
 };
 
 use crate::point::{Action, Armed, IoKind, IoOp, Point};
@@ -820,12 +821,12 @@ impl Drop for SimFile {
 }
 
 impl VfsFile for SimFile {
-    fn len(&self) -> io::Result<u64> {
+    fn stat(&self) -> io::Result<Stat> {
         let mut s = self.fs.lock();
         if s.crashed {
             return Err(crash_error());
         }
-        Ok(s.inode(self.id).volatile.len)
+        Ok(Stat { len: s.inode(self.id).volatile.len, direct_alignment: SIM_DIRECT_ALIGN })
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
@@ -849,10 +850,6 @@ impl VfsFile for SimFile {
             buf.len()
         };
         Ok(s.inode(self.id).volatile.read(offset, &mut buf[..want]))
-    }
-
-    fn direct_alignment(&self) -> usize {
-        SIM_DIRECT_ALIGN
     }
 
     fn handle(&self) -> Handle {

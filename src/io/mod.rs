@@ -54,7 +54,7 @@ pub enum OpenMode {
     Create,
     /// Read only, bypassing the page cache (Linux `O_DIRECT`): every read's
     /// offset, length and buffer address must be multiples of
-    /// [`VfsFile::direct_alignment`]. A filesystem that cannot (tmpfs, for
+    /// [`Stat::direct_alignment`]. A filesystem that cannot (tmpfs, for
     /// one) refuses the open.
     ReadDirect,
 }
@@ -151,6 +151,29 @@ impl ReadEngine {
     }
 }
 
+/// What [`VfsFile::stat`] says of an open file: the two attributes one
+/// `statx` returns together on Linux (`STATX_SIZE | STATX_DIOALIGN`), so
+/// one call, not two, answers both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stat {
+    /// The file's current length.
+    pub len: u64,
+    /// For a file opened [`OpenMode::ReadDirect`]: the alignment, a power
+    /// of two, of every read's offset, length and buffer address.
+    pub direct_alignment: usize,
+}
+
+impl Stat {
+    /// The `O_DIRECT` alignment of a filesystem that does not say: 4096,
+    /// which every Linux filesystem that supports `O_DIRECT` accepts.
+    pub const DIRECT_ALIGNMENT_DEFAULT: usize = 4096;
+
+    /// A file of `len` bytes with the default alignment.
+    pub fn of_len(len: u64) -> Stat {
+        Stat { len, direct_alignment: Stat::DIRECT_ALIGNMENT_DEFAULT }
+    }
+}
+
 /// How the filesystem that opened a file names it in a batch of reads over
 /// several files ([`Vfs::read_batch`]), which resolves it: the real
 /// filesystem's is the file's descriptor, the remote backend's an index
@@ -244,8 +267,8 @@ pub trait Vfs: Send + Sync + fmt::Debug {
 /// An open file.
 #[allow(clippy::len_without_is_empty)] // a file's emptiness is never asked
 pub trait VfsFile: Send + Sync + fmt::Debug {
-    /// The file's current length.
-    fn len(&self) -> io::Result<u64>;
+    /// The file's current length and `O_DIRECT` alignment ([`Stat`]).
+    fn stat(&self) -> io::Result<Stat>;
     /// Reads up to `buf.len()` bytes at `offset`; may read fewer, 0 at the end.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
     /// Writes up to `buf.len()` bytes at `offset`; may write fewer.
@@ -266,13 +289,6 @@ pub trait VfsFile: Send + Sync + fmt::Debug {
     /// How the filesystem that opened the file names it in
     /// [`Vfs::read_batch`].
     fn handle(&self) -> Handle;
-    /// For a file opened [`OpenMode::ReadDirect`]: the alignment, a power
-    /// of two, of every read's offset, length and buffer address. The
-    /// default is 4096, which every Linux filesystem that supports
-    /// `O_DIRECT` accepts.
-    fn direct_alignment(&self) -> usize {
-        4096
-    }
 }
 
 /// A mapping of a file ([`VfsFile::map`]).
@@ -360,7 +376,7 @@ pub fn write_all_at(file: &dyn VfsFile, mut buf: &[u8], mut offset: u64) -> io::
 /// read from disk never sizes an allocation unchecked).
 pub fn read_file(vfs: &dyn Vfs, path: &Path, max: u64) -> io::Result<Vec<u8>> {
     let file = vfs.open(path, OpenMode::Read)?;
-    let len = file.len()?;
+    let len = file.stat()?.len;
     if len > max {
         return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{len} bytes, more than the {max} expected")));
     }

@@ -65,7 +65,7 @@ impl Meta {
         if !read_only && !meta.lock(LockKind::Exclusive, false).map_err(io_err("lock meta.zr"))? {
             return Err(Error::Locked { path: path.to_path_buf() });
         }
-        let meta_len = meta.len().map_err(io_err("stat meta.zr"))?;
+        let meta_len = meta.stat().map_err(io_err("stat meta.zr"))?.len;
         if meta_len < HEADER_BYTES {
             return Err(Error::MetaTruncated { path: path.to_path_buf(), len: meta_len, needed: HEADER_BYTES });
         }
@@ -382,7 +382,7 @@ impl Meta {
 impl Meta {
     /// The length of `meta.zr`.
     pub(crate) fn file_len(&self) -> io::Result<u64> {
-        self.file.len()
+        Ok(self.file.stat()?.len)
     }
 
     /// Writes `bytes` into the intent area without syncing (a torn intent).

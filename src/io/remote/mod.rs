@@ -39,8 +39,8 @@ use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 
 use super::{
-    BatchError, BatchRead, FileKind, Handle, LockKind, Map, MapMode, OpenMode, ReadEngine, Residency, SyncKind, Then,
-    Vfs, VfsFile,
+    BatchError, BatchRead, FileKind, Handle, LockKind, Map, MapMode, OpenMode, ReadEngine, Residency, Stat, SyncKind,
+    Then, Vfs, VfsFile,
 };
 use crate::format::{MANIFEST_BYTES_MAX, StoreFile, shard_of_dir_name};
 use fetch::{Connect, Fetcher};
@@ -564,8 +564,8 @@ impl RemoteFile {
 }
 
 impl VfsFile for RemoteFile {
-    fn len(&self) -> io::Result<u64> {
-        Ok(self.object.object.size)
+    fn stat(&self) -> io::Result<Stat> {
+        Ok(Stat::of_len(self.object.object.size))
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
