@@ -39,6 +39,7 @@ use std::sync::Arc;
 
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
 
+use crate::Zrecord;
 use crate::dataset::{ShardTable, shard_dir};
 use crate::error::{Error, Result};
 use crate::format::{
@@ -50,7 +51,6 @@ use crate::io::remote::{
     Location, Manifest, ObjectInfo, RemoteError, RemoteErrorKind, RemoteFs, RemoteOptions, read_manifest,
 };
 use crate::io::{BatchRead, FileKind, OpenMode, SyncKind, Vfs, VfsFile, read_exact_at, write_all_at};
-use crate::Zrecord;
 
 /// Bytes read or written at a time, and the multipart part size.
 const PIECE_BYTES: usize = 8 << 20;

@@ -14,7 +14,7 @@
 //! and batched positional reads over several files ([`Vfs::read_batch`])
 //! for records that are not in memory.
 //!
-//! Three traits, 26 methods: [`Vfs`] (9), [`VfsFile`] (9), [`Map`] (8).
+//! Three traits, 24 methods: [`Vfs`] (9), [`VfsFile`] (8), [`Map`] (7).
 //! An implementation knows its own files in a batch by their [`Handle`],
 //! never by their type.
 

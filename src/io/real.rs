@@ -524,8 +524,7 @@ fn statx(file: &File) -> Option<Stat> {
     }
     let said = stx.stx_mask & libc::STATX_DIOALIGN != 0 && stx.stx_dio_offset_align != 0;
     let align = stx.stx_dio_offset_align.max(stx.stx_dio_mem_align).max(512) as usize;
-    let direct_alignment =
-        if said && align.is_power_of_two() { align } else { Stat::DIRECT_ALIGNMENT_DEFAULT };
+    let direct_alignment = if said && align.is_power_of_two() { align } else { Stat::DIRECT_ALIGNMENT_DEFAULT };
     Some(Stat { len: stx.stx_size, direct_alignment })
 }
 
