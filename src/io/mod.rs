@@ -15,6 +15,14 @@
 //! for records that are not in memory.
 //!
 //! Three traits, 24 methods: [`Vfs`] (9), [`VfsFile`] (8), [`Map`] (7).
+//! Methods that look alike stay apart where they do different things:
+//! [`Map::write`] (a copy under exclusive access) and [`Map::store_word`]
+//! (the atomic store that publishes, the ordering point of the crash
+//! analysis); [`Map::read`] (a copy no store of this process may race) and
+//! [`Map::load_word`] (an atomic load, safe against any store);
+//! [`Map::read`] (a copy out of a shared mapping) and [`Map::bytes`] (a
+//! borrow from a read-only one); [`Vfs::read_engine`] (what the store
+//! reports and how it cuts a gather, which nothing else answers).
 //! An implementation knows its own files in a batch by their [`Handle`],
 //! never by their type.
 
