@@ -142,7 +142,7 @@ fn sources(store: &Zrecord, dir: &Path) -> Result<(u32, Vec<(String, Source)>)> 
         let name = chunk_file_name(id);
         let path = dir.join(&name);
         let file = fs.open(&path, OpenMode::Read).map_err(io_err(&path, "open chunk"))?;
-        let mut len = file.len().map_err(io_err(&path, "stat chunk"))?;
+        let mut len = file.stat().map_err(io_err(&path, "stat chunk"))?.len;
         if id == frontier.chunk {
             // Past the frontier nothing is live (a crashed append's bytes,
             // the reference's preallocation).
@@ -154,7 +154,7 @@ fn sources(store: &Zrecord, dir: &Path) -> Result<(u32, Vec<(String, Source)>)> 
         let path = dir.join(name);
         if fs.kind(&path).map_err(io_err(&path, "stat"))? == Some(FileKind::File) {
             let file = fs.open(&path, OpenMode::Read).map_err(io_err(&path, "open"))?;
-            let len = file.len().map_err(io_err(&path, "stat"))?;
+            let len = file.stat().map_err(io_err(&path, "stat"))?.len;
             out.push((name.to_string(), Source::File { file, len }));
         }
     }

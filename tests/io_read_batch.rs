@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use loaderx::io::real::RealFs;
-use loaderx::io::{BatchRead, Handle, LockKind, Map, MapMode, OpenMode, SyncKind, Vfs, VfsFile};
+use loaderx::io::{BatchRead, Handle, LockKind, Map, MapMode, OpenMode, Stat, SyncKind, Vfs, VfsFile};
 
 /// Reads per batch: more than two rings' worth (128 in flight each).
 const READS: usize = 300;
@@ -74,8 +74,8 @@ fn each_then_sees_its_read_whole_exactly_once() {
 struct PipeEnd(io::PipeReader);
 
 impl VfsFile for PipeEnd {
-    fn len(&self) -> io::Result<u64> {
-        Ok(u64::MAX)
+    fn stat(&self) -> io::Result<Stat> {
+        Ok(Stat::of_len(u64::MAX))
     }
     fn read_at(&self, buf: &mut [u8], _offset: u64) -> io::Result<usize> {
         (&self.0).read(buf)
@@ -168,7 +168,7 @@ fn a_panic_in_a_then_leaves_no_read_in_flight() {
 fn a_read_past_the_end_fails_and_its_then_never_runs() {
     let dir = tempfile::tempdir().unwrap();
     let file = data_file(dir.path());
-    let end = file.len().unwrap();
+    let end = file.stat().unwrap().len;
     let (mut good, mut past) = (vec![UNREAD; LEN], vec![UNREAD; LEN]);
     let mut reads = vec![BatchRead::new(0, &mut good), BatchRead::new(end - 10, &mut past)];
     let files: Vec<&dyn VfsFile> = vec![&*file; 2];

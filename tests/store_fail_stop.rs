@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use common::{append_all, assert_matches, record};
 use loaderx::io::real::RealFs;
-use loaderx::io::{FileKind, Handle, LockKind, Map, MapMode, OpenMode, Residency, SyncKind, Vfs, VfsFile};
+use loaderx::io::{FileKind, Handle, LockKind, Map, MapMode, OpenMode, Residency, Stat, SyncKind, Vfs, VfsFile};
 use loaderx::{Codec, Error, Options, Zrecord};
 
 /// Fails the sync that brings `countdown` to zero (and only that one).
@@ -60,8 +60,8 @@ impl Vfs for FaultyFs {
 }
 
 impl VfsFile for FaultyFile {
-    fn len(&self) -> io::Result<u64> {
-        self.0.len()
+    fn stat(&self) -> io::Result<Stat> {
+        self.0.stat()
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.0.read_at(buf, offset)
@@ -93,9 +93,6 @@ impl VfsFile for FaultyFile {
 }
 
 impl Map for FaultyMap {
-    fn len(&self) -> usize {
-        self.0.len()
-    }
     unsafe fn read(&self, offset: usize, dst: &mut [u8]) {
         // SAFETY: forwarded contract.
         unsafe { self.0.read(offset, dst) }

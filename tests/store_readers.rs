@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use common::{append_all, described, identify, lock_waiters, until_blocked};
 use loaderx::format::{ENTRY_BYTES, entry_offset};
 use loaderx::io::real::RealFs;
-use loaderx::io::{FileKind, Handle, LockKind, Map, MapMode, OpenMode, Residency, SyncKind, Vfs, VfsFile};
+use loaderx::io::{FileKind, Handle, LockKind, Map, MapMode, OpenMode, Residency, Stat, SyncKind, Vfs, VfsFile};
 use loaderx::{Codec, Error, Options, ReadMode, Zrecord};
 
 fn make(dir: &Path, n: u64) -> Zrecord {
@@ -235,8 +235,8 @@ impl Vfs for Meddling {
 }
 
 impl VfsFile for MeddlingFile {
-    fn len(&self) -> io::Result<u64> {
-        self.0.len()
+    fn stat(&self) -> io::Result<Stat> {
+        self.0.stat()
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         Meddling::once(&self.1);
@@ -267,9 +267,6 @@ impl VfsFile for MeddlingFile {
 struct MeddlingMap(Box<dyn Map>, Option<(std::path::PathBuf, Arc<AtomicBool>)>);
 
 impl Map for MeddlingMap {
-    fn len(&self) -> usize {
-        self.0.len()
-    }
     unsafe fn read(&self, offset: usize, dst: &mut [u8]) {
         // SAFETY: forwarded contract.
         unsafe { self.0.read(offset, dst) }

@@ -23,7 +23,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use loaderx::io::{
-    BatchError, BatchRead, FileKind, Handle, LockKind, Map, MapMode, OpenMode, Residency, SyncKind, Then, Vfs, VfsFile,
+    BatchError, BatchRead, FileKind, Handle, LockKind, Map, MapMode, OpenMode, Residency, Stat, SyncKind, Then, Vfs,
+    VfsFile,
 };
 
 use crate::point::{Action, Armed, IoKind, IoOp, Point};
@@ -820,12 +821,12 @@ impl Drop for SimFile {
 }
 
 impl VfsFile for SimFile {
-    fn len(&self) -> io::Result<u64> {
+    fn stat(&self) -> io::Result<Stat> {
         let mut s = self.fs.lock();
         if s.crashed {
             return Err(crash_error());
         }
-        Ok(s.inode(self.id).volatile.len)
+        Ok(Stat { len: s.inode(self.id).volatile.len, direct_alignment: SIM_DIRECT_ALIGN })
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
@@ -849,10 +850,6 @@ impl VfsFile for SimFile {
             buf.len()
         };
         Ok(s.inode(self.id).volatile.read(offset, &mut buf[..want]))
-    }
-
-    fn direct_alignment(&self) -> usize {
-        SIM_DIRECT_ALIGN
     }
 
     fn handle(&self) -> Handle {
@@ -925,7 +922,7 @@ impl VfsFile for SimFile {
         let writable = match mode {
             MapMode::Read => {
                 let (fs, id, name) = (self.fs.clone(), self.id, self.name.clone());
-                return Ok(Box::new(SimReadMap { fs, id, name, len }));
+                return Ok(Box::new(SimReadMap { fs, id, name }));
             }
             MapMode::Shared { writable } => writable,
         };
@@ -998,9 +995,6 @@ impl SimMap {
 }
 
 impl Map for SimMap {
-    fn len(&self) -> usize {
-        self.len
-    }
     unsafe fn read(&self, offset: usize, dst: &mut [u8]) {
         assert!(offset + dst.len() <= self.len, "read past the mapping");
         let mut s = self.fs.lock();
@@ -1055,7 +1049,6 @@ struct SimReadMap {
     fs: SimFs,
     id: usize,
     name: String,
-    len: usize,
 }
 
 impl std::fmt::Debug for SimReadMap {
@@ -1065,9 +1058,6 @@ impl std::fmt::Debug for SimReadMap {
 }
 
 impl Map for SimReadMap {
-    fn len(&self) -> usize {
-        self.len
-    }
     /// As `bytes`, copied; panics where `bytes` fails.
     unsafe fn read(&self, offset: usize, dst: &mut [u8]) {
         let mut scratch = Vec::new();

@@ -21,7 +21,7 @@ use std::io;
 use std::path::Path;
 use std::sync::Mutex as StdMutex;
 
-use loaderx::io::{FileKind, Handle, LockKind, Map, MapMode, OpenMode, Residency, SyncKind, Vfs, VfsFile};
+use loaderx::io::{FileKind, Handle, LockKind, Map, MapMode, OpenMode, Residency, Stat, SyncKind, Vfs, VfsFile};
 use loaderx::{Codec, Error, Options, Zrecord};
 use loaderx_sim::fs::{Faults, SimFs};
 use loaderx_sim::rng::Rng;
@@ -97,8 +97,8 @@ impl Vfs for LoomFs {
 }
 
 impl VfsFile for LoomFile {
-    fn len(&self) -> io::Result<u64> {
-        self.inner.len()
+    fn stat(&self) -> io::Result<Stat> {
+        self.inner.stat()
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.inner.read_at(buf, offset)
@@ -135,9 +135,6 @@ impl VfsFile for LoomFile {
 }
 
 impl Map for LoomMap {
-    fn len(&self) -> usize {
-        self.inner.len()
-    }
     unsafe fn read(&self, offset: usize, dst: &mut [u8]) {
         for token in self.tokens(offset, dst.len()) {
             token.0.with(|_| ());

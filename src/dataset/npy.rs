@@ -108,7 +108,7 @@ impl NpyFile {
             return Err(bad("is a directory, not a .npy file".into()));
         }
         let file = vfs.open(path, OpenMode::Read).map_err(io("open .npy"))?;
-        let file_len = file.len().map_err(io("stat .npy"))?;
+        let file_len = file.stat().map_err(io("stat .npy"))?.len;
         let map_len = usize::try_from(file_len).map_err(|_| bad("file too large to map".into()))?;
         if map_len == 0 {
             return Err(bad("empty file, not a .npy file".into()));

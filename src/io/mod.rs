@@ -14,7 +14,15 @@
 //! and batched positional reads over several files ([`Vfs::read_batch`])
 //! for records that are not in memory.
 //!
-//! Three traits, 26 methods: [`Vfs`] (9), [`VfsFile`] (9), [`Map`] (8).
+//! Three traits, 24 methods: [`Vfs`] (9), [`VfsFile`] (8), [`Map`] (7).
+//! Methods that look alike stay apart where they do different things:
+//! [`Map::write`] (a copy under exclusive access) and [`Map::store_word`]
+//! (the atomic store that publishes, the ordering point of the crash
+//! analysis); [`Map::read`] (a copy no store of this process may race) and
+//! [`Map::load_word`] (an atomic load, safe against any store);
+//! [`Map::read`] (a copy out of a shared mapping) and [`Map::bytes`] (a
+//! borrow from a read-only one); [`Vfs::read_engine`] (what the store
+//! reports and how it cuts a gather, which nothing else answers).
 //! An implementation knows its own files in a batch by their [`Handle`],
 //! never by their type.
 
@@ -54,7 +62,7 @@ pub enum OpenMode {
     Create,
     /// Read only, bypassing the page cache (Linux `O_DIRECT`): every read's
     /// offset, length and buffer address must be multiples of
-    /// [`VfsFile::direct_alignment`]. A filesystem that cannot (tmpfs, for
+    /// [`Stat::direct_alignment`]. A filesystem that cannot (tmpfs, for
     /// one) refuses the open.
     ReadDirect,
 }
@@ -151,6 +159,29 @@ impl ReadEngine {
     }
 }
 
+/// What [`VfsFile::stat`] says of an open file: the two attributes one
+/// `statx` returns together on Linux (`STATX_SIZE | STATX_DIOALIGN`), so
+/// one call, not two, answers both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stat {
+    /// The file's current length.
+    pub len: u64,
+    /// For a file opened [`OpenMode::ReadDirect`]: the alignment, a power
+    /// of two, of every read's offset, length and buffer address.
+    pub direct_alignment: usize,
+}
+
+impl Stat {
+    /// The `O_DIRECT` alignment of a filesystem that does not say: 4096,
+    /// which every Linux filesystem that supports `O_DIRECT` accepts.
+    pub const DIRECT_ALIGNMENT_DEFAULT: usize = 4096;
+
+    /// A file of `len` bytes with the default alignment.
+    pub fn of_len(len: u64) -> Stat {
+        Stat { len, direct_alignment: Stat::DIRECT_ALIGNMENT_DEFAULT }
+    }
+}
+
 /// How the filesystem that opened a file names it in a batch of reads over
 /// several files ([`Vfs::read_batch`]), which resolves it: the real
 /// filesystem's is the file's descriptor, the remote backend's an index
@@ -244,8 +275,8 @@ pub trait Vfs: Send + Sync + fmt::Debug {
 /// An open file.
 #[allow(clippy::len_without_is_empty)] // a file's emptiness is never asked
 pub trait VfsFile: Send + Sync + fmt::Debug {
-    /// The file's current length.
-    fn len(&self) -> io::Result<u64>;
+    /// The file's current length and `O_DIRECT` alignment ([`Stat`]).
+    fn stat(&self) -> io::Result<Stat>;
     /// Reads up to `buf.len()` bytes at `offset`; may read fewer, 0 at the end.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
     /// Writes up to `buf.len()` bytes at `offset`; may write fewer.
@@ -266,13 +297,6 @@ pub trait VfsFile: Send + Sync + fmt::Debug {
     /// How the filesystem that opened the file names it in
     /// [`Vfs::read_batch`].
     fn handle(&self) -> Handle;
-    /// For a file opened [`OpenMode::ReadDirect`]: the alignment, a power
-    /// of two, of every read's offset, length and buffer address. The
-    /// default is 4096, which every Linux filesystem that supports
-    /// `O_DIRECT` accepts.
-    fn direct_alignment(&self) -> usize {
-        4096
-    }
 }
 
 /// A mapping of a file ([`VfsFile::map`]).
@@ -280,10 +304,10 @@ pub trait VfsFile: Send + Sync + fmt::Debug {
 /// Stores into a writable one change the file's page cache at once; they
 /// become durable when a [`Map::flush_range`] covering them returns, or
 /// earlier, at any time, by writeback.
-#[allow(clippy::len_without_is_empty)] // a mapping is never empty
+///
+/// Its length is the one its owner asked [`VfsFile::map`] for, which the
+/// owner keeps: the mapping does not report it back.
 pub trait Map: Send + Sync + fmt::Debug {
-    /// Length of the mapping.
-    fn len(&self) -> usize;
     /// Copies `dst.len()` bytes at `offset` out of the mapping.
     ///
     /// # Safety
@@ -360,7 +384,7 @@ pub fn write_all_at(file: &dyn VfsFile, mut buf: &[u8], mut offset: u64) -> io::
 /// read from disk never sizes an allocation unchecked).
 pub fn read_file(vfs: &dyn Vfs, path: &Path, max: u64) -> io::Result<Vec<u8>> {
     let file = vfs.open(path, OpenMode::Read)?;
-    let len = file.len()?;
+    let len = file.stat()?.len;
     if len > max {
         return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{len} bytes, more than the {max} expected")));
     }

@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use memmap2::{Mmap, MmapMut, MmapOptions};
 
 use super::{
-    BatchError, BatchRead, FileKind, Handle, LockKind, Map, MapMode, OpenMode, ReadEngine, Residency, SyncKind, Then,
-    Vfs, VfsFile,
+    BatchError, BatchRead, FileKind, Handle, LockKind, Map, MapMode, OpenMode, ReadEngine, Residency, Stat, SyncKind,
+    Then, Vfs, VfsFile,
 };
 
 /// Threads of the pool [`ReadEngine::Threads`] reads on: reads in flight.
@@ -227,8 +227,12 @@ struct RealFile {
 }
 
 impl VfsFile for RealFile {
-    fn len(&self) -> io::Result<u64> {
-        Ok(self.file.metadata()?.len())
+    fn stat(&self) -> io::Result<Stat> {
+        #[cfg(target_os = "linux")]
+        if let Some(stat) = statx(&self.file) {
+            return Ok(stat);
+        }
+        Ok(Stat::of_len(self.file.metadata()?.len()))
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.file.read_at(buf, offset)
@@ -236,10 +240,6 @@ impl VfsFile for RealFile {
     fn handle(&self) -> Handle {
         use std::os::fd::AsRawFd;
         Handle(self.file.as_raw_fd() as u64)
-    }
-    #[cfg(target_os = "linux")]
-    fn direct_alignment(&self) -> usize {
-        direct_alignment(&self.file).unwrap_or(4096)
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
         self.file.write_at(buf, offset)
@@ -302,7 +302,7 @@ fn start_writeback(_file: &File, _offset: u64, _len: u64) -> io::Result<()> {
 impl RealFile {
     /// [`MapMode::Shared`].
     fn map_shared(&self, len: usize, writable: bool) -> io::Result<Box<dyn Map>> {
-        if self.len()? < len as u64 {
+        if self.stat()?.len < len as u64 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "mapping past the end of the file"));
         }
         // SAFETY (both blocks): the mapping covers only bytes inside the file
@@ -376,6 +376,13 @@ unsafe impl Send for RealMap {}
 unsafe impl Sync for RealMap {}
 
 impl RealMap {
+    fn len(&self) -> usize {
+        match &self.map {
+            Mapping::Writable(map) => map.len(),
+            Mapping::ReadOnly(map) => map.len(),
+        }
+    }
+
     fn check(&self, offset: usize, len: usize) {
         assert!(offset.checked_add(len).is_some_and(|end| end <= self.len()), "mapping access out of bounds");
     }
@@ -387,12 +394,6 @@ impl RealMap {
 }
 
 impl Map for RealMap {
-    fn len(&self) -> usize {
-        match &self.map {
-            Mapping::Writable(map) => map.len(),
-            Mapping::ReadOnly(map) => map.len(),
-        }
-    }
     unsafe fn read(&self, offset: usize, dst: &mut [u8]) {
         self.check(offset, dst.len());
         // SAFETY: in bounds (checked); the caller guarantees no concurrent
@@ -504,23 +505,27 @@ fn probe_cached(_file: &File, _offset: u64, _end: u64) -> Option<bool> {
     None
 }
 
-/// The file's `O_DIRECT` alignment (`statx` with `STATX_DIOALIGN`, Linux
-/// 6.1 and later): the larger of the offset and the memory alignment, at
-/// least 512. `None` where the kernel does not say.
+/// The file's length and `O_DIRECT` alignment from one `statx`
+/// (`STATX_SIZE | STATX_DIOALIGN`). The alignment is the larger of the
+/// offset and the memory alignment, at least 512, where the kernel says
+/// (Linux 6.1 and later), [`Stat::DIRECT_ALIGNMENT_DEFAULT`] where it does
+/// not. `None` where `statx` fails or gives no size (then `fstat` answers).
 #[cfg(target_os = "linux")]
-fn direct_alignment(file: &File) -> Option<usize> {
+fn statx(file: &File) -> Option<Stat> {
     use std::os::fd::AsRawFd;
     // SAFETY: `statx` is plain old data, for which all zeroes is a value.
     let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    let mask = libc::STATX_SIZE | libc::STATX_DIOALIGN;
     // SAFETY: the descriptor is open for the call; the empty path with
     // AT_EMPTY_PATH names it; `stx` is a valid, writable statx buffer.
-    let rc =
-        unsafe { libc::statx(file.as_raw_fd(), c"".as_ptr(), libc::AT_EMPTY_PATH, libc::STATX_DIOALIGN, &mut stx) };
-    if rc != 0 || stx.stx_mask & libc::STATX_DIOALIGN == 0 || stx.stx_dio_offset_align == 0 {
+    let rc = unsafe { libc::statx(file.as_raw_fd(), c"".as_ptr(), libc::AT_EMPTY_PATH, mask, &mut stx) };
+    if rc != 0 || stx.stx_mask & libc::STATX_SIZE == 0 {
         return None;
     }
+    let said = stx.stx_mask & libc::STATX_DIOALIGN != 0 && stx.stx_dio_offset_align != 0;
     let align = stx.stx_dio_offset_align.max(stx.stx_dio_mem_align).max(512) as usize;
-    align.is_power_of_two().then_some(align)
+    let direct_alignment = if said && align.is_power_of_two() { align } else { Stat::DIRECT_ALIGNMENT_DEFAULT };
+    Some(Stat { len: stx.stx_size, direct_alignment })
 }
 
 /// Tells the kernel that the file is read at random (`POSIX_FADV_RANDOM`):

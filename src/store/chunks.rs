@@ -45,7 +45,7 @@ impl Chunk {
 
     /// The file's real length.
     pub(crate) fn file_len(&self) -> io::Result<u64> {
-        self.file.len()
+        Ok(self.file.stat()?.len)
     }
 
     /// Records that bytes up to `end` now exist.
@@ -63,7 +63,7 @@ impl Chunk {
     /// Extends the file to `end` if it is shorter (an empty record at a
     /// frontier past the file's end).
     pub(crate) fn extend_to(&self, end: u64) -> io::Result<()> {
-        if self.file.len()? < end {
+        if self.file.stat()?.len < end {
             self.file.set_len(end)?;
         }
         self.grew_to(end);
@@ -198,7 +198,7 @@ impl ChunkSet {
     }
 
     fn install(cell: &OnceLock<Chunk>, file: Box<dyn VfsFile>) -> io::Result<&Chunk> {
-        let len = file.len()?.min(CHUNK_BYTES_MAX);
+        let len = file.stat()?.len.min(CHUNK_BYTES_MAX);
         let map = file.map(CHUNK_BYTES_MAX as usize, MapMode::Read)?;
         // Another thread may have opened it meanwhile: either copy is fine.
         let _ = cell.set(Chunk { file, map, len: AtomicU64::new(len), direct: OnceLock::new() });
@@ -301,7 +301,7 @@ impl ChunkSet {
             return Ok(direct);
         }
         let file = self.vfs().open(&self.dir().join(chunk_file_name(id)), OpenMode::ReadDirect)?;
-        let align = file.direct_alignment();
+        let align = file.stat()?.direct_alignment;
         // Another thread may have opened it meanwhile: either handle is fine.
         let _ = chunk.direct.set((file, align));
         Ok(chunk.direct.get().expect("just set"))
@@ -345,7 +345,7 @@ impl ChunkSet {
     pub(crate) fn refresh(&self, last: u16) -> io::Result<()> {
         assert!(!self.writable(), "a writer's known lengths are its own");
         self.for_each_present(0..last.min(CHUNKS_MAX as u16 - 1) + 1, |chunk| {
-            chunk.len.store(chunk.file.len()?.min(CHUNK_BYTES_MAX), Ordering::Release);
+            chunk.len.store(chunk.file.stat()?.len.min(CHUNK_BYTES_MAX), Ordering::Release);
             Ok(())
         })
     }
@@ -399,7 +399,7 @@ impl ChunkSet {
     /// Truncates chunk `id` to `len` if it is longer, durably.
     pub(crate) fn trim(&mut self, id: u16, len: u64) -> io::Result<()> {
         let Some(chunk) = self.get(id)? else { return Ok(()) };
-        if chunk.file.len()? <= len {
+        if chunk.file.stat()?.len <= len {
             return Ok(());
         }
         let chunk = self.cell_mut(id).and_then(OnceLock::get_mut).expect("opened above");

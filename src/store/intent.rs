@@ -70,7 +70,7 @@ impl Intent {
 
     /// Reads the intent area of `meta.zr`, if the file extends past the table.
     pub(crate) fn read(meta: &dyn VfsFile) -> std::io::Result<Option<Intent>> {
-        let len = meta.len()?;
+        let len = meta.stat()?.len;
         if len <= META_BYTES {
             return Ok(None);
         }

@@ -65,7 +65,7 @@ impl Meta {
         if !read_only && !meta.lock(LockKind::Exclusive, false).map_err(io_err("lock meta.zr"))? {
             return Err(Error::Locked { path: path.to_path_buf() });
         }
-        let meta_len = meta.len().map_err(io_err("stat meta.zr"))?;
+        let meta_len = meta.stat().map_err(io_err("stat meta.zr"))?.len;
         if meta_len < HEADER_BYTES {
             return Err(Error::MetaTruncated { path: path.to_path_buf(), len: meta_len, needed: HEADER_BYTES });
         }
@@ -86,7 +86,7 @@ impl Meta {
         let map_len = meta_len.clamp(HEADER_BYTES, META_BYTES).max(if read_only { 0 } else { META_BYTES });
         let map =
             meta.map(map_len as usize, MapMode::Shared { writable: !read_only }).map_err(io_err("map meta.zr"))?;
-        Ok((Meta::new(meta, map), meta_len))
+        Ok((Meta::new(meta, map, map_len), meta_len))
     }
 
     /// Creates `meta.zr` in `dir` (which holds none): whole, by rename, or
@@ -127,9 +127,10 @@ impl Meta {
         Ok(())
     }
 
-    /// `file` mapped as `map`, with the header's length published.
-    fn new(file: Box<dyn VfsFile>, map: Box<dyn Map>) -> Meta {
-        let capacity = ((map.len() as u64).saturating_sub(HEADER_BYTES) / ENTRY_BYTES).min(u64::from(u32::MAX)) as u32;
+    /// `file` mapped as `map`, `map_len` bytes, with the header's length
+    /// published.
+    fn new(file: Box<dyn VfsFile>, map: Box<dyn Map>, map_len: u64) -> Meta {
+        let capacity = (map_len.saturating_sub(HEADER_BYTES) / ENTRY_BYTES).min(u64::from(u32::MAX)) as u32;
         let meta = Meta { file, map, capacity, len: AtomicU32::new(0), appends: Mutex::new(()) };
         meta.len.store(meta.header().length().min(capacity), Ordering::Release);
         meta
@@ -381,7 +382,7 @@ impl Meta {
 impl Meta {
     /// The length of `meta.zr`.
     pub(crate) fn file_len(&self) -> io::Result<u64> {
-        self.file.len()
+        Ok(self.file.stat()?.len)
     }
 
     /// Writes `bytes` into the intent area without syncing (a torn intent).

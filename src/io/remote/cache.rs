@@ -134,7 +134,7 @@ impl BlockCache {
                 if fs.kind(&path).ok().flatten() != Some(FileKind::File) {
                     continue;
                 }
-                let Ok(len) = fs.open(&path, OpenMode::Read).and_then(|f| f.len()) else { continue };
+                let Ok(len) = fs.open(&path, OpenMode::Read).and_then(|f| f.stat()).map(|s| s.len) else { continue };
                 known.bytes += len;
                 known.order.push_back((path, len));
             }

@@ -39,8 +39,8 @@ use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 
 use super::{
-    BatchError, BatchRead, FileKind, Handle, LockKind, Map, MapMode, OpenMode, ReadEngine, Residency, SyncKind, Then,
-    Vfs, VfsFile,
+    BatchError, BatchRead, FileKind, Handle, LockKind, Map, MapMode, OpenMode, ReadEngine, Residency, Stat, SyncKind,
+    Then, Vfs, VfsFile,
 };
 use crate::format::{MANIFEST_BYTES_MAX, StoreFile, shard_of_dir_name};
 use fetch::{Connect, Fetcher};
@@ -564,8 +564,8 @@ impl RemoteFile {
 }
 
 impl VfsFile for RemoteFile {
-    fn len(&self) -> io::Result<u64> {
-        Ok(self.object.object.size)
+    fn stat(&self) -> io::Result<Stat> {
+        Ok(Stat::of_len(self.object.object.size))
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
@@ -622,7 +622,7 @@ impl VfsFile for RemoteFile {
             MapMode::Read => {
                 let file =
                     RemoteFile { object: self.object.clone(), fetcher: self.fetcher.clone(), handle: self.handle };
-                Ok(Box::new(RemoteReadMap { file, len }))
+                Ok(Box::new(RemoteReadMap { file }))
             }
         }
     }
@@ -636,10 +636,6 @@ struct MemoryMap {
 }
 
 impl Map for MemoryMap {
-    fn len(&self) -> usize {
-        self.len
-    }
-
     unsafe fn read(&self, offset: usize, dst: &mut [u8]) {
         dst.copy_from_slice(&self.bytes[..self.len][offset..offset + dst.len()]);
     }
@@ -677,14 +673,9 @@ impl Map for MemoryMap {
 #[derive(Debug)]
 struct RemoteReadMap {
     file: RemoteFile,
-    len: usize,
 }
 
 impl Map for RemoteReadMap {
-    fn len(&self) -> usize {
-        self.len
-    }
-
     /// A GET; panics if it fails (a chunk is read through `bytes`, which
     /// returns the error).
     unsafe fn read(&self, offset: usize, dst: &mut [u8]) {
