@@ -1,11 +1,11 @@
 //! Ragged datasets: packed gathers, pad and the fused gather-into-padded
 //! against an oracle (a `Vec` of records), zero-length records, max_len
-//! errors, appends.
+//! errors and truncation, appends.
 
 use loaderx::Codec;
 use loaderx::dataset::{
-    DType, DatasetError, RaggedDataset, Tensor, WriteOptions, pad, pad_bytes, write_dataset, write_ragged,
-    write_ragged_bytes, write_ragged_results,
+    DType, DatasetError, RaggedDataset, Tensor, WriteOptions, pad, pad_bytes, pad_truncated, write_dataset,
+    write_ragged, write_ragged_bytes, write_ragged_results,
 };
 
 struct Rng(u64);
@@ -133,6 +133,38 @@ fn pad_checks_its_input() {
     // A multi-byte pad pattern, byte-level.
     let p = pad_bytes(&values, &[0, 1], Some(2), &0x0102_0304i32.to_ne_bytes()).unwrap();
     assert_eq!(p.values.as_slice::<i32>().unwrap(), &[1, 0x0102_0304]);
+}
+
+#[test]
+fn pad_truncated_keeps_the_first_max_len_rows() {
+    for (row_shape, row) in [(vec![], 1usize), (vec![3usize], 3)] {
+        let seqs = sequences(60, 12, row, 21 + row as u64);
+        let mut shape = vec![seqs.iter().map(|s| s.len() / row).sum::<usize>()];
+        shape.extend(&row_shape);
+        let values = Tensor::from_slice(&seqs.concat(), &shape).unwrap();
+        let splits: Vec<u64> = std::iter::once(0)
+            .chain(seqs.iter().scan(0u64, |at, s| {
+                *at += (s.len() / row) as u64;
+                Some(*at)
+            }))
+            .collect();
+        for max_len in [0usize, 1, 5, 12, 20] {
+            let cut: Vec<Vec<i32>> = seqs.iter().map(|s| s[..s.len().min(max_len * row)].to_vec()).collect();
+            let all: Vec<u64> = (0..seqs.len() as u64).collect();
+            let p = pad_truncated(&values, &splits, max_len, -7i32).unwrap();
+            assert_eq!(p.values.as_slice::<i32>().unwrap(), padded_oracle(&cut, &all, row, max_len, -7));
+            let lengths: Vec<u64> = cut.iter().map(|s| (s.len() / row) as u64).collect();
+            assert_eq!(p.lengths, lengths);
+            // Where nothing is longer than max_len, it is pad's result.
+            if max_len >= 12 {
+                assert_eq!(p, pad(&values, &splits, Some(max_len), -7i32).unwrap());
+            } else {
+                let err = pad(&values, &splits, Some(max_len), -7i32).unwrap_err();
+                assert!(matches!(err, DatasetError::TooLong { .. }), "{err}");
+                assert!(err.to_string().contains("truncat"), "{err}");
+            }
+        }
+    }
 }
 
 #[test]

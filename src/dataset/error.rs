@@ -236,7 +236,10 @@ impl fmt::Display for DatasetError {
                 write!(f, "record {index} is {bytes} bytes, not a whole number of {row_bytes}-byte rows")
             }
             DatasetError::TooLong { position, rows, max_len } => {
-                write!(f, "record {position} of the batch has {rows} rows, over max_len={max_len}")
+                write!(
+                    f,
+                    "record {position} of the batch has {rows} rows, over max_len={max_len}: raise max_len, or ask for truncation (pad_truncated; truncate=True in Python)"
+                )
             }
             DatasetError::DictionaryTraining { path, records, bytes, reason } => write!(
                 f,

@@ -55,7 +55,7 @@ pub use error::DatasetError;
 pub use fixed::{Dataset, FixedKind};
 pub use mutate::{ShardDelete, ShardedMutation};
 pub use npy::{NpyHeader, read_npy_header, read_npy_header_in};
-pub use ragged::{Padded, Ragged, RaggedDataset, RaggedKind, pad, pad_bytes};
+pub use ragged::{Padded, Ragged, RaggedDataset, RaggedKind, pad, pad_bytes, pad_truncated, pad_truncated_bytes};
 pub use schema::{Layout, SCHEMA_FILE, SCHEMA_FORMAT, SCHEMA_VERSION, Schema, parse_codec};
 pub use shard_index::ShardIndex;
 pub use shard_table::{Pending, SHARDS_FILE, SHARDS_FORMAT, SHARDS_MAX, SHARDS_VERSION, ShardTable, shard_dir};

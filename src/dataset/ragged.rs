@@ -86,7 +86,8 @@ fn row_bytes_of(values: &Tensor) -> Result<usize, DatasetError> {
 /// `[total_rows, *tail]`, `row_splits` the `batch + 1` row offsets (non-decreasing,
 /// within `values`). `max_len` defaults to the longest record; a record
 /// longer than an explicit `max_len` is [`DatasetError::TooLong`], never a
-/// silent truncation. `pad_value` must be of the values' dtype.
+/// silent truncation ([`pad_truncated`] asks for one). `pad_value` must be
+/// of the values' dtype.
 ///
 /// ```
 /// use loaderx::dataset::{Tensor, pad};
@@ -115,6 +116,50 @@ pub fn pad_bytes(
     max_len: Option<usize>,
     pad_element: &[u8],
 ) -> Result<Padded, DatasetError> {
+    pad_rows(values, row_splits, max_len, false, pad_element)
+}
+
+/// [`pad`] to exactly `max_len` rows, keeping the first `max_len` rows of a
+/// longer record (its `lengths` entry is then `max_len`): the truncation
+/// [`pad`] refuses to do unasked.
+///
+/// ```
+/// use loaderx::dataset::{Tensor, pad_truncated};
+/// let values = Tensor::from_slice(&[1i32, 2, 3, 4, 5, 6], &[6])?;
+/// let p = pad_truncated(&values, &[0, 3, 4, 6], 2, -1i32)?;
+/// assert_eq!(p.values.as_slice::<i32>()?, &[1, 2, 4, -1, 5, 6]);
+/// assert_eq!(p.lengths, [2, 1, 2]);
+/// # Ok::<(), loaderx::dataset::DatasetError>(())
+/// ```
+pub fn pad_truncated<T: Element>(
+    values: &Tensor,
+    row_splits: &[u64],
+    max_len: usize,
+    pad_value: T,
+) -> Result<Padded, DatasetError> {
+    check_dtype::<T>(values.dtype())?;
+    pad_truncated_bytes(values, row_splits, max_len, bytemuck::bytes_of(&pad_value))
+}
+
+/// [`pad_truncated`] with the pad value given as the bytes of one element.
+pub fn pad_truncated_bytes(
+    values: &Tensor,
+    row_splits: &[u64],
+    max_len: usize,
+    pad_element: &[u8],
+) -> Result<Padded, DatasetError> {
+    pad_rows(values, row_splits, Some(max_len), true, pad_element)
+}
+
+/// [`pad_bytes`] and [`pad_truncated_bytes`]: `truncate` cuts a record
+/// longer than `max_len` instead of refusing it.
+fn pad_rows(
+    values: &Tensor,
+    row_splits: &[u64],
+    max_len: Option<usize>,
+    truncate: bool,
+    pad_element: &[u8],
+) -> Result<Padded, DatasetError> {
     let row_bytes = row_bytes_of(values)?;
     check_pad_element(values.dtype(), pad_element)?;
     let total_rows = values.shape()[0] as u64;
@@ -126,7 +171,10 @@ pub fn pad_bytes(
             "row_splits must be non-decreasing and end within the {total_rows} rows of values"
         )));
     }
-    let lengths: Vec<u64> = row_splits.windows(2).map(|w| w[1] - w[0]).collect();
+    let mut lengths: Vec<u64> = row_splits.windows(2).map(|w| w[1] - w[0]).collect();
+    if let (true, Some(max_len)) = (truncate, max_len) {
+        lengths.iter_mut().for_each(|l| *l = (*l).min(max_len as u64));
+    }
     let max_len = check_max_len(&lengths, max_len)?;
     let slot = padded_slot(max_len, row_bytes)?;
     let mut out = Tensor::zeros(values.dtype(), &padded_shape(lengths.len(), max_len, &values.shape()[1..]))?;
