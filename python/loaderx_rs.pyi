@@ -16,6 +16,11 @@ __all__: list[str]
 REFERENCE_VERSION: str
 MAX_RECORD_LEN: int
 WRITE_CHUNK_BYTES: int
+# The sampling modes (the reference's numbers; a mode argument also takes
+# the name as a str).
+SEQUENTIAL: int
+IID: int
+CYCLIC: int
 
 # The reference's submodules, holding this module's objects under the
 # reference's names: dataset (Dataset, RaggedDataset, pad), dataloader
@@ -33,6 +38,7 @@ _ReadMode = Literal["auto", "mapped", "batched", "direct"]
 _Casting = Literal["no", "equiv", "safe", "same_kind", "unsafe"]
 _Indices = Union[int, slice, Sequence[int], npt.ArrayLike]
 _Packed = tuple[np.ndarray, npt.NDArray[np.int64]]
+_ModeArg = Union[int, Literal["sequential", "iid", "cyclic"]]
 
 class ZrecordError(RuntimeError):
     path: Optional[str]
@@ -213,18 +219,21 @@ class DataLoader:
         num_workers: int = 4,
         batch_size: int = 256,
         prefetch_size: int = 4,
-        mode: int = 1,
+        mode: _ModeArg = 1,
         seed: int = 42,
         transform: Optional[Callable[[Batch], Any]] = None,
         *,
         shard_index: int = 0,
         shard_count: int = 1,
         start_step: int = 0,
+        epochs: Optional[int] = None,
     ) -> None: ...
     @property
     def step(self) -> int: ...
     @property
     def batch_len(self) -> int: ...
+    @property
+    def steps_per_epoch(self) -> int: ...
     def __len__(self) -> int: ...
     def __iter__(self) -> DataLoader: ...
     def __next__(self) -> Any: ...
@@ -248,7 +257,7 @@ class Zsampler:
         cls,
         length: int,
         batch_size: int,
-        mode: int = 1,
+        mode: _ModeArg = 1,
         seed: int = 42,
         shard_index: int = 0,
         shard_count: int = 1,
@@ -271,7 +280,12 @@ class Zsampler:
     def __next__(self) -> npt.NDArray[np.uint64]: ...
 
 def pad(
-    values: npt.ArrayLike, row_splits: npt.ArrayLike, max_len: Optional[int] = None, pad_value: Any = 0
+    values: npt.ArrayLike,
+    row_splits: npt.ArrayLike,
+    max_len: Optional[int] = None,
+    pad_value: Any = 0,
+    *,
+    truncate: bool = False,
 ) -> tuple[np.ndarray, npt.NDArray[np.int64]]: ...
 def pack(
     values: npt.ArrayLike, row_splits: npt.ArrayLike, seq_len: int, truncate: bool = False

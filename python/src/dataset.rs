@@ -431,10 +431,12 @@ fn dtype_of(py: Python<'_>, array: &Bound<'_, PyUntypedArray>) -> PyResult<DType
 
 /// Turns a packed `(values, row_splits)` batch into a dense padded one:
 /// returns `(padded, lengths)`, `padded` shaped `(B, max_len, *tail)`.
+/// A record longer than `max_len` is an error, or with `truncate=True`
+/// keeps its first `max_len` rows (its `lengths` entry is then `max_len`).
 #[pyfunction]
 #[pyo3(
-    signature = (values, row_splits, max_len = None, pad_value = None),
-    text_signature = "(values, row_splits, max_len=None, pad_value=0)"
+    signature = (values, row_splits, max_len = None, pad_value = None, *, truncate = false),
+    text_signature = "(values, row_splits, max_len=None, pad_value=0, *, truncate=False)"
 )]
 pub fn pad<'py>(
     py: Python<'py>,
@@ -442,7 +444,11 @@ pub fn pad<'py>(
     row_splits: &Bound<'py, PyAny>,
     max_len: Option<usize>,
     pad_value: Option<&Bound<'py, PyAny>>,
+    truncate: bool,
 ) -> PyResult<Bound<'py, PyTuple>> {
+    if truncate && max_len.is_none() {
+        return Err(value_error("truncate=True needs max_len: the length to cut longer records to"));
+    }
     let np = numpy(py)?;
     let values = np.call_method1("ascontiguousarray", (values,))?.cast_into::<PyUntypedArray>()?;
     let dtype = dtype_of(py, &values)?;
@@ -455,7 +461,10 @@ pub fn pad<'py>(
     let padded = py
         .detach(|| -> Result<ds::Padded, ds::DatasetError> {
             let tensor = Tensor::from_bytes(dtype, &shape, bytes)?;
-            ds::pad_bytes(&tensor, &splits, max_len, &element)
+            match (truncate, max_len) {
+                (true, Some(max_len)) => ds::pad_truncated_bytes(&tensor, &splits, max_len, &element),
+                _ => ds::pad_bytes(&tensor, &splits, max_len, &element),
+            }
         })
         .map_err(|e| dataset_error(py, &e))?;
     let out = from_tensor(py, padded.values, &descr)?;

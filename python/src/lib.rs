@@ -59,6 +59,9 @@ fn loaderx_rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("REFERENCE_VERSION", "0.7.3")?;
     m.add("MAX_RECORD_LEN", loaderx::format::RECORD_BYTES_MAX)?;
     m.add("WRITE_CHUNK_BYTES", dataset::WRITE_CHUNK_BYTES)?;
+    for (name, number) in sampler::MODES {
+        m.add(name, number)?;
+    }
     reference_modules(m)?;
     export_all(m)
 }

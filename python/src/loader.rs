@@ -36,7 +36,7 @@ use crate::dataset::{Dataset, RaggedDataset};
 use crate::errors::{loader_error, value_error};
 use crate::fork;
 use crate::mixture::Mixture;
-use crate::sampler::mode_of;
+use crate::sampler::{mode_number, mode_of};
 
 /// A stream's name and the NumPy dtype of its batches.
 pub(crate) struct StreamColumn {
@@ -253,9 +253,11 @@ enum Source {
 /// `loaderx.DataLoader`): each batch is a dict with one entry per stream,
 /// every stream gathered at the same indices. `streams` may also be a
 /// `Mixture` (several sources by weights; each batch's `source` names the
-/// source of each record). Extra keyword arguments:
-/// `shard_index` / `shard_count` (this host's slice of every global batch)
-/// and `start_step` (resume where a run stopped: `loader.step`).
+/// source of each record). `mode` is the reference's number or its name
+/// (`"sequential"` 0, `"iid"` 1, `"cyclic"` 2). Extra keyword arguments:
+/// `shard_index` / `shard_count` (this host's slice of every global batch),
+/// `start_step` (resume where a run stopped: `loader.step`) and `epochs`
+/// (stop after `epochs * steps_per_epoch` steps; endless without it).
 ///
 /// Subclasses may take their own `__init__` arguments. A loader pickles by
 /// its configuration and its `step`: unpickled (in a spawn worker, say), it
@@ -269,6 +271,12 @@ pub struct DataLoader {
     batch_len: usize,
     /// The step of the batch the next `next()` returns.
     step: u64,
+    /// The step it started at (`start_step`).
+    first_step: u64,
+    /// Records per stream; `None` for a `Mixture`.
+    records: Option<u64>,
+    /// The step it stops before (`epochs`); `None`: endless.
+    end: Option<u64>,
     /// The process that made the loader (its threads live there).
     home_pid: u32,
 }
@@ -285,6 +293,7 @@ struct Config {
     transform: Option<Py<PyAny>>,
     shard_index: usize,
     shard_count: usize,
+    epochs: Option<u64>,
 }
 
 pub(crate) fn streams_of<'py>(streams: &Bound<'py, PyAny>) -> PyResult<Vec<(String, Bound<'py, PyAny>)>> {
@@ -304,7 +313,7 @@ impl DataLoader {
     #[new]
     #[pyo3(
         signature = (*_args, **_kwargs),
-        text_signature = "(streams, num_workers=4, batch_size=256, prefetch_size=4, mode=1, seed=42, transform=None, *, shard_index=0, shard_count=1, start_step=0)"
+        text_signature = "(streams, num_workers=4, batch_size=256, prefetch_size=4, mode=1, seed=42, transform=None, *, shard_index=0, shard_count=1, start_step=0, epochs=None)"
     )]
     fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> DataLoader {
         DataLoader {
@@ -313,12 +322,15 @@ impl DataLoader {
             columns: Arc::new(Vec::new()),
             batch_len: 0,
             step: 0,
+            first_step: 0,
+            records: None,
+            end: None,
             home_pid: std::process::id(),
         }
     }
 
-    #[pyo3(signature = (streams, num_workers = 4, batch_size = 256, prefetch_size = 4, mode = 1, seed = 42,
-                        transform = None, *, shard_index = 0, shard_count = 1, start_step = 0))]
+    #[pyo3(signature = (streams, num_workers = 4, batch_size = 256, prefetch_size = 4, mode = None, seed = 42,
+                        transform = None, *, shard_index = 0, shard_count = 1, start_step = 0, epochs = None))]
     #[allow(clippy::too_many_arguments)]
     fn __init__(
         &mut self,
@@ -327,13 +339,15 @@ impl DataLoader {
         num_workers: usize,
         batch_size: usize,
         prefetch_size: usize,
-        mode: u8,
+        mode: Option<&Bound<'_, PyAny>>,
         seed: u64,
         transform: Option<Py<PyAny>>,
         shard_index: usize,
         shard_count: usize,
         start_step: u64,
+        epochs: Option<u64>,
     ) -> PyResult<()> {
+        let mode = mode.map_or(Ok(1), mode_number)?;
         if self.config.is_some() {
             return Err(PyRuntimeError::new_err("the DataLoader is open already"));
         }
@@ -361,6 +375,7 @@ impl DataLoader {
             // on the workers' own (fork.rs).
             builder = builder.inline_gathers(true);
         }
+        let mut records = None;
         let (builder, columns, kept) = match streams.cast::<Mixture>() {
             Ok(mixture) => {
                 let (mixture, columns) = mixture.get().parts(py)?;
@@ -371,6 +386,7 @@ impl DataLoader {
                 let kept = PyDict::new(py);
                 for (name, stream) in streams_of(streams)? {
                     kept.set_item(&name, &stream)?;
+                    records = records.or(stream.len().ok().map(|n| n as u64));
                     let (stream, dtype) = stream_of(py, &name, &stream)?;
                     builder = builder.stream(name.clone(), stream);
                     columns.push(StreamColumn { name, dtype });
@@ -383,6 +399,12 @@ impl DataLoader {
         };
         let loader = py.detach(|| builder.build()).map_err(|e| loader_error(py, &e))?;
         let batch_len = loader.batch_len();
+        let end = epoch_end(records, batch_size, mode, epochs)?;
+        if let Some(records) = records
+            && (batch_size as u64) > records
+        {
+            warn_batch_over_records(py, batch_size, records)?;
+        }
         let columns = Arc::new(columns);
         let config = Config {
             streams: kept,
@@ -394,6 +416,7 @@ impl DataLoader {
             transform: transform.as_ref().map(|t| t.clone_ref(py)),
             shard_index,
             shard_count,
+            epochs,
         };
         let source = match transform {
             None => Source::Direct(loader),
@@ -405,6 +428,9 @@ impl DataLoader {
             columns,
             batch_len,
             step: start_step,
+            first_step: start_step,
+            records,
+            end: end.map(|steps| start_step.max(steps)),
             home_pid: std::process::id(),
         };
         Ok(())
@@ -422,6 +448,7 @@ impl DataLoader {
         kwargs.set_item("shard_index", c.shard_index)?;
         kwargs.set_item("shard_count", c.shard_count)?;
         kwargs.set_item("start_step", me.step)?;
+        kwargs.set_item("epochs", c.epochs)?;
         drop(me);
         crate::pickle::reduce(slf.as_any(), &py.get_type::<DataLoader>(), args, kwargs)
     }
@@ -439,8 +466,29 @@ impl DataLoader {
         self.batch_len
     }
 
+    /// Steps of one epoch: how many batches see every record once (or
+    /// as many records as the dataset holds, in IID mode); see
+    /// `epoch_steps`. `TypeError` for a `Mixture`, whose sources have
+    /// epochs of their own.
+    #[getter]
+    fn steps_per_epoch(&self) -> PyResult<u64> {
+        let c = self.config.as_ref().ok_or_else(not_open)?;
+        let records = self.records.ok_or_else(|| {
+            PyTypeError::new_err("a loader over a Mixture has no epoch: each source has its own length")
+        })?;
+        Ok(epoch_steps(records, c.batch_size, c.mode))
+    }
+
+    /// The batches it yields (from `start_step` to the end of its
+    /// `epochs`); `TypeError` for an endless loader (no `epochs`).
     fn __len__(&self) -> PyResult<usize> {
-        Err(PyTypeError::new_err("Eternal loader has no length."))
+        match self.end {
+            Some(end) => Ok(usize::try_from(end - self.first_step).unwrap_or(usize::MAX)),
+            None => Err(PyTypeError::new_err(
+                "the DataLoader is endless, so it has no len(): loader.steps_per_epoch gives the steps of one \
+                 epoch, and DataLoader(..., epochs=N) a loader that stops after N epochs (whose len() is its steps)",
+            )),
+        }
     }
 
     fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
@@ -455,6 +503,10 @@ impl DataLoader {
         }
         if self.config.is_none() {
             return Err(not_open());
+        }
+        if self.end.is_some_and(|end| self.step >= end) {
+            self.stop(py);
+            return Err(PyStopIteration::new_err(()));
         }
         let item = match self.source.as_mut() {
             None => return Err(PyStopIteration::new_err(())),
@@ -539,6 +591,40 @@ fn piped(loader: Loader, transform: Py<PyAny>, columns: Arc<Vec<StreamColumn>>, 
     all.retain(|p| p.strong_count() > 0);
     all.push(Arc::downgrade(&producer));
     Ok(Source::Piped(producer))
+}
+
+/// Steps per epoch over `records` in `mode`: cyclic, one cycle (every
+/// record at most once, `records / batch` full batches, the remainder left
+/// to later cycles); sequential, the steps whose window sweeps every
+/// record, `ceil(records / batch)` (the last one wraps into the next
+/// sweep); IID, the steps that draw `records` indices in all (the same
+/// count). One step when a batch holds every record.
+fn epoch_steps(records: u64, batch_size: usize, mode: u8) -> u64 {
+    let batch = (batch_size as u64).max(1);
+    let steps = if mode == 2 { records / batch } else { records.div_ceil(batch) };
+    steps.max(1)
+}
+
+/// The step an `epochs`-long run stops before; `None` when endless.
+fn epoch_end(records: Option<u64>, batch_size: usize, mode: u8, epochs: Option<u64>) -> PyResult<Option<u64>> {
+    let Some(epochs) = epochs else {
+        return Ok(None);
+    };
+    let records = records.ok_or_else(|| {
+        value_error("epochs= needs streams of one length, not a Mixture: stop the loop after the steps you want")
+    })?;
+    let steps = epochs.checked_mul(epoch_steps(records, batch_size, mode));
+    steps.map(Some).ok_or_else(|| value_error(format!("epochs={epochs} overflows the step counter")))
+}
+
+/// Warns that every batch holds the whole dataset, fewer than asked.
+fn warn_batch_over_records(py: Python<'_>, batch_size: usize, records: u64) -> PyResult<()> {
+    let message = format!(
+        "batch_size={batch_size} is larger than the dataset's {records} records: every batch holds the \
+         {records} records, each once"
+    );
+    let category = py.get_type::<pyo3::exceptions::PyUserWarning>();
+    PyErr::warn(py, &category, &std::ffi::CString::new(message)?, 1)
 }
 
 fn not_open() -> PyErr {

@@ -32,21 +32,46 @@ fn fill_parallel(sampler: &ShardedSampler, step: u64, out: &mut [u64]) -> Result
     out.par_chunks_mut(out.len() / k).zip(shards.par_iter()).try_for_each(|(chunk, shard)| shard.fill(step, chunk))
 }
 
+/// The modes by name and by the reference's numbers (also the module's
+/// constants `loaderx_rs.SEQUENTIAL`, `IID`, `CYCLIC`).
+pub const MODES: [(&str, u8); 3] = [("SEQUENTIAL", 0), ("IID", 1), ("CYCLIC", 2)];
+
+/// A mode argument's number: the reference's int (0, 1, 2) or a name
+/// (`"sequential"`, `"iid"`, `"cyclic"`, in any case).
+pub fn mode_number(mode: &Bound<'_, PyAny>) -> PyResult<u8> {
+    if let Ok(name) = mode.extract::<String>() {
+        return MODES.iter().find(|(known, _)| known.eq_ignore_ascii_case(&name)).map(|&(_, n)| n).ok_or_else(|| {
+            value_error(format!("mode must be \"sequential\", \"iid\" or \"cyclic\" (or 0, 1, 2), got {name:?}"))
+        });
+    }
+    let Ok(number) = mode.extract::<i64>() else {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "mode must be a str (\"sequential\", \"iid\", \"cyclic\") or an int (0, 1, 2), not {}",
+            mode.get_type().name()?
+        )));
+    };
+    let number = u8::try_from(number).unwrap_or(u8::MAX);
+    mode_of(number)?;
+    Ok(number)
+}
+
 /// The reference's mode numbers.
 pub fn mode_of(mode: u8) -> PyResult<Mode> {
     match mode {
         0 => Ok(Mode::Sequential),
         1 => Ok(Mode::Iid),
         2 => Ok(Mode::Cyclic),
-        _ => Err(value_error(format!("mode must be 0 (sequential), 1 (iid) or 2 (cyclic), got {mode}"))),
+        _ => Err(value_error(format!(
+            "mode must be 0 (sequential), 1 (iid) or 2 (cyclic), or its name as a str, got {mode}"
+        ))),
     }
 }
 
 /// An endless stream of index batches over `0..length`, each a pure
 /// function of `(seed, step)`: `next()` returns the batch of the current
-/// step (a `uint64` array) and advances, `seek(step)` jumps. Modes:
-/// `SEQUENTIAL` (0), `IID` (1, with replacement), `CYCLIC` (2, a fresh
-/// permutation each cycle). `shard_index` / `shard_count` take this host's
+/// step (a `uint64` array) and advances, `seek(step)` jumps. Modes (an
+/// int or its name as a str): `SEQUENTIAL` (0), `IID` (1, with
+/// replacement), `CYCLIC` (2, a fresh permutation each cycle). `shard_index` / `shard_count` take this host's
 /// contiguous slice of every global batch.
 /// `Zsampler.Mode.SEQUENTIAL` etc. name the modes as the reference's
 /// `Sampler.Mode` does; `loaderx_rs._sampler.Sampler` is this class.
@@ -100,16 +125,20 @@ impl Zsampler {
     }
 
     #[new]
-    #[pyo3(signature = (length, batch_size, mode = 1, seed = 42, shard_index = 0, shard_count = 1, step = 0))]
+    #[pyo3(
+        signature = (length, batch_size, mode = None, seed = 42, shard_index = 0, shard_count = 1, step = 0),
+        text_signature = "(length, batch_size, mode=1, seed=42, shard_index=0, shard_count=1, step=0)"
+    )]
     fn new(
         length: u64,
         batch_size: usize,
-        mode: u8,
+        mode: Option<&Bound<'_, PyAny>>,
         seed: u64,
         shard_index: usize,
         shard_count: usize,
         step: u64,
     ) -> PyResult<Zsampler> {
+        let mode = mode.map_or(Ok(Zsampler::IID), mode_number)?;
         let sampler = Sampler::new(length, batch_size, mode_of(mode)?, seed).map_err(|e| sampler_error(&e))?;
         let sampler = sampler.shard(shard_index, shard_count).map_err(|e| sampler_error(&e))?;
         Ok(Zsampler { sampler, mode, step })

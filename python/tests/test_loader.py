@@ -172,7 +172,7 @@ def test_bad_configuration(streams, tmp_path):
     with pytest.raises(TypeError, match="not a loaderx_rs Dataset"):
         DataLoader({"x": [1, 2, 3]})
     loader = DataLoader({"x": x})
-    with pytest.raises(TypeError, match="no length"):
+    with pytest.raises(TypeError, match="endless"):
         len(loader)
     loader.close()
     with pytest.raises(StopIteration):
