@@ -198,7 +198,7 @@ class Mixture:
         weights: Sequence[float],
         *,
         schedule: Sequence[tuple[int, Sequence[float]]] = ...,
-        modes: Optional[Sequence[Optional[int]]] = None,
+        modes: Optional[Sequence[Optional[_ModeArg]]] = None,
     ) -> Mixture: ...
     @property
     def sources(self) -> list[dict[str, Union[Dataset, RaggedDataset]]]: ...

@@ -10,14 +10,15 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::errors::{loader_error, value_error};
 use crate::loader::{StreamColumn, stream_of, streams_of};
-use crate::sampler::mode_of;
+use crate::sampler::{mode_number, mode_of};
 
 /// Sources, each a dict of streams with the same names, dtypes and shapes
 /// (`{'x': ds_a}`, `{'x': ds_b}`), mixed by `weights` (relative, finite,
 /// positive: `[3, 1]` is three quarters and a quarter). `schedule` changes
 /// the weights from a step on: `[(step, weights), ...]`, steps going up;
 /// the batches before each step stay what they were. `modes` gives a
-/// source its own sampler mode (`None`: the loader's). Give it to
+/// source its own sampler mode (a number or name, as `DataLoader`'s;
+/// `None`: the loader's). Give it to
 /// `DataLoader` in place of the stream dict; each batch then has a
 /// `source` attribute, the source of each record (`uint32`), and its
 /// `indices` are within that source.
@@ -38,7 +39,7 @@ impl Mixture {
         sources: &Bound<'_, PyAny>,
         weights: Vec<f64>,
         schedule: Vec<(u64, Vec<f64>)>,
-        modes: Option<Vec<Option<u8>>>,
+        modes: Option<Vec<Option<Bound<'_, PyAny>>>>,
     ) -> PyResult<Mixture> {
         if sources.is_instance_of::<PyDict>() {
             return Err(PyTypeError::new_err("sources is a list of stream dicts, one per source, not one dict"));
@@ -52,7 +53,10 @@ impl Mixture {
             }
             list.append(dict)?;
         }
-        let modes = modes.unwrap_or_else(|| vec![None; list.len()]);
+        let modes = match modes {
+            Some(modes) => modes.iter().map(|m| m.as_ref().map(mode_number).transpose()).collect::<PyResult<_>>()?,
+            None => vec![None; list.len()],
+        };
         if modes.len() != list.len() {
             return Err(value_error(format!("{} modes for {} sources", modes.len(), list.len())));
         }

@@ -120,3 +120,10 @@ def test_a_batch_larger_than_the_dataset_warns(ten):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         DataLoader({"x": ten}, num_workers=1, batch_size=10).close()
+
+
+def test_a_mixture_takes_mode_names_too(ten):
+    named = Mixture([{"x": ten}, {"x": ten}], [1, 1], modes=["cyclic", None])
+    assert named.modes == Mixture([{"x": ten}, {"x": ten}], [1, 1], modes=[2, None]).modes == [2, None]
+    with pytest.raises(ValueError, match="sequential"):
+        Mixture([{"x": ten}], [1], modes=["shuffled"])
