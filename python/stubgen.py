@@ -42,7 +42,7 @@ SHARED = '''class {name}:
 '''
 
 GETITEMS_PADDED = '''    def getitems_padded(
-        self, idxs: npt.ArrayLike, max_len: Optional[int] = None, pad_value: Any = 0
+        self, idxs: npt.ArrayLike, max_len: Optional[int] = None, pad_value: Any = 0, *, truncate: bool = False
     ) -> tuple[np.ndarray, npt.NDArray[np.int64]]: ...
 '''
 

@@ -380,20 +380,33 @@ dataset_class!(
         /// Records `idxs` decoded straight into a dense `(B, max_len,
         /// *item_shape)` batch, the rest `pad_value`; returns `(padded,
         /// lengths)`. `max_len` defaults to the longest record; a longer record
-        /// is an error.
-        #[pyo3(signature = (idxs, max_len = None, pad_value = None), text_signature = "(self, idxs, max_len=None, pad_value=0)")]
+        /// is an error, or with `truncate=True` keeps its first `max_len` rows
+        /// (gathered packed, then cut: `pad(..., truncate=True)` of `self[idxs]`).
+        #[pyo3(
+            signature = (idxs, max_len = None, pad_value = None, *, truncate = false),
+            text_signature = "(self, idxs, max_len=None, pad_value=0, *, truncate=False)"
+        )]
         fn getitems_padded<'py>(
             &self,
             py: Python<'py>,
             idxs: &Bound<'py, PyAny>,
             max_len: Option<usize>,
             pad_value: Option<&Bound<'py, PyAny>>,
+            truncate: bool,
         ) -> PyResult<Bound<'py, PyTuple>> {
+            if truncate && max_len.is_none() {
+                return Err(value_error("truncate=True needs max_len: the length to cut longer records to"));
+            }
             let (dataset, dtype) = (self.shared()?, self.dtype_descr(py)?);
             let idx = indices(py, idxs, dataset.len())?;
             let element = pad_element(py, dtype.bind(py), pad_value)?;
             let padded = py
-                .detach(|| dataset.gather_padded_bytes(&idx, max_len, &element))
+                .detach(|| match (truncate, max_len) {
+                    (true, Some(max_len)) => dataset
+                        .gather(&idx)
+                        .and_then(|packed| ds::pad_truncated_bytes(&packed.values, &packed.row_splits, max_len, &element)),
+                    _ => dataset.gather_padded_bytes(&idx, max_len, &element),
+                })
                 .map_err(|e| dataset_error(py, &e))?;
             let values = from_tensor(py, padded.values, dtype.bind(py))?;
             PyTuple::new(py, [values, i64_array(py, &padded.lengths).into_any()])

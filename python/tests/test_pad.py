@@ -49,3 +49,18 @@ def test_truncate_needs_max_len():
     values, splits = packed([np.arange(3)])
     with pytest.raises(ValueError, match="needs max_len"):
         pad(values, splits, truncate=True)
+
+
+def test_getitems_padded_truncates_as_pad_does(tmp_path, rng):
+    from loaderx_rs import RaggedDataset, write_ragged
+    records = [rng.integers(0, 100, size=(int(n), 2)).astype(np.int16) for n in rng.integers(0, 9, size=30)]
+    write_ragged(tmp_path / "r", records)
+    rds = RaggedDataset(tmp_path / "r")
+    idxs = [5, 0, 29, 5, 11]
+    for max_len in (0, 3, 8):
+        got, lengths = rds.getitems_padded(idxs, max_len=max_len, pad_value=-1, truncate=True)
+        want, want_lengths = oracle([records[i] for i in idxs], max_len, -1)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(lengths, want_lengths)
+    with pytest.raises(ValueError, match="needs max_len"):
+        rds.getitems_padded(idxs, truncate=True)
