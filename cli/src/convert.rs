@@ -90,13 +90,6 @@ pub fn run(input: &Path, output: &Path, target: Target, json: bool) -> CliResult
         WriteMode::Overwrite => 0,
         _ => Records::open(output, ReadMode::Auto).map_or(0, |s| s.len()),
     };
-    if mode.is_none() && records_before > 0 {
-        eprintln!(
-            "note: {} holds {records_before} records; appending to them (pass --mode append to say so, \
-             --mode overwrite to replace them)",
-            output.display()
-        );
-    }
     if records_before > 0 && read_schema(output)?.is_none() {
         // Records of unknown layout: a schema written over them would lie.
         return Err(CliError::new(format!(
@@ -116,6 +109,15 @@ pub fn run(input: &Path, output: &Path, target: Target, json: bool) -> CliResult
         Some(bar) => write_watched(input, output, &opts, records_before, &bar)?,
     };
     let elapsed = started.elapsed();
+    // Said once the write succeeded: a failure's message is the one line.
+    if mode.is_none() && records_before > 0 {
+        eprintln!(
+            "note: {} held {records_before} records; appended to them (pass --mode append to say so, \
+             --mode overwrite to replace them)",
+            output.display()
+        );
+    }
+
     let schema =
         read_schema(output)?.ok_or_else(|| CliError::new(format!("{}: no schema.json written", output.display())))?;
     let bytes = written * schema.row_bytes()? as u64;

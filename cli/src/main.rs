@@ -333,7 +333,8 @@ fn main() -> ExitCode {
                 let convert = cli.find_subcommand_mut("convert").expect("convert is a subcommand");
                 convert.error(clap::error::ErrorKind::ArgumentConflict, message).exit();
             }
-            convert::run(&input, &output, convert::Target { codec, dict_size, shard_records, mode }, json).map(|()| Done::Ok)
+            convert::run(&input, &output, convert::Target { codec, dict_size, shard_records, mode }, json)
+                .map(|()| Done::Ok)
         }
         Command::Cat { store, indices, range, out, npy, to_terminal } => {
             let to_terminal = to_terminal || !std::io::IsTerminal::is_terminal(&std::io::stdout());

@@ -195,12 +195,12 @@ fn convert_mode_says_what_a_rerun_does() {
     // A rerun without a mode appends, and says so on standard error.
     let out = loaderx(&["convert", path_str(&small), path_str(&ds)]);
     ok(&out);
-    assert!(stderr(&out).contains("holds 10 records; appending to them (pass --mode append"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("held 10 records; appended to them (pass --mode append"), "{}", stderr(&out));
     assert_eq!(Dataset::open(&ds).unwrap().len(), 20);
     // An explicit append says nothing.
     let out = loaderx(&["convert", path_str(&small), path_str(&ds), "--mode", "append"]);
     ok(&out);
-    assert!(!stderr(&out).contains("appending"), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("appended"), "{}", stderr(&out));
     assert_eq!(Dataset::open(&ds).unwrap().len(), 30);
     // `error` refuses a dataset with records, and leaves it as it was.
     assert_fails(

@@ -57,7 +57,8 @@ impl Shards {
 
     /// [`Shards::open`] on any filesystem implementation.
     pub fn open_in(vfs: Arc<dyn Vfs>, root: &Path, read_mode: ReadMode) -> Result<Shards, DatasetError> {
-        let kind = vfs.kind(root).map_err(|source| DatasetError::Io { path: root.to_path_buf(), op: "stat", source })?;
+        let kind =
+            vfs.kind(root).map_err(|source| DatasetError::Io { path: root.to_path_buf(), op: "stat", source })?;
         if kind.is_none() {
             return Err(DatasetError::NoDataset { path: root.to_path_buf() });
         }

@@ -228,7 +228,12 @@ where
 }
 
 /// [`write_dataset_iter`] appending at `path`.
-fn write_dataset_iter_at<T, R, I>(path: &Path, shape: &[usize], records: I, opts: &WriteOptions) -> Result<u64, DatasetError>
+fn write_dataset_iter_at<T, R, I>(
+    path: &Path,
+    shape: &[usize],
+    records: I,
+    opts: &WriteOptions,
+) -> Result<u64, DatasetError>
 where
     T: Element,
     R: AsRef<[T]>,
