@@ -57,6 +57,8 @@ def sample_array(given, dtype, casting):
     `casting` if given, else as NumPy makes it, a list of ints as int32 if
     its values fit."""
     array = numeric(given, np.asarray(given), None)
+    if array.ndim < 1:
+        raise ValueError(f"array must have a sample axis (got a scalar of {array.dtype}); pass a 1-D or larger array")
     if dtype is None:
         if isinstance(given, (list, tuple)) and array.dtype == np.int64 and fits(array, None, np.dtype(np.int32)):
             array = array.astype(np.int32)

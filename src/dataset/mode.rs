@@ -89,6 +89,10 @@ fn io(path: &Path, op: &'static str) -> impl FnOnce(std::io::Error) -> DatasetEr
 /// present, the swap was done and `old` is removed; a `new` without an
 /// `old` is a write that never completed, removed too.
 pub fn recover_overwrite(path: &Path) -> Result<(), DatasetError> {
+    if path.file_name().is_none() {
+        // `.`, `..`, `/`: never overwritten (there is no sibling name), so nothing to recover.
+        return Ok(());
+    }
     let (new, old) = siblings(path)?;
     let fs = RealFs;
     let exists = |p: &Path| fs.kind(p).map(|k| k.is_some()).map_err(io(p, "stat"));
