@@ -28,8 +28,9 @@ def numeric(given, array, position):
     """`array` (made from `given`), or TypeError if it holds Python objects."""
     if array.dtype.kind == "O":
         kind = f"{type(given).__module__}.{type(given).__qualname__}"
+        what = "an array" if isinstance(given, np.ndarray) else f"a {kind} that NumPy turns into an array"
         raise TypeError(
-            f"{label(position)} is a {kind} that NumPy turns into an array of Python objects "
+            f"{label(position)} is {what} of Python objects "
             f"(shape {array.shape}), not of numbers; pass a NumPy array of numbers: "
             f"np.asarray(x, dtype=...) (for ragged records, a list of such arrays, one per record)"
         )

@@ -112,7 +112,7 @@ def test_write_dataset_forms(tmp_path, data, rng):
         write_dataset(tmp_path / "z", data, codec="lz4")
     with pytest.raises(loaderx_rs.RecordTooLargeError):
         write_dataset(tmp_path / "z", np.zeros((2, 1 << 21), dtype=np.uint8))
-    with pytest.raises(loaderx_rs.DatasetError):
+    with pytest.raises(TypeError, match="Python objects"):
         write_dataset(tmp_path / "o", np.array([object(), object()]))
 
 
