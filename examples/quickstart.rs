@@ -42,10 +42,20 @@ fn record(k: usize, out: &mut Vec<f32>) {
     }
 }
 
-fn main() -> Result<()> {
-    let temp = tempfile::tempdir()?;
-    let dir = std::env::args().nth(1).map_or_else(|| temp.path().to_path_buf(), PathBuf::from);
-    run(&dir, RECORDS, BATCHES)
+/// Prints a failure as its message (`Display`, not the `Debug` a
+/// `main` returning `Result` would print) and exits 1.
+fn main() -> std::process::ExitCode {
+    let outcome = tempfile::tempdir().map_err(Into::into).and_then(|temp| {
+        let dir = std::env::args().nth(1).map_or_else(|| temp.path().to_path_buf(), PathBuf::from);
+        run(&dir, RECORDS, BATCHES)
+    });
+    match outcome {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 /// Removes the datasets an earlier run left at `paths`; anything there

@@ -36,6 +36,7 @@ _Path = Union[str, os.PathLike[str]]
 _Codec = Literal["zstd", "raw", "zstd_dict"]
 _ReadMode = Literal["auto", "mapped", "batched", "direct"]
 _Casting = Literal["no", "equiv", "safe", "same_kind", "unsafe"]
+_WriteMode = Literal["append", "overwrite", "error"]
 _Indices = Union[int, slice, Sequence[int], npt.ArrayLike]
 _Packed = tuple[np.ndarray, npt.NDArray[np.int64]]
 _ModeArg = Union[int, Literal["sequential", "iid", "cyclic"]]
@@ -64,6 +65,9 @@ class BusyError(ZrecordError): ...
 class StoreChangedError(ZrecordError): ...
 class DatasetError(ZrecordError, ValueError): ...
 class SchemaNotFoundError(DatasetError, FileNotFoundError): ...
+class DatasetNotFoundError(SchemaNotFoundError): ...
+class DatasetExistsError(DatasetError, FileExistsError): ...
+class AppendWarning(UserWarning): ...
 
 class LoaderError(ZrecordError):
     step: Optional[int]
@@ -297,6 +301,9 @@ def write_dataset(
     chunk_bytes: int = 67108864,
     dict_size: Optional[int] = None,
     shard_records: Optional[int] = None,
+    mode: Optional[_WriteMode] = None,
+    dtype: Optional[npt.DTypeLike] = None,
+    casting: _Casting = "same_kind",
 ) -> int: ...
 def write_ragged(
     path: _Path,
@@ -308,5 +315,6 @@ def write_ragged(
     dict_size: Optional[int] = None,
     casting: _Casting = "same_kind",
     shard_records: Optional[int] = None,
+    mode: Optional[_WriteMode] = None,
 ) -> int: ...
 def _restore(cls: type, base: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any: ...

@@ -123,7 +123,12 @@ fn dtype_and_buffer_mismatches_are_errors() {
         Err(DatasetError::Store(loaderx::Error::IndexOutOfRange { .. }))
     ));
     assert!(matches!(ds.gather(&[u64::MAX]), Err(DatasetError::Store(_))));
-    assert!(matches!(Dataset::open(dir.path().join("missing")), Err(DatasetError::NoSchema { .. })));
+    // A directory that does not exist says so; one without a schema is not a dataset.
+    let missing = Dataset::open(dir.path().join("missing")).unwrap_err();
+    assert!(matches!(missing, DatasetError::NoDataset { .. }), "{missing:?}");
+    assert!(missing.to_string().contains("no such directory"), "{missing}");
+    std::fs::create_dir(dir.path().join("empty")).unwrap();
+    assert!(matches!(Dataset::open(dir.path().join("empty")), Err(DatasetError::NoSchema { .. })));
     assert!(matches!(RaggedDataset::open(dir.path()), Err(DatasetError::WrongKind { ragged: false, .. })));
 }
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
 use indicatif::ProgressBar;
-use loaderx::dataset::{DatasetError, WriteOptions, read_npy_header, write_dataset_npy};
+use loaderx::dataset::{DatasetError, WriteMode, WriteOptions, read_npy_header, write_dataset_npy};
 use loaderx::{Codec, ReadMode};
 
 use crate::CliResult;
@@ -45,18 +45,51 @@ impl CodecArg {
     }
 }
 
+/// `--mode`: what to do with an output that already holds records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    /// add the records after the existing ones (the default).
+    Append,
+    /// replace the dataset: written beside it, then swapped in by renames.
+    Overwrite,
+    /// refuse an output that holds records.
+    Error,
+}
+
+impl ModeArg {
+    fn mode(self) -> WriteMode {
+        match self {
+            ModeArg::Append => WriteMode::Append,
+            ModeArg::Overwrite => WriteMode::Overwrite,
+            ModeArg::Error => WriteMode::Error,
+        }
+    }
+}
+
 /// What `convert` writes: the codec of a new dataset, the dictionary's
 /// size cap, and the records per shard.
 pub struct Target {
     pub codec: CodecArg,
     pub dict_size: Option<usize>,
     pub shard_records: Option<u64>,
+    /// `None`: append, with a note on standard error if the output holds records.
+    pub mode: Option<ModeArg>,
 }
 
 pub fn run(input: &Path, output: &Path, target: Target, json: bool) -> CliResult<()> {
-    let Target { codec, dict_size, shard_records } = target;
-    let opts = WriteOptions { dict_size, shard_records, chunk_bytes: CALL_BYTES, ..WriteOptions::codec(codec.codec()) };
-    let records_before = Records::open(output, ReadMode::Auto).map_or(0, |s| s.len());
+    let Target { codec, dict_size, shard_records, mode } = target;
+    let write_mode = mode.map_or(WriteMode::Append, ModeArg::mode);
+    let opts = WriteOptions {
+        dict_size,
+        shard_records,
+        chunk_bytes: CALL_BYTES,
+        mode: write_mode,
+        ..WriteOptions::codec(codec.codec())
+    };
+    let records_before = match write_mode {
+        WriteMode::Overwrite => 0,
+        _ => Records::open(output, ReadMode::Auto).map_or(0, |s| s.len()),
+    };
     if records_before > 0 && read_schema(output)?.is_none() {
         // Records of unknown layout: a schema written over them would lie.
         return Err(CliError::new(format!(
@@ -66,11 +99,25 @@ pub fn run(input: &Path, output: &Path, target: Target, json: bool) -> CliResult
         .into());
     }
     let started = Instant::now();
-    let written = match progress_bar(npy_records(input).unwrap_or(0), "convert", false) {
+    // An overwrite writes beside the output: there is no store to watch.
+    let bar = match write_mode {
+        WriteMode::Overwrite => None,
+        _ => progress_bar(npy_records(input).unwrap_or(0), "convert", false),
+    };
+    let written = match bar {
         None => write_dataset_npy(output, input, &opts)?,
         Some(bar) => write_watched(input, output, &opts, records_before, &bar)?,
     };
     let elapsed = started.elapsed();
+    // Said once the write succeeded: a failure's message is the one line.
+    if mode.is_none() && records_before > 0 {
+        eprintln!(
+            "note: {} held {records_before} records; appended to them (pass --mode append to say so, \
+             --mode overwrite to replace them)",
+            output.display()
+        );
+    }
+
     let schema =
         read_schema(output)?.ok_or_else(|| CliError::new(format!("{}: no schema.json written", output.display())))?;
     let bytes = written * schema.row_bytes()? as u64;

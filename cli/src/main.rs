@@ -155,6 +155,12 @@ enum Command {
         /// store; past it, the output is a sharded dataset (shards.json).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
         shard_records: Option<u64>,
+        /// What to do with an output that holds records: append (the
+        /// default, with a note on standard error), overwrite (replace it,
+        /// crash-safely: written beside, swapped in by renames), error
+        /// (refuse).
+        #[arg(long, value_enum)]
+        mode: Option<convert::ModeArg>,
         /// Print one JSON object instead of a summary.
         #[arg(long)]
         json: bool,
@@ -317,7 +323,7 @@ fn main() -> ExitCode {
             }
             .map(|()| Done::Ok)
         }
-        Command::Convert { input, output, codec, dict_size, shard_records, json } => {
+        Command::Convert { input, output, codec, dict_size, shard_records, mode, json } => {
             if dict_size.is_some() && codec != CodecArg::ZstdDict {
                 use clap::CommandFactory;
                 let message = "--dict-size applies to --codec zstd_dict only";
@@ -327,7 +333,8 @@ fn main() -> ExitCode {
                 let convert = cli.find_subcommand_mut("convert").expect("convert is a subcommand");
                 convert.error(clap::error::ErrorKind::ArgumentConflict, message).exit();
             }
-            convert::run(&input, &output, convert::Target { codec, dict_size, shard_records }, json).map(|()| Done::Ok)
+            convert::run(&input, &output, convert::Target { codec, dict_size, shard_records, mode }, json)
+                .map(|()| Done::Ok)
         }
         Command::Cat { store, indices, range, out, npy, to_terminal } => {
             let to_terminal = to_terminal || !std::io::IsTerminal::is_terminal(&std::io::stdout());

@@ -182,3 +182,39 @@ fn messages_name_the_file_and_the_problem() {
     assert!(stderr(&usage).contains("Usage: loaderx convert [OPTIONS] <INPUT> <OUTPUT>"), "{}", stderr(&usage));
     assert!(!out.exists());
 }
+
+#[test]
+fn convert_mode_says_what_a_rerun_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let (small, large) = (dir.path().join("small.npy"), dir.path().join("large.npy"));
+    let ds = dir.path().join("ds");
+    write_npy_f32(&small, &[10, 3, 4], &values(10));
+    write_npy_f32(&large, &[25, 3, 4], &values(25));
+    // A first write under `error` is fine: nothing exists yet.
+    ok(&loaderx(&["convert", path_str(&small), path_str(&ds), "--mode", "error"]));
+    // A rerun without a mode appends, and says so on standard error.
+    let out = loaderx(&["convert", path_str(&small), path_str(&ds)]);
+    ok(&out);
+    assert!(stderr(&out).contains("held 10 records; appended to them (pass --mode append"), "{}", stderr(&out));
+    assert_eq!(Dataset::open(&ds).unwrap().len(), 20);
+    // An explicit append says nothing.
+    let out = loaderx(&["convert", path_str(&small), path_str(&ds), "--mode", "append"]);
+    ok(&out);
+    assert!(!stderr(&out).contains("appended"), "{}", stderr(&out));
+    assert_eq!(Dataset::open(&ds).unwrap().len(), 30);
+    // `error` refuses a dataset with records, and leaves it as it was.
+    assert_fails(
+        &loaderx(&["convert", path_str(&small), path_str(&ds), "--mode", "error"]),
+        "a dataset of 30 records exists",
+    );
+    assert_eq!(Dataset::open(&ds).unwrap().len(), 30);
+    // `overwrite` replaces it, and leaves no sibling behind.
+    let json = ok_json(&loaderx(&["convert", path_str(&large), path_str(&ds), "--mode", "overwrite", "--json"]));
+    assert_eq!((json["records_written"].as_u64(), json["records"].as_u64()), (Some(25), Some(25)));
+    let out = loaderx(&["cat", path_str(&ds), "--npy"]);
+    assert_eq!(read_npy_f32(&out.stdout).1, values(25));
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names, ["ds", "large.npy", "small.npy"]);
+}

@@ -497,16 +497,54 @@ fn write_options(
     Ok(WriteOptions { codec: codec_of(py, codec)?, chunk_bytes, dict_size, shard_records, ..WriteOptions::default() })
 }
 
+/// The dataset already at `path`: its record count and dtype, if it is one.
+fn existing(path: &std::path::Path) -> Option<(u64, DType)> {
+    ds::Shards::open(path, ReadMode::Auto).ok().map(|s| (s.len(), s.schema().dtype))
+}
+
+/// `mode` (`None`: append, warning with `AppendWarning` if the dataset at
+/// `path` holds records) into `opts`.
+fn apply_mode(
+    py: Python<'_>,
+    opts: &mut WriteOptions,
+    mode: Option<&str>,
+    path: &std::path::Path,
+    existing: Option<(u64, DType)>,
+) -> PyResult<()> {
+    opts.mode = ds::WriteMode::parse(mode.unwrap_or("append")).map_err(|e| dataset_error(py, &e))?;
+    if let (None, Some((records, _))) = (mode, existing)
+        && records > 0
+    {
+        crate::errors::append_warning(
+            py,
+            &format!(
+                "{}: appending to a dataset that already holds {records} records (rerunning a script adds them \
+                 again); pass mode=\"append\" to say so and silence this, or mode=\"overwrite\" to replace it",
+                path.display()
+            ),
+        )?;
+    }
+    Ok(())
+}
+
 /// Persists `array` as a dataset at `path`, one record per slice along
-/// axis 0 (created, or appended to if it holds the same dtype and shape);
-/// returns the number of records written. A C-contiguous array (an
-/// `np.load(..., mmap_mode='r')` one included) is read in place, in calls of
-/// at most `chunk_bytes`; another is made contiguous first.
+/// axis 0; returns the number of records written. `mode`: `"append"` (the
+/// default: add to a dataset of the same dtype and shape; without an
+/// explicit mode, appending to one with records warns `AppendWarning`),
+/// `"overwrite"` (replace it, crash-safely) or `"error"` (refuse one with
+/// records). The dtype written: `dtype`, else an existing dataset's (when
+/// appending), else the array's; a conversion follows `casting` as in
+/// `write_ragged` (default `"same_kind"`, whose values must also fit). A
+/// Python list of ints becomes int32 if its values fit, else int64. A
+/// C-contiguous array (an `np.load(..., mmap_mode='r')` one included) is
+/// read in place, in calls of at most `chunk_bytes`.
 #[pyfunction]
 #[pyo3(
-    signature = (path, array, codec = "zstd", chunk_bytes = WRITE_CHUNK_BYTES, dict_size = None, shard_records = None),
-    text_signature = "(path, array, codec='zstd', chunk_bytes=67108864, dict_size=None, shard_records=None)"
+    signature = (path, array, codec = "zstd", chunk_bytes = WRITE_CHUNK_BYTES, dict_size = None, shard_records = None,
+                 mode = None, dtype = None, casting = "same_kind"),
+    text_signature = "(path, array, codec='zstd', chunk_bytes=67108864, dict_size=None, shard_records=None, mode='append', dtype=None, casting='same_kind')"
 )]
+#[allow(clippy::too_many_arguments)]
 pub fn write_dataset(
     py: Python<'_>,
     path: PathBuf,
@@ -515,18 +553,24 @@ pub fn write_dataset(
     chunk_bytes: usize,
     dict_size: Option<usize>,
     shard_records: Option<u64>,
+    mode: Option<&str>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    casting: &str,
 ) -> PyResult<u64> {
-    let opts = write_options(py, codec, chunk_bytes, dict_size, shard_records)?;
-    let np = numpy(py)?;
-    let array = np.call_method1("asarray", (array,))?.cast_into::<PyUntypedArray>()?;
+    let mut opts = write_options(py, codec, chunk_bytes, dict_size, shard_records)?;
+    cast::rule(py, casting)?;
+    let existing = existing(&path);
+    apply_mode(py, &mut opts, mode, &path, existing)?;
+    let appending = existing.filter(|_| opts.mode != ds::WriteMode::Overwrite);
+    let wanted = match (dtype, appending) {
+        (Some(d), _) => Some(PyArrayDescr::new(py, d)?.into_any()),
+        (None, Some((_, dtype))) => Some(descr(py, &dtype.to_string())?.into_any()),
+        (None, None) => None,
+    };
+    let array = cast::sample_array(array, wanted.as_ref(), casting)?.cast_into::<PyUntypedArray>()?;
     if array.ndim() < 1 {
         return Err(value_error("array must have a sample axis"));
     }
-    let array = if array.is_c_contiguous() {
-        array
-    } else {
-        np.call_method1("ascontiguousarray", (array,))?.cast_into::<PyUntypedArray>()?
-    };
     let dtype = dtype_of(py, &array)?;
     let shape = array.shape()[1..].to_vec();
     let bytes = read_bytes(array.as_any(), "array")?;
@@ -538,6 +582,7 @@ pub fn write_dataset(
 /// Persists an iterable of variable-length arrays, each `(rows,
 /// *item_shape)`, as a ragged dataset at `path`; returns the number of
 /// records written. `dtype` and `item_shape` default to the first array's.
+/// `mode` as for `write_dataset`.
 /// An array of another dtype is converted under NumPy's `casting` rule
 /// (default `"same_kind"`, whose values must also fit `dtype`); a
 /// conversion that would change values is refused unless
@@ -547,8 +592,8 @@ pub fn write_dataset(
 #[pyfunction]
 #[pyo3(
     signature = (path, arrays, dtype = None, item_shape = None, codec = "zstd",
-                 chunk_bytes = WRITE_CHUNK_BYTES, dict_size = None, casting = "same_kind", shard_records = None),
-    text_signature = "(path, arrays, dtype=None, item_shape=None, codec='zstd', chunk_bytes=67108864, dict_size=None, casting='same_kind', shard_records=None)"
+                 chunk_bytes = WRITE_CHUNK_BYTES, dict_size = None, casting = "same_kind", shard_records = None, mode = None),
+    text_signature = "(path, arrays, dtype=None, item_shape=None, codec='zstd', chunk_bytes=67108864, dict_size=None, casting='same_kind', shard_records=None, mode='append')"
 )]
 #[allow(clippy::too_many_arguments)]
 pub fn write_ragged(
@@ -562,13 +607,15 @@ pub fn write_ragged(
     dict_size: Option<usize>,
     casting: &str,
     shard_records: Option<u64>,
+    mode: Option<&str>,
 ) -> PyResult<u64> {
-    let opts = write_options(py, codec, chunk_bytes, dict_size, shard_records)?;
+    let mut opts = write_options(py, codec, chunk_bytes, dict_size, shard_records)?;
     cast::rule(py, casting)?;
-    let np = numpy(py)?;
+    cast::refuse_column(arrays)?;
+    apply_mode(py, &mut opts, mode, &path, existing(&path))?;
     let mut iter = arrays.try_iter()?;
     let first = match iter.next() {
-        Some(first) => np.call_method1("ascontiguousarray", (first?,))?.cast_into::<PyUntypedArray>()?,
+        Some(first) => cast::ragged_item(&first?, 0)?.cast_into::<PyUntypedArray>()?,
         None => return Err(value_error("no arrays to write")),
     };
     let descr = match dtype {

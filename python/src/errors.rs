@@ -102,6 +102,29 @@ class SchemaNotFoundError(DatasetError, FileNotFoundError):
     """The directory has no schema.json: it is not a loaderx dataset."""
 
 
+class DatasetNotFoundError(SchemaNotFoundError):
+    """The dataset's directory does not exist; ``errno`` is ``ENOENT`` and
+    ``filename`` the path."""
+
+    def __init__(self, message, path=None, index=None, code=None):
+        super().__init__(message, path, index, code)
+        import errno
+
+        self.errno = errno.ENOENT
+        self.strerror = message
+        self.filename = path
+
+
+class DatasetExistsError(DatasetError, FileExistsError):
+    """A write with ``mode="error"`` found a dataset that holds records."""
+
+
+class AppendWarning(UserWarning):
+    """A write without an explicit ``mode`` appended to a dataset that
+    already held records. Pass ``mode="append"`` to say that is meant (and
+    silence it), or ``mode="overwrite"`` to replace the dataset."""
+
+
 class LoaderError(ZrecordError):
     """A loader worker failed; ``step`` is the step whose batch it was."""
 
@@ -136,6 +159,9 @@ pub const NAMES: &[&str] = &[
     "CorruptError",
     "DatasetError",
     "SchemaNotFoundError",
+    "DatasetNotFoundError",
+    "DatasetExistsError",
+    "AppendWarning",
     "LoaderError",
 ];
 
@@ -227,6 +253,8 @@ pub fn dataset_error(py: Python<'_>, e: &DatasetError) -> PyErr {
         DatasetError::Store(e) => store_error(py, e),
         DatasetError::Io { path, .. } => make(py, "StoreIOError", message, path_string(path), None),
         DatasetError::NoSchema { path } => make(py, "SchemaNotFoundError", message, path_string(path), None),
+        DatasetError::NoDataset { path } => make(py, "DatasetNotFoundError", message, path_string(path), None),
+        DatasetError::Exists { path, .. } => make(py, "DatasetExistsError", message, path_string(path), None),
         DatasetError::Schema { path, .. }
         | DatasetError::UnknownFormat { path, .. }
         | DatasetError::UnsupportedVersion { path, .. }
@@ -249,6 +277,12 @@ pub fn dataset_error(py: Python<'_>, e: &DatasetError) -> PyErr {
         | DatasetError::ShardNotEmpty { path, .. } => make(py, "DatasetError", message, path_string(path), None),
         _ => make(py, "DatasetError", message, None, None),
     }
+}
+
+/// Warns with `AppendWarning` (a `UserWarning`): `message`.
+pub fn append_warning(py: Python<'_>, message: &str) -> PyResult<()> {
+    let class = exceptions(py)?.module.bind(py).getattr("AppendWarning")?;
+    PyErr::warn(py, &class, &std::ffi::CString::new(message).unwrap_or_default(), 1)
 }
 
 /// A sampler error: always a bad argument.

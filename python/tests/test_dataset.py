@@ -102,14 +102,17 @@ def test_write_dataset_forms(tmp_path, data, rng):
     write_dataset(tmp_path / "s", strided[:5])
     assert len(Dataset(tmp_path / "s")) == len(strided) + 5
     with pytest.raises(loaderx_rs.DatasetError, match="cannot append"):
-        write_dataset(tmp_path / "s", data.astype(np.float64))
+        write_dataset(tmp_path / "s", data.reshape(len(data), -1)[:, :1])
+    # Another dtype of the same kind is converted (same_kind: test_write_modes.py).
+    write_dataset(tmp_path / "s", data[:1].astype(np.float64), mode="append")
+    assert Dataset(tmp_path / "s").dtype == data.dtype
     with pytest.raises(ValueError, match="sample axis"):
         write_dataset(tmp_path / "z", np.float32(1.0))
     with pytest.raises(ValueError, match="unknown codec"):
         write_dataset(tmp_path / "z", data, codec="lz4")
     with pytest.raises(loaderx_rs.RecordTooLargeError):
         write_dataset(tmp_path / "z", np.zeros((2, 1 << 21), dtype=np.uint8))
-    with pytest.raises(loaderx_rs.DatasetError):
+    with pytest.raises(TypeError, match="Python objects"):
         write_dataset(tmp_path / "o", np.array([object(), object()]))
 
 

@@ -20,6 +20,19 @@ pub enum DatasetError {
         /// The underlying error.
         source: io::Error,
     },
+    /// The dataset's directory does not exist.
+    NoDataset {
+        /// The dataset directory.
+        path: PathBuf,
+    },
+    /// A write with [`WriteMode::Error`](super::WriteMode::Error) found a
+    /// dataset that already holds records.
+    Exists {
+        /// The dataset directory.
+        path: PathBuf,
+        /// Records it holds.
+        records: u64,
+    },
     /// The directory has no `schema.json`: it is not a loaderx dataset.
     NoSchema {
         /// The dataset directory.
@@ -198,6 +211,16 @@ impl fmt::Display for DatasetError {
         match self {
             DatasetError::Store(e) => e.fmt(f),
             DatasetError::Io { path, op, source } => write!(f, "{}: {op} failed: {source}", path.display()),
+            DatasetError::NoDataset { path } => write!(
+                f,
+                "{}: no such directory, so no dataset there (check the path; write one with write_dataset or write_ragged)",
+                path.display()
+            ),
+            DatasetError::Exists { path, records } => write!(
+                f,
+                "{}: a dataset of {records} records exists and the write mode is \"error\"; pass mode \"append\" to add to it or \"overwrite\" to replace it",
+                path.display()
+            ),
             DatasetError::NoSchema { path } => {
                 write!(f, "{}: no schema.json, so not a loaderx dataset", path.display())
             }

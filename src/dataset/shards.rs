@@ -57,6 +57,11 @@ impl Shards {
 
     /// [`Shards::open`] on any filesystem implementation.
     pub fn open_in(vfs: Arc<dyn Vfs>, root: &Path, read_mode: ReadMode) -> Result<Shards, DatasetError> {
+        let kind =
+            vfs.kind(root).map_err(|source| DatasetError::Io { path: root.to_path_buf(), op: "stat", source })?;
+        if kind.is_none() {
+            return Err(DatasetError::NoDataset { path: root.to_path_buf() });
+        }
         let Some(shard_table) = ShardTable::read(&*vfs, root)? else {
             let schema = Schema::read(&*vfs, root)?;
             let store = Zrecord::open_in(vfs.clone(), root, read_only(read_mode))?;

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use super::dtype::{DType, Element};
 use super::error::DatasetError;
+use super::mode::{WriteMode, check_in, write_with_mode};
 use super::npy::NpyFile;
 use super::schema::Schema;
 use super::target::{Batch, Target};
@@ -45,6 +46,8 @@ pub struct WriteOptions {
     /// files' capacity). Applies to this write; an existing dataset's shards
     /// keep their counts.
     pub shard_records: Option<u64>,
+    /// What to do with a dataset that already holds records (default: append).
+    pub mode: WriteMode,
 }
 
 impl Default for WriteOptions {
@@ -55,6 +58,7 @@ impl Default for WriteOptions {
             dict_size: None,
             store: Options::default(),
             shard_records: None,
+            mode: WriteMode::Append,
         }
     }
 }
@@ -63,6 +67,11 @@ impl WriteOptions {
     /// The defaults with `codec`.
     pub fn codec(codec: Codec) -> WriteOptions {
         WriteOptions { codec, ..WriteOptions::default() }
+    }
+
+    /// These options with `mode`.
+    pub fn with_mode(&self, mode: WriteMode) -> WriteOptions {
+        WriteOptions { mode, ..self.clone() }
     }
 }
 
@@ -136,7 +145,9 @@ pub fn write_dataset_bytes(
     data: &[u8],
     opts: &WriteOptions,
 ) -> Result<u64, DatasetError> {
-    write_dataset_bytes_in(Arc::new(RealFs), path.as_ref(), dtype, shape, data, opts)
+    write_with_mode(path.as_ref(), opts.mode, |at| {
+        write_dataset_bytes_in(Arc::new(RealFs), at, dtype, shape, data, &opts.with_mode(WriteMode::Append))
+    })
 }
 
 /// [`write_dataset_bytes`] on any filesystem implementation.
@@ -162,6 +173,7 @@ pub fn write_dataset_bytes_in(
         )));
     }
     let count = (data.len() / row_bytes) as u64;
+    check_in(&vfs, path, opts.mode)?;
     let mut target = open_target(vfs, path, schema, opts)?;
     write_fixed(&mut target, count, &SliceSource { data, row_bytes }, opts)
 }
@@ -176,7 +188,9 @@ pub fn write_dataset_npy(
     npy: impl AsRef<Path>,
     opts: &WriteOptions,
 ) -> Result<u64, DatasetError> {
-    write_dataset_npy_in(Arc::new(RealFs), path.as_ref(), npy.as_ref(), opts)
+    write_with_mode(path.as_ref(), opts.mode, |at| {
+        write_dataset_npy_in(Arc::new(RealFs), at, npy.as_ref(), &opts.with_mode(WriteMode::Append))
+    })
 }
 
 /// [`write_dataset_npy`] on any filesystem implementation (the `.npy` file
@@ -189,6 +203,7 @@ pub fn write_dataset_npy_in(
 ) -> Result<u64, DatasetError> {
     let file = NpyFile::open(&*vfs, npy)?;
     let schema = Schema::fixed(file.dtype, file.record_shape.clone(), opts.codec).map_err(|e| e.at(npy))?;
+    check_in(&vfs, path, opts.mode)?;
     let mut target = open_target(vfs, path, schema, opts)?;
     write_fixed(&mut target, file.count, &file, opts)
 }
@@ -209,9 +224,24 @@ where
     R: AsRef<[T]>,
     I: IntoIterator<Item = R>,
 {
-    let schema = Schema::fixed(T::DTYPE, shape.to_vec(), opts.codec).map_err(|e| e.at(path.as_ref()))?;
-    let row_bytes = schema.row_bytes().map_err(|e| e.at(path.as_ref()))?;
-    let mut target = open_target(Arc::new(RealFs), path.as_ref(), schema, opts)?;
+    write_with_mode(path.as_ref(), opts.mode, |at| write_dataset_iter_at(at, shape, records, opts))
+}
+
+/// [`write_dataset_iter`] appending at `path`.
+fn write_dataset_iter_at<T, R, I>(
+    path: &Path,
+    shape: &[usize],
+    records: I,
+    opts: &WriteOptions,
+) -> Result<u64, DatasetError>
+where
+    T: Element,
+    R: AsRef<[T]>,
+    I: IntoIterator<Item = R>,
+{
+    let schema = Schema::fixed(T::DTYPE, shape.to_vec(), opts.codec).map_err(|e| e.at(path))?;
+    let row_bytes = schema.row_bytes().map_err(|e| e.at(path))?;
+    let mut target = open_target(Arc::new(RealFs), path, schema, opts)?;
     let step = step(&target, opts);
     let mut block: Vec<u8> = Vec::with_capacity(step * row_bytes);
     let mut written = 0u64;
@@ -368,7 +398,9 @@ where
     R: AsRef<[u8]>,
     I: IntoIterator<Item = Result<R, DatasetError>>,
 {
-    write_ragged_results_in(Arc::new(RealFs), path.as_ref(), dtype, item_shape, records, opts)
+    write_with_mode(path.as_ref(), opts.mode, |at| {
+        write_ragged_results_in(Arc::new(RealFs), at, dtype, item_shape, records, &opts.with_mode(WriteMode::Append))
+    })
 }
 
 /// [`write_ragged_results`] on any filesystem implementation.
@@ -385,6 +417,7 @@ where
     I: IntoIterator<Item = Result<R, DatasetError>>,
 {
     let schema = Schema::ragged(dtype, item_shape.to_vec(), opts.codec).map_err(|e| e.at(path))?;
+    check_in(&vfs, path, opts.mode)?;
     let mut target = open_target(vfs, path, schema, opts)?;
     let row_bytes = target.row_bytes;
     let mut block: Vec<u8> = Vec::new();

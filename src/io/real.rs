@@ -124,6 +124,15 @@ fn count_resident(ptr: *const u8, len: usize) -> u64 {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RealFs;
 
+impl RealFs {
+    /// Removes the directory at `path` and everything in it (a dataset an
+    /// overwrite replaced, `dataset/mode.rs`). Not part of the `Vfs`: only
+    /// the real filesystem replaces datasets.
+    pub fn remove_dir_all(path: &Path) -> io::Result<()> {
+        fs::remove_dir_all(path)
+    }
+}
+
 impl Vfs for RealFs {
     fn kind(&self, path: &Path) -> io::Result<Option<FileKind>> {
         match fs::metadata(path) {
