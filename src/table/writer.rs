@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::commit::{ColumnType, Commit, bad_columns};
 use super::error::TableError;
 use crate::dataset::{DType, Schema, WriteOptions, write_dataset_bytes_in, write_ragged_results_in};
-use crate::format::{RECORDS_MAX, SHARDS_FILE, TABLE_FILE, TABLE_LOCK_FILE, column_dir_name};
+use crate::format::{RECORD_BYTES_MAX, RECORDS_MAX, SHARDS_FILE, TABLE_FILE, TABLE_LOCK_FILE, column_dir_name};
 use crate::io::{LockKind, OpenMode, Vfs, VfsFile};
 use crate::{Options, Zrecord};
 
@@ -264,6 +264,9 @@ impl TableWriter {
                 }
                 (_, Values::Items(items)) => items.len(),
             } as u64;
+            if let Values::Items(items) = v {
+                check_items(name, items, schema.row_bytes()?)?;
+            }
             if rows.is_some_and(|r| r != n) {
                 return Err(TableError::InvalidArgument(format!(
                     "column {name:?} has {n} rows in this batch, the columns before it {}: every column takes the same rows",
@@ -308,6 +311,20 @@ impl TableWriter {
         }
         Ok(self.commit.rows)
     }
+}
+
+/// Each of a ragged column's values whole rows of `row` bytes and at most
+/// a record's [`RECORD_BYTES_MAX`], checked before any column is written.
+fn check_items(name: &str, items: &[&[u8]], row: usize) -> Result<(), TableError> {
+    for (k, item) in items.iter().enumerate() {
+        if item.len() > RECORD_BYTES_MAX as usize || !item.len().is_multiple_of(row) {
+            return Err(TableError::InvalidArgument(format!(
+                "column {name:?}, row {k} of the batch: {} bytes, not whole {row}-byte rows of at most {RECORD_BYTES_MAX} bytes",
+                item.len()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// `root/table.lock`, opened and locked exclusively, not waiting.
