@@ -17,12 +17,15 @@ fn table(path: &Path) -> String {
     std::fs::read_to_string(path.join("table.json")).unwrap()
 }
 
+/// What a case's error must be.
+type Expect = fn(&TableError) -> bool;
+
 #[test]
 fn damaged_commit_files_are_refused_by_readers_and_writers() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t");
     let good = table(&path);
-    let cases: Vec<(String, fn(&TableError) -> bool)> = vec![
+    let cases: Vec<(String, Expect)> = vec![
         (good[..good.len() / 2].to_string(), |e| matches!(e, TableError::Commit { .. })),
         (String::new(), |e| matches!(e, TableError::Commit { .. })),
         (good.replace("col-0001", "../../elsewhere"), |e| matches!(e, TableError::Commit { .. })),

@@ -56,7 +56,7 @@ pub fn run_guarded(seed: u64, settings: &Settings) -> Result<(Tally, u64), Viola
     // Every fourth seed also crashes a table's steps once, at random.
     let run = || {
         run_seed(seed, settings)
-            .and_then(|r| if seed % 4 == 0 { crate::table::run_random(seed).map(|_| r) } else { Ok(r) })
+            .and_then(|r| if seed.is_multiple_of(4) { crate::table::run_random(seed).map(|_| r) } else { Ok(r) })
     };
     match std::panic::catch_unwind(run) {
         Ok(result) => result,

@@ -1,7 +1,7 @@
 //! `table.json`: a table's commit file (`docs/format.md`, "Tables"),
 //! parsed strictly (it is input) and replaced whole: written to a
-//! temporary file, synced (SYNC T1), renamed over the name, the directory
-//! synced (SYNC T2) (`docs/crash-safety.md`, "Table commit"). Its row
+//! temporary file, synced (SYNC K1), renamed over the name, the directory
+//! synced (SYNC K2) (`docs/crash-safety.md`, "Table commit"). Its row
 //! count is the table's commit point: a reader sees exactly that many rows
 //! of every column, a writer's open trims every column back to it.
 //!
@@ -177,17 +177,17 @@ impl Commit {
     }
 
     /// Replaces `root/table.json` whole: a temporary file, synced (SYNC
-    /// T1), renamed over the name, the directory synced (SYNC T2).
+    /// K1), renamed over the name, the directory synced (SYNC K2).
     pub fn write(&self, vfs: &dyn Vfs, root: &Path) -> Result<(), TableError> {
         let tmp = root.join(TABLE_TMP_FILE);
         let io = |op| move |source| TableError::Io { path: root.join(TABLE_FILE), op, source };
         let file = vfs.open(&tmp, OpenMode::Create).map_err(io("create table.json.tmp"))?;
         file.set_len(0).map_err(io("truncate table.json.tmp"))?;
         write_all_at(&*file, self.to_json().as_bytes(), 0).map_err(io("write table.json.tmp"))?;
-        file.sync(SyncKind::All).map_err(io("sync table.json.tmp"))?; // SYNC T1
+        file.sync(SyncKind::All).map_err(io("sync table.json.tmp"))?; // SYNC K1
         drop(file);
         vfs.rename(&tmp, &root.join(TABLE_FILE)).map_err(io("rename table.json.tmp"))?;
-        vfs.sync_dir(root).map_err(io("sync table directory")) // SYNC T2
+        vfs.sync_dir(root).map_err(io("sync table directory")) // SYNC K2
     }
 }
 

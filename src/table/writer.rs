@@ -1,8 +1,8 @@
 //! [`TableWriter`]: appends rows to every column of a table, then commits
-//! them (`docs/crash-safety.md`, "Table commit"): T0, each column's
-//! appends, crash-ordered and durable by its store; T1-T2, the commit file
+//! them (`docs/crash-safety.md`, "Table commit"): K0, each column's
+//! appends, crash-ordered and durable by its store; K1-K2, the commit file
 //! replaced with the new row count. A writer's open trims every column
-//! back to the committed count (T3), so the tail a crash left is dropped.
+//! back to the committed count (K3), so the tail a crash left is dropped.
 //!
 //! One writer at a time: the writer holds the exclusive `flock` of the
 //! table's own `table.lock` (a column's store lock is taken and released
@@ -154,7 +154,7 @@ impl TableWriter {
 
     /// [`TableWriter::open`] on any filesystem implementation: the writer
     /// lock taken, the commit file read under it, every column checked
-    /// and trimmed back to the committed rows (T3).
+    /// and trimmed back to the committed rows (K3).
     pub fn open_in(vfs: Arc<dyn Vfs>, root: &Path, opts: &WriteOptions) -> Result<TableWriter, TableError> {
         Commit::read(&*vfs, root)?;
         let lock = lock(&*vfs, root)?;
@@ -169,7 +169,7 @@ impl TableWriter {
                 return Err(TableError::ColumnShort { path: dir, column: name.clone(), holds, rows: commit.rows });
             }
             if holds > commit.rows {
-                // T3: the uncommitted tail, the last records: no record
+                // K3: the uncommitted tail, the last records: no record
                 // moves, the store's length word alone changes.
                 let tail: Vec<u64> = (commit.rows..holds).collect();
                 store.delete(&tail)?;
@@ -278,7 +278,7 @@ impl TableWriter {
         Ok(rows.unwrap_or(0))
     }
 
-    /// T0: column `k`'s values, appended (durable on return).
+    /// K0: column `k`'s values, appended (durable on return).
     fn append_column(&self, k: usize, values: &Values<'_>) -> Result<(), TableError> {
         let dir = self.root.join(column_dir_name(k));
         let schema = &self.schemas[k];
@@ -298,7 +298,7 @@ impl TableWriter {
         Ok(())
     }
 
-    /// Commits the rows appended (T1-T2): a reader opening the table from
+    /// Commits the rows appended (K1-K2): a reader opening the table from
     /// now on sees them. Returns the rows committed in all.
     pub fn commit(&mut self) -> Result<u64, TableError> {
         if self.broken {
