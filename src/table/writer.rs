@@ -156,6 +156,8 @@ impl TableWriter {
     /// lock taken, the commit file read under it, every column checked
     /// and trimmed back to the committed rows (K3).
     pub fn open_in(vfs: Arc<dyn Vfs>, root: &Path, opts: &WriteOptions) -> Result<TableWriter, TableError> {
+        // Read first so that a directory that is no table gets no `table.lock`;
+        // read again under the lock, which another writer's commit may precede.
         Commit::read(&*vfs, root)?;
         let lock = lock(&*vfs, root)?;
         let commit = Commit::read(&*vfs, root)?;
@@ -282,6 +284,8 @@ impl TableWriter {
     fn append_column(&self, k: usize, values: &Values<'_>) -> Result<(), TableError> {
         let dir = self.root.join(column_dir_name(k));
         let schema = &self.schemas[k];
+        // A column never rolls over below a store's capacity (the caller's
+        // `shard_records` would make it a sharded dataset, which tables refuse).
         let opts = WriteOptions { shard_records: Some(u64::from(RECORDS_MAX)), ..self.opts.clone() };
         match values {
             Values::Fixed(data) => {
