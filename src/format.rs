@@ -40,6 +40,19 @@ pub const MANIFEST_FILE: &str = "manifest.json";
 pub const DICT_BYTES_MAX: u64 = 64 << 20;
 /// Largest `schema.json` read.
 pub const SCHEMA_BYTES_MAX: u64 = 1 << 20;
+/// `table.json`: a table's commit file (its committed row count and its
+/// columns), beside the columns' directories.
+pub const TABLE_FILE: &str = "table.json";
+/// The name a new `table.json` is written under before it is renamed into place.
+pub const TABLE_TMP_FILE: &str = "table.json.tmp";
+/// `table.lock`: an empty file whose exclusive `flock` is a table's writer lock.
+pub const TABLE_LOCK_FILE: &str = "table.lock";
+/// Largest `table.json` read (about 300 bytes a column at the longest names).
+pub const TABLE_FILE_BYTES_MAX: u64 = 4 << 20;
+/// Most columns a table has.
+pub const COLUMNS_MAX: usize = 4096;
+/// Longest column name, in bytes of UTF-8.
+pub const COLUMN_NAME_BYTES_MAX: usize = 255;
 /// Largest `shards.json` read (about 40 bytes a shard).
 pub const SHARDS_FILE_BYTES_MAX: u64 = 64 << 20;
 /// Largest `manifest.json` read (a store of 65,536 chunks fits in a few MiB).
@@ -297,6 +310,21 @@ pub fn shard_of_dir_name(name: &str) -> Option<usize> {
     (k < SHARDS_MAX && name == shard_dir_name(k)).then_some(k)
 }
 
+/// The directory of column `k` of a table, relative to its root:
+/// `col-{k:04}` (`col-0000`, ..., `col-4095`). Columns are named by their
+/// position, never by their (untrusted) names, which live in `table.json`.
+pub fn column_dir_name(k: usize) -> String {
+    format!("col-{k:04}")
+}
+
+/// The column a directory name names, exactly as [`column_dir_name`]
+/// spells it (`"col-0007"`, not `"col-7"`, `"col-00007"` or `"col-+007"`);
+/// `None` for any other name, and for columns past [`COLUMNS_MAX`].
+pub fn column_of_dir_name(name: &str) -> Option<usize> {
+    let k: usize = name.strip_prefix("col-")?.parse().ok()?;
+    (k < COLUMNS_MAX && name == column_dir_name(k)).then_some(k)
+}
+
 /// A file of a store's directory that a push publishes, as its name says.
 /// Temporary names, `readers.lock` and `manifest.json` are none of these.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -389,6 +417,19 @@ mod tests {
             "",
         ] {
             assert_eq!(shard_of_dir_name(name), None, "{name}");
+        }
+    }
+
+    #[test]
+    fn column_of_dir_name_reads_back_exactly_the_names_column_dir_name_writes() {
+        for k in [0, 1, 9, 999, 1000, COLUMNS_MAX - 1] {
+            assert_eq!(column_of_dir_name(&column_dir_name(k)), Some(k), "{k}");
+        }
+        assert_eq!(column_dir_name(7), "col-0007");
+        for name in
+            ["col-7", "col-00007", "col-+007", "col--007", "col-4096", "col-", "Col-0001", "col-0001/", "..", ""]
+        {
+            assert_eq!(column_of_dir_name(name), None, "{name}");
         }
     }
 

@@ -22,6 +22,7 @@ pub mod publish;
 pub mod sampler;
 mod store;
 mod sync;
+pub mod table;
 
 pub use error::{Corruption, Error, Result};
 pub use format::Codec;

@@ -139,6 +139,9 @@ pub fn run() -> Result<Explored, (String, Violation)> {
         let sharded = crate::sharded::run()?;
         explored.crash_points += sharded.crash_points;
         explored.states += sharded.states;
+        let table = crate::table::run()?;
+        explored.crash_points += table.crash_points;
+        explored.states += table.states;
         Ok(explored)
     })
 }

@@ -7,7 +7,8 @@
 //! workloads at every I/O operation; [`point`] arms crashes and faults at
 //! operations chosen by what they are, and [`scenarios`] uses them to rebuild
 //! each past finding as a fixed run; [`sharded`] crashes sharded-dataset
-//! writes and their shard rollovers at every I/O operation; [`campaign`] runs seeds on several
+//! writes and their shard rollovers at every I/O operation, [`table`] a
+//! table's creates, appends and commits; [`campaign`] runs seeds on several
 //! threads and prints the summary line. See `docs/simulation.md`.
 
 pub mod campaign;
@@ -17,4 +18,5 @@ pub mod point;
 pub mod rng;
 pub mod scenarios;
 pub mod sharded;
+pub mod table;
 pub mod workload;

@@ -1,7 +1,7 @@
 //! `cargo run --release -p loaderx-sim -- --seeds N` runs N seeds of the
 //! random crash workload; `--seed S` replays one and prints its trace;
 //! `--exhaustive` crashes short workloads at every I/O operation;
-//! `--sharded` runs only its sharded-dataset part;
+//! `--sharded` runs only its sharded-dataset part, `--table` only its table part;
 //! `--lying-disk` makes syncs persist nothing (the checker must then fail);
 //! `--scenarios` runs the regression scenarios (`--scenario NAME` one, with
 //! its trace). Every run ends with the summary line
@@ -24,6 +24,7 @@ struct Args {
     scenarios: bool,
     scenario: Option<String>,
     sharded: bool,
+    table: bool,
 }
 
 fn parse() -> Result<Args, String> {
@@ -38,6 +39,7 @@ fn parse() -> Result<Args, String> {
         scenarios: false,
         scenario: None,
         sharded: false,
+        table: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -59,15 +61,16 @@ fn parse() -> Result<Args, String> {
             "--lying-disk" => args.lying = true,
             "--scenarios" => args.scenarios = true,
             "--sharded" => args.sharded = true,
+            "--table" => args.table = true,
             "-h" | "--help" => {
                 return Err("usage: loaderx-sim [--seeds N [--start S]] [--seed S] [--exhaustive] [--lying-disk] \
-                            [--ops N] [--threads N] [--scenarios] [--scenario NAME] [--sharded]"
+                            [--ops N] [--threads N] [--scenarios] [--scenario NAME] [--sharded] [--table]"
                     .into());
             }
             other => return Err(format!("unknown argument {other}")),
         }
     }
-    if args.seeds == 0 && args.replay.is_none() && !args.exhaustive && !args.scenarios && !args.sharded {
+    if args.seeds == 0 && args.replay.is_none() && !args.exhaustive && !args.scenarios && !args.sharded && !args.table {
         args.seeds = 100;
     }
     Ok(args)
@@ -168,10 +171,24 @@ fn scenarios(only: Option<&str>) -> bool {
 
 /// The sharded-dataset sweep alone (`--exhaustive` includes it).
 fn sharded(summary: &mut Summary) {
-    println!("sharded crash points:");
-    match loaderx_sim::sharded::run() {
+    sweep(summary, "sharded", loaderx_sim::sharded::run);
+}
+
+/// The table sweep alone (`--exhaustive` includes it).
+fn table(summary: &mut Summary) {
+    sweep(summary, "table", loaderx_sim::table::run);
+}
+
+/// One sweep of crash points, `name`d, alone.
+fn sweep(
+    summary: &mut Summary,
+    name: &str,
+    run: fn() -> Result<loaderx_sim::exhaustive::Explored, (String, loaderx_sim::workload::Violation)>,
+) {
+    println!("{name} crash points:");
+    match run() {
         Ok(e) => {
-            println!("sharded: {} crash points, {} states explored, 0 violations", e.crash_points, e.states);
+            println!("{name}: {} crash points, {} states explored, 0 violations", e.crash_points, e.states);
             summary.crash_points += e.crash_points;
         }
         Err((where_, v)) => {
@@ -202,6 +219,8 @@ fn main() -> ExitCode {
         exhaustive(&mut summary);
     } else if args.sharded {
         sharded(&mut summary);
+    } else if args.table {
+        table(&mut summary);
     }
 
     if args.seeds > 0 {

@@ -176,6 +176,14 @@ impl<K: ColumnKind> DatasetOf<K> {
         self.shards.refresh()
     }
 
+    /// Hides the records past `rows` (a table's uncommitted tail): the
+    /// length is at most `rows` from now on, an index at or past it out of
+    /// range, a refresh included. A single store only (`shard` still
+    /// reaches the whole store).
+    pub(crate) fn limit(&mut self, rows: u64) -> Result<(), DatasetError> {
+        self.shards.limit(rows)
+    }
+
     /// The stores, for the kinds' reads.
     pub(super) fn stores(&self) -> &Shards {
         &self.shards

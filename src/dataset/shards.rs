@@ -29,6 +29,9 @@ pub struct Shards {
     /// True if the dataset has a shard table.
     sharded: bool,
     table: RwLock<Arc<Table>>,
+    /// The records a reader may see at most (a table column's committed
+    /// rows), for a single store; `None`: all of them.
+    limit: Option<u64>,
     /// Held while a shard opens, so that it opens once.
     opening: Mutex<()>,
 }
@@ -84,6 +87,7 @@ impl Shards {
             read_mode,
             sharded,
             table: RwLock::new(Arc::new(table)),
+            limit: None,
             opening: Mutex::new(()),
         }
     }
@@ -241,7 +245,8 @@ impl Shards {
             self.table_for(&shard_table, Some(&old))?
         } else {
             let store = old.stores[0].get().expect("a single store opens at open");
-            Table { index: ShardIndex::new(&[u64::from(store.refresh()?)])?, stores: old.stores.clone() }
+            let len = self.limited(u64::from(store.refresh()?));
+            Table { index: ShardIndex::new(&[len])?, stores: old.stores.clone() }
         };
         let len = table.index.len();
         *self.table.write().expect("not poisoned") = Arc::new(table);
@@ -279,7 +284,7 @@ impl Shards {
     pub fn gather(&self, indices: &[u64], dst: &mut [u8], stride: usize) -> Result<(), DatasetError> {
         let table = self.table();
         if !self.sharded {
-            return Ok(self.single(&table).gather(indices, dst, stride)?);
+            return Ok(self.single_checked(&table, indices)?.gather(indices, dst, stride)?);
         }
         match self.split(&table, indices)? {
             Split::One(k, local) => Ok(self.shard(k)?.gather(&local, dst, stride)?),
@@ -298,7 +303,7 @@ impl Shards {
     pub fn lengths(&self, indices: &[u64], out: &mut [u32]) -> Result<(), DatasetError> {
         let table = self.table();
         if !self.sharded {
-            return Ok(self.single(&table).lengths(indices, out)?);
+            return Ok(self.single_checked(&table, indices)?.lengths(indices, out)?);
         }
         if indices.len() != out.len() {
             return Err(DatasetError::InvalidArgument(format!("{} indices, {} outputs", indices.len(), out.len())));
@@ -328,7 +333,7 @@ impl Shards {
     ) -> Result<(), DatasetError> {
         let table = self.table();
         if !self.sharded {
-            return Ok(self.single(&table).gather_var(indices, dst, offsets, lens)?);
+            return Ok(self.single_checked(&table, indices)?.gather_var(indices, dst, offsets, lens)?);
         }
         if indices.len() != offsets.len() || indices.len() != lens.len() {
             return Err(DatasetError::InvalidArgument(format!(
@@ -353,6 +358,38 @@ impl Shards {
 
     fn single<'t>(&self, table: &'t Table) -> &'t Zrecord {
         table.stores[0].get().expect("a single store opens at open")
+    }
+
+    /// A single store's records past `limit`, if any, out of sight:
+    /// [`Shards::len`] is at most `limit` from now on, and an index at or
+    /// past it is out of range. A sharded dataset is refused.
+    pub(crate) fn limit(&mut self, limit: u64) -> Result<(), DatasetError> {
+        if self.sharded {
+            return Err(DatasetError::InvalidArgument(format!(
+                "{} is sharded: it cannot be limited",
+                self.root.display()
+            )));
+        }
+        self.limit = Some(limit);
+        let table = self.table();
+        let store = self.single(&table);
+        let index = ShardIndex::new(&[self.limited(u64::from(store.len()))])?;
+        *self.table.write().expect("not poisoned") = Arc::new(Table { index, stores: table.stores.clone() });
+        Ok(())
+    }
+
+    /// `len`, at most the limit.
+    fn limited(&self, len: u64) -> u64 {
+        self.limit.map_or(len, |limit| len.min(limit))
+    }
+
+    /// A single store's `indices`, each below the limit if there is one.
+    fn single_checked<'t>(&self, table: &'t Table, indices: &[u64]) -> Result<&'t Zrecord, DatasetError> {
+        let len = table.index.len();
+        match indices.iter().find(|&&i| self.limit.is_some() && i >= len) {
+            Some(&index) => Err(DatasetError::IndexOutOfRange { path: self.root.clone(), index, len }),
+            None => Ok(self.single(table)),
+        }
     }
 }
 

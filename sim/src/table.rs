@@ -1,0 +1,253 @@
+//! Tables crashed at every I/O operation: a table of three columns of
+//! different kinds (fixed `<u4[2]`, ragged `<u2`, UTF-8 text) is created
+//! and appended to in steps, each step a writer's open (the create, for
+//! the first), one batch appended to every column and one commit. A crash
+//! is injected at each I/O operation of one step in turn; after the
+//! reboot a reader must see exactly the rows before that step or after it,
+//! every column the same committed rows, each the oracle's; a writer's
+//! open must then leave every column holding exactly those rows (the
+//! uncommitted tail trimmed), and the steps that remain, run by it, end
+//! in the whole oracle. The campaign crashes one step at random per seed
+//! ([`run_random`]).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use loaderx::dataset::{DType, Dataset, RaggedDataset, WriteOptions};
+use loaderx::format::column_dir_name;
+use loaderx::io::Vfs;
+use loaderx::table::{ColumnSpec, Table, TableColumn, TableError, TableWriter, Values};
+
+use crate::exhaustive::Explored;
+use crate::fs::{Faults, Persist, SimFs};
+use crate::rng::Rng;
+use crate::workload::Violation;
+
+/// The table's root on the simulated filesystem.
+const ROOT: &str = "/data/table";
+/// Rows per step, in order.
+const STEPS: [usize; 3] = [3, 1, 4];
+
+/// Row `i` of the oracle: its three values.
+fn row(i: usize) -> [Vec<u8>; 3] {
+    let x: Vec<u8> = [i as u32, (i * 7) as u32].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let tokens: Vec<u8> = (0..i % 5).flat_map(|j| ((i * 3 + j) as u16).to_le_bytes()).collect();
+    let text = format!("row {i} é").repeat(i % 3).into_bytes();
+    [x, tokens, text]
+}
+
+fn columns() -> Vec<ColumnSpec> {
+    let dtype = |s| DType::parse(s).expect("a dtype");
+    vec![
+        ColumnSpec::fixed("x", dtype("<u4"), &[2]),
+        ColumnSpec::ragged("tokens", dtype("<u2"), &[]),
+        ColumnSpec::utf8("text"),
+    ]
+}
+
+/// Step `k`: rows `start..start + STEPS[k]` by a new writer (the create
+/// when `create`), appended and committed.
+fn step(vfs: &Arc<dyn Vfs>, create: bool, start: usize, n: usize) -> Result<u64, TableError> {
+    let root = Path::new(ROOT);
+    let opts = WriteOptions::default();
+    let mut writer = if create {
+        TableWriter::create_in(vfs.clone(), root, &columns(), &opts)?
+    } else {
+        TableWriter::open_in(vfs.clone(), root, &opts)?
+    };
+    let rows: Vec<[Vec<u8>; 3]> = (start..start + n).map(row).collect();
+    let x: Vec<u8> = rows.iter().flat_map(|r| r[0].clone()).collect();
+    let tokens: Vec<&[u8]> = rows.iter().map(|r| r[1].as_slice()).collect();
+    let text: Vec<&[u8]> = rows.iter().map(|r| r[2].as_slice()).collect();
+    writer.append(&[Values::Fixed(&x), Values::Items(&tokens), Values::Items(&text)])?;
+    writer.commit()
+}
+
+/// The rows a reader sees (`None`: no table yet).
+fn read(vfs: &Arc<dyn Vfs>) -> Result<Option<Vec<[Vec<u8>; 3]>>, TableError> {
+    let table = match Table::open_in(vfs.clone(), Path::new(ROOT)) {
+        Err(TableError::NotATable { .. }) => return Ok(None),
+        other => other?,
+    };
+    let all: Vec<u64> = (0..table.rows()).collect();
+    let x = match table.column("x") {
+        Some(TableColumn::Fixed(d)) => d.gather(&all)?,
+        _ => return Err(TableError::InvalidArgument("column x is not fixed".into())),
+    };
+    let tokens = match table.column("tokens") {
+        Some(TableColumn::Ragged(d)) => d.gather(&all)?,
+        _ => return Err(TableError::InvalidArgument("column tokens is not ragged".into())),
+    };
+    let text = table.strings("text", &all)?;
+    for (_, _, column) in table.columns() {
+        if column.len() != table.rows() {
+            return Err(TableError::InvalidArgument(format!(
+                "a column shows {} rows of {}",
+                column.len(),
+                table.rows()
+            )));
+        }
+    }
+    let rows = (0..all.len())
+        .map(|k| {
+            let t = tokens.record(k).expect("a record").to_vec();
+            [x.as_bytes()[k * 8..][..8].to_vec(), t, text[k].clone().into_bytes()]
+        })
+        .collect();
+    Ok(Some(rows))
+}
+
+/// What every column's store holds, past the commit included.
+fn stored(vfs: &Arc<dyn Vfs>) -> Result<[u64; 3], TableError> {
+    let dir = |k| Path::new(ROOT).join(column_dir_name(k));
+    Ok([
+        Dataset::open_in(vfs.clone(), &dir(0))?.len(),
+        RaggedDataset::open_in(vfs.clone(), &dir(1))?.len(),
+        RaggedDataset::open_in(vfs.clone(), &dir(2))?.len(),
+    ])
+}
+
+/// The table a reader sees holds the oracle's first `before` or `after`
+/// rows (`before` `None`: no table, or one of 0 rows), every column
+/// alike; returns how many.
+fn check(fs: &SimFs, vfs: &Arc<dyn Vfs>, before: Option<usize>, after: usize) -> Result<Option<usize>, Violation> {
+    let v = |what: String| Violation { what, trace: fs.trace() };
+    let rows = read(vfs).map_err(|e| v(format!("the recovered table does not open: {e}")))?;
+    let Some(rows) = rows else {
+        return if before.is_none() { Ok(None) } else { Err(v("the table is gone".into())) };
+    };
+    let n = rows.len();
+    if Some(n) != before && n != after && !(before.is_none() && n == 0) {
+        return Err(v(format!("{n} rows seen, expected {before:?} or {after}")));
+    }
+    if let Some(i) = (0..n).find(|&i| rows[i] != row(i)) {
+        return Err(v(format!("row {i} is not the one written")));
+    }
+    Ok(Some(n))
+}
+
+/// The step that starts at `done` rows: its number.
+fn step_at(done: usize) -> usize {
+    (0..STEPS.len()).find(|&k| STEPS[..k].iter().sum::<usize>() == done).expect("a step boundary")
+}
+
+/// Runs the steps from `first` on (`exists`: a table is there), crashing
+/// step `crashed` at its I/O operation `at` (`None`: no crash) and
+/// recovering with `persist`; returns that step's I/O operations.
+fn run_once(crashed: Option<(usize, u64)>, persist: Persist, seed: u64) -> Result<u64, Violation> {
+    let fs = SimFs::new(Rng::new(seed), Faults::default());
+    let vfs: Arc<dyn Vfs> = Arc::new(fs.clone());
+    let v = |fs: &SimFs, what: String| Violation { what, trace: fs.trace() };
+    let total: usize = STEPS.iter().sum();
+    let (mut done, mut ops) = (0usize, 0u64);
+    for (k, &n) in STEPS.iter().enumerate() {
+        let start = fs.ops();
+        let crash_here = crashed.filter(|&(c, _)| c == k);
+        fs.arm_crash(crash_here.map(|(_, at)| start + at));
+        let result = step(&vfs, k == 0, done, n);
+        fs.arm_crash(None);
+        ops = fs.ops() - start;
+        match (result, crash_here) {
+            (Ok(_), None) => done += n,
+            (Ok(_), Some(_)) if !fs.crashed() => return Ok(ops),
+            (Err(e), None) => return Err(v(&fs, format!("step {k} failed without a crash: {e}"))),
+            (_, Some(_)) => {
+                fs.reboot(persist);
+                return recover(&fs, &vfs, k, done, total).map(|_| 0);
+            }
+        }
+    }
+    check(&fs, &vfs, Some(total), total)?;
+    Ok(ops)
+}
+
+/// After a crash in step `k`, which started at `done` rows: the reader's
+/// view, a writer's trim, and the rest of the steps.
+fn recover(fs: &SimFs, vfs: &Arc<dyn Vfs>, k: usize, done: usize, total: usize) -> Result<(), Violation> {
+    let v = |what: String| Violation { what, trace: fs.trace() };
+    // The create's crash may leave no table, or one of 0 rows.
+    let seen = if k == 0 {
+        match check(fs, vfs, None, STEPS[0])? {
+            Some(0) | None => None,
+            Some(n) => Some(n),
+        }
+    } else {
+        check(fs, vfs, Some(done), done + STEPS[k])?
+    };
+    if let Some(n) = seen {
+        // A writer's open trims every column to the committed rows.
+        drop(
+            TableWriter::open_in(vfs.clone(), Path::new(ROOT), &WriteOptions::default())
+                .map_err(|e| v(format!("writer open: {e}")))?,
+        );
+        let held = stored(vfs).map_err(|e| v(format!("a column does not open: {e}")))?;
+        if held.iter().any(|&h| h != n as u64) {
+            return Err(v(format!("after a writer's open the columns hold {held:?}, committed {n}")));
+        }
+        check(fs, vfs, Some(n), n)?;
+    }
+    let mut at = seen.unwrap_or(0);
+    let exists = seen.is_some() || read(vfs).map_err(|e| v(format!("{e}")))?.is_some();
+    let mut first = true;
+    while at < total {
+        let j = step_at(at);
+        step(vfs, first && !exists, at, STEPS[j]).map_err(|e| v(format!("step {j} after recovery failed: {e}")))?;
+        (at, first) = (at + STEPS[j], false);
+    }
+    check(fs, vfs, Some(total), total)?;
+    Ok(())
+}
+
+/// I/O operations of step `k` without a crash.
+fn ops_of(k: usize) -> Result<u64, Violation> {
+    let fs = SimFs::new(Rng::new(0), Faults::default());
+    let vfs: Arc<dyn Vfs> = Arc::new(fs.clone());
+    let mut done = 0;
+    for (j, &n) in STEPS.iter().enumerate() {
+        let start = fs.ops();
+        step(&vfs, j == 0, done, n).map_err(|e| Violation { what: format!("step {j}: {e}"), trace: fs.trace() })?;
+        if j == k {
+            return Ok(fs.ops() - start);
+        }
+        done += n;
+    }
+    unreachable!("step {k} of {}", STEPS.len())
+}
+
+/// Crashes every step at every I/O operation.
+pub fn run() -> Result<Explored, (String, Violation)> {
+    let name = "table: create, two appends, three columns";
+    let mut explored = Explored::default();
+    let choices = [
+        (Persist::Nothing, 1),
+        (Persist::Everything, 1),
+        (Persist::Random, 1),
+        (Persist::Random, 2),
+        (Persist::Random, 3),
+    ];
+    run_once(None, Persist::Nothing, 0).map_err(|v| (format!("{name} without a crash"), v))?;
+    for k in 0..STEPS.len() {
+        let total = ops_of(k).map_err(|v| (format!("{name} counting"), v))?;
+        for at in 1..=total {
+            for (persist, seed) in choices {
+                run_once(Some((k, at)), persist, seed).map_err(|v| {
+                    (format!("{name}: step {k}, crash at its I/O {at}, keeping {persist:?} (#{seed})"), v)
+                })?;
+                explored.states += 1;
+            }
+        }
+        explored.crash_points += total;
+    }
+    println!("  {name:<45} {:>4} crash points", explored.crash_points);
+    Ok(explored)
+}
+
+/// One random crash for a campaign seed: a step, an I/O operation of it
+/// (possibly past its end: no crash), and what survives, all from `seed`.
+pub fn run_random(seed: u64) -> Result<(), Violation> {
+    let mut rng = Rng::new(seed ^ 0x7461_626c_6500);
+    let k = rng.below(STEPS.len() as u64) as usize;
+    let at = 1 + rng.below(600);
+    let persist = [Persist::Nothing, Persist::Everything, Persist::Random][rng.below(3) as usize];
+    run_once(Some((k, at)), persist, rng.next_u64()).map(|_| ())
+}

@@ -1,0 +1,367 @@
+//! [`TableWriter`]: appends rows to every column of a table, then commits
+//! them (`docs/crash-safety.md`, "Table commit"): K0, each column's
+//! appends, crash-ordered and durable by its store; K1-K2, the commit file
+//! replaced with the new row count. A writer's open trims every column
+//! back to the committed count (K3), so the tail a crash left is dropped.
+//!
+//! One writer at a time: the writer holds the exclusive `flock` of the
+//! table's own `table.lock` (a column's store lock is taken and released
+//! per append, so it cannot stand for the table's).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::commit::{ColumnType, Commit, bad_columns};
+use super::error::TableError;
+use crate::dataset::{DType, Schema, WriteOptions, write_dataset_bytes_in, write_ragged_results_in};
+use crate::format::{RECORD_BYTES_MAX, RECORDS_MAX, SHARDS_FILE, TABLE_FILE, TABLE_LOCK_FILE, column_dir_name};
+use crate::io::{LockKind, OpenMode, Vfs, VfsFile};
+use crate::{Options, Zrecord};
+
+/// A column of a table to create: its name, kind, dtype and shape (of a
+/// record for [`ColumnType::Fixed`], of an item row for the others).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ColumnSpec {
+    /// The name (any UTF-8 without control characters, 1 to 255 bytes).
+    pub name: String,
+    /// What it holds.
+    pub kind: ColumnType,
+    /// The element type (`|u1` for bytes and text).
+    pub dtype: DType,
+    /// The record's shape (fixed) or an item row's shape (the others).
+    pub shape: Vec<usize>,
+}
+
+impl ColumnSpec {
+    /// A fixed-shape column: each row one record of `shape` elements.
+    pub fn fixed(name: impl Into<String>, dtype: DType, shape: &[usize]) -> ColumnSpec {
+        ColumnSpec { name: name.into(), kind: ColumnType::Fixed, dtype, shape: shape.to_vec() }
+    }
+
+    /// A ragged column: each row any number of item rows of `item_shape`.
+    pub fn ragged(name: impl Into<String>, dtype: DType, item_shape: &[usize]) -> ColumnSpec {
+        ColumnSpec { name: name.into(), kind: ColumnType::Ragged, dtype, shape: item_shape.to_vec() }
+    }
+
+    /// A bytes column.
+    pub fn bytes(name: impl Into<String>) -> ColumnSpec {
+        ColumnSpec { name: name.into(), kind: ColumnType::Bytes, dtype: u1(), shape: Vec::new() }
+    }
+
+    /// A UTF-8 text column.
+    pub fn utf8(name: impl Into<String>) -> ColumnSpec {
+        ColumnSpec { name: name.into(), kind: ColumnType::Utf8, dtype: u1(), shape: Vec::new() }
+    }
+}
+
+/// `|u1`, the element of bytes and text columns.
+fn u1() -> DType {
+    DType::parse("|u1").expect("a dtype")
+}
+
+/// One column's values of a batch.
+#[derive(Clone, Copy, Debug)]
+pub enum Values<'a> {
+    /// A fixed column's records back to back.
+    Fixed(&'a [u8]),
+    /// One value per row (a ragged row's item bytes, bytes, text).
+    Items(&'a [&'a [u8]]),
+}
+
+/// The writer of a table: created, or opened for append (trimming what a
+/// crash left uncommitted).
+pub struct TableWriter {
+    vfs: Arc<dyn Vfs>,
+    root: PathBuf,
+    commit: Commit,
+    schemas: Vec<Schema>,
+    opts: WriteOptions,
+    /// Rows appended to every column since the last commit.
+    pending: u64,
+    /// An append failed part way.
+    broken: bool,
+    /// Holds `table.lock`'s exclusive flock while the writer lives.
+    _lock: Box<dyn VfsFile>,
+}
+
+impl TableWriter {
+    /// Creates a table of `columns` at `path` (an empty directory or none).
+    pub fn create(
+        path: impl AsRef<Path>,
+        columns: &[ColumnSpec],
+        opts: &WriteOptions,
+    ) -> Result<TableWriter, TableError> {
+        TableWriter::create_in(Arc::new(crate::io::real::RealFs), path.as_ref(), columns, opts)
+    }
+
+    /// [`TableWriter::create`] on any filesystem implementation: the
+    /// columns, empty, then the commit file of 0 rows (the table exists
+    /// from then on; a crash before leaves no table, and a create again
+    /// reuses the empty columns).
+    pub fn create_in(
+        vfs: Arc<dyn Vfs>,
+        root: &Path,
+        columns: &[ColumnSpec],
+        opts: &WriteOptions,
+    ) -> Result<TableWriter, TableError> {
+        if let Some(reason) = bad_columns(columns.iter().map(|c| c.name.as_str())) {
+            return Err(TableError::InvalidArgument(reason));
+        }
+        let io = |op| move |source| TableError::Io { path: root.to_path_buf(), op, source };
+        vfs.create_dir_all(root).map_err(io("create the table directory"))?;
+        if let Some(parent) = root.parent().filter(|p| !p.as_os_str().is_empty()) {
+            vfs.sync_dir(parent).map_err(io("sync the parent directory"))?;
+        }
+        let lock = lock(&*vfs, root)?;
+        if vfs.kind(&root.join(TABLE_FILE)).map_err(io("stat table.json"))?.is_some() {
+            return Err(TableError::Exists { path: root.to_path_buf() });
+        }
+        let mut schemas = Vec::with_capacity(columns.len());
+        for (k, spec) in columns.iter().enumerate() {
+            let dir = root.join(column_dir_name(k));
+            let (dtype, shape) = (spec.dtype, spec.shape.as_slice());
+            if spec.kind == ColumnType::Fixed {
+                write_dataset_bytes_in(vfs.clone(), &dir, dtype, shape, &[], opts)?;
+            } else {
+                if matches!(spec.kind, ColumnType::Bytes | ColumnType::Utf8) && (dtype != u1() || !shape.is_empty()) {
+                    return Err(TableError::InvalidArgument(format!(
+                        "column {:?}: bytes and text are |u1[]",
+                        spec.name
+                    )));
+                }
+                write_ragged_results_in(vfs.clone(), &dir, dtype, shape, std::iter::empty::<Result<&[u8], _>>(), opts)?;
+            }
+            schemas.push(Schema::read(&*vfs, &dir)?);
+        }
+        let commit = Commit { rows: 0, columns: columns.iter().map(|c| (c.name.clone(), c.kind)).collect() };
+        commit.write(&*vfs, root)?;
+        Ok(TableWriter {
+            vfs,
+            root: root.to_path_buf(),
+            commit,
+            schemas,
+            opts: opts.clone(),
+            pending: 0,
+            broken: false,
+            _lock: lock,
+        })
+    }
+
+    /// Opens the table at `path` to append to it.
+    pub fn open(path: impl AsRef<Path>, opts: &WriteOptions) -> Result<TableWriter, TableError> {
+        TableWriter::open_in(Arc::new(crate::io::real::RealFs), path.as_ref(), opts)
+    }
+
+    /// [`TableWriter::open`] on any filesystem implementation: the writer
+    /// lock taken, the commit file read under it, every column checked
+    /// and trimmed back to the committed rows (K3).
+    pub fn open_in(vfs: Arc<dyn Vfs>, root: &Path, opts: &WriteOptions) -> Result<TableWriter, TableError> {
+        // Read first so that a directory that is no table gets no `table.lock`;
+        // read again under the lock, which another writer's commit may precede.
+        Commit::read(&*vfs, root)?;
+        let lock = lock(&*vfs, root)?;
+        let commit = Commit::read(&*vfs, root)?;
+        let mut schemas = Vec::with_capacity(commit.columns.len());
+        for (k, (name, kind)) in commit.columns.iter().enumerate() {
+            let dir = root.join(column_dir_name(k));
+            let schema = column_schema(&*vfs, &dir, *kind)?;
+            let mut store = Zrecord::open_in(vfs.clone(), &dir, Options { read_only: false, ..opts.store.clone() })?;
+            let holds = u64::from(store.len());
+            if holds < commit.rows {
+                return Err(TableError::ColumnShort { path: dir, column: name.clone(), holds, rows: commit.rows });
+            }
+            if holds > commit.rows {
+                // K3: the uncommitted tail, the last records: no record
+                // moves, the store's length word alone changes.
+                let tail: Vec<u64> = (commit.rows..holds).collect();
+                store.delete(&tail)?;
+            }
+            schemas.push(schema);
+        }
+        Ok(TableWriter {
+            vfs,
+            root: root.to_path_buf(),
+            commit,
+            schemas,
+            opts: opts.clone(),
+            pending: 0,
+            broken: false,
+            _lock: lock,
+        })
+    }
+
+    /// Rows committed.
+    pub fn rows(&self) -> u64 {
+        self.commit.rows
+    }
+
+    /// Rows appended and not yet committed.
+    pub fn pending(&self) -> u64 {
+        self.pending
+    }
+
+    /// The columns, in order.
+    pub fn columns(&self) -> &[(String, ColumnType)] {
+        &self.commit.columns
+    }
+
+    /// Appends a batch: `values[k]` the new rows of column `k`, every
+    /// column the same number of rows. They are durable when this returns,
+    /// and a reader sees them after [`TableWriter::commit`]. Returns the
+    /// rows appended.
+    pub fn append(&mut self, values: &[Values<'_>]) -> Result<u64, TableError> {
+        if self.broken {
+            return Err(TableError::Broken { path: self.root.clone() });
+        }
+        let n = self.batch_rows(values)?;
+        let total = self.commit.rows + self.pending + n;
+        if total > u64::from(RECORDS_MAX) {
+            return Err(TableError::InvalidArgument(format!(
+                "{total} rows: a table holds at most {RECORDS_MAX} rows for now (its columns are single stores)"
+            )));
+        }
+        self.broken = true;
+        for (k, v) in values.iter().enumerate() {
+            self.append_column(k, v)?;
+        }
+        self.broken = false;
+        self.pending += n;
+        Ok(n)
+    }
+
+    /// The rows of a batch: one value set per column, each of the kind its
+    /// column takes, all of one row count, text UTF-8.
+    fn batch_rows(&self, values: &[Values<'_>]) -> Result<u64, TableError> {
+        if values.len() != self.commit.columns.len() {
+            let have = self.commit.columns.len();
+            return Err(TableError::InvalidArgument(format!(
+                "a batch of {} columns for a table of {have}",
+                values.len()
+            )));
+        }
+        let mut rows = None;
+        for (((name, kind), schema), v) in self.commit.columns.iter().zip(&self.schemas).zip(values) {
+            let n = match (kind, v) {
+                (ColumnType::Fixed, Values::Fixed(data)) => {
+                    let row = schema.row_bytes()?;
+                    if !data.len().is_multiple_of(row) {
+                        let len = data.len();
+                        return Err(TableError::InvalidArgument(format!(
+                            "column {name:?}: {len} bytes are not whole {row}-byte rows"
+                        )));
+                    }
+                    data.len() / row
+                }
+                (ColumnType::Fixed, Values::Items(_)) | (_, Values::Fixed(_)) => {
+                    return Err(TableError::InvalidArgument(format!(
+                        "column {name:?} is {}: other values given",
+                        kind.name()
+                    )));
+                }
+                (ColumnType::Utf8, Values::Items(items)) => {
+                    if let Some(row) = items.iter().position(|v| std::str::from_utf8(v).is_err()) {
+                        return Err(TableError::NotUtf8 { column: name.clone(), row: row as u64 });
+                    }
+                    items.len()
+                }
+                (_, Values::Items(items)) => items.len(),
+            } as u64;
+            if let Values::Items(items) = v {
+                check_items(name, items, schema.row_bytes()?)?;
+            }
+            if rows.is_some_and(|r| r != n) {
+                return Err(TableError::InvalidArgument(format!(
+                    "column {name:?} has {n} rows in this batch, the columns before it {}: every column takes the same rows",
+                    rows.unwrap_or(0)
+                )));
+            }
+            rows = Some(n);
+        }
+        Ok(rows.unwrap_or(0))
+    }
+
+    /// K0: column `k`'s values, appended (durable on return).
+    fn append_column(&self, k: usize, values: &Values<'_>) -> Result<(), TableError> {
+        let dir = self.root.join(column_dir_name(k));
+        let schema = &self.schemas[k];
+        // A column never rolls over below a store's capacity (the caller's
+        // `shard_records` would make it a sharded dataset, which tables refuse).
+        let opts = WriteOptions { shard_records: Some(u64::from(RECORDS_MAX)), ..self.opts.clone() };
+        match values {
+            Values::Fixed(data) => {
+                write_dataset_bytes_in(self.vfs.clone(), &dir, schema.dtype, schema.shape(), data, &opts)?;
+            }
+            Values::Items(items) => {
+                let records = items.iter().map(Ok);
+                write_ragged_results_in(self.vfs.clone(), &dir, schema.dtype, schema.shape(), records, &opts)?;
+            }
+        }
+        if self.vfs.kind(&dir.join(SHARDS_FILE)).ok().flatten().is_some() {
+            return Err(TableError::Sharded { path: dir });
+        }
+        Ok(())
+    }
+
+    /// Commits the rows appended (K1-K2): a reader opening the table from
+    /// now on sees them. Returns the rows committed in all.
+    pub fn commit(&mut self) -> Result<u64, TableError> {
+        if self.broken {
+            return Err(TableError::Broken { path: self.root.clone() });
+        }
+        if self.pending > 0 {
+            let next = Commit { rows: self.commit.rows + self.pending, columns: self.commit.columns.clone() };
+            next.write(&*self.vfs, &self.root)?;
+            (self.commit, self.pending) = (next, 0);
+        }
+        Ok(self.commit.rows)
+    }
+}
+
+/// Each of a ragged column's values whole rows of `row` bytes and at most
+/// a record's [`RECORD_BYTES_MAX`], checked before any column is written.
+fn check_items(name: &str, items: &[&[u8]], row: usize) -> Result<(), TableError> {
+    for (k, item) in items.iter().enumerate() {
+        if item.len() > RECORD_BYTES_MAX as usize || !item.len().is_multiple_of(row) {
+            return Err(TableError::InvalidArgument(format!(
+                "column {name:?}, row {k} of the batch: {} bytes, not whole {row}-byte rows of at most {RECORD_BYTES_MAX} bytes",
+                item.len()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `root/table.lock`, opened and locked exclusively, not waiting.
+fn lock(vfs: &dyn Vfs, root: &Path) -> Result<Box<dyn VfsFile>, TableError> {
+    let path = root.join(TABLE_LOCK_FILE);
+    let path = &path;
+    let io = |op| move |source| TableError::Io { path: path.clone(), op, source };
+    let file = vfs.open(path, OpenMode::Create).map_err(io("open table.lock"))?;
+    if !file.lock(LockKind::Exclusive, false).map_err(io("lock table.lock"))? {
+        return Err(TableError::Locked { path: root.to_path_buf() });
+    }
+    Ok(file)
+}
+
+/// Column `dir`'s schema, checked against the kind `table.json` records
+/// for it; a sharded column is refused.
+pub(crate) fn column_schema(vfs: &dyn Vfs, dir: &Path, kind: ColumnType) -> Result<Schema, TableError> {
+    if vfs
+        .kind(&dir.join(SHARDS_FILE))
+        .map_err(|source| TableError::Io { path: dir.to_path_buf(), op: "stat shards.json", source })?
+        .is_some()
+    {
+        return Err(TableError::Sharded { path: dir.to_path_buf() });
+    }
+    let schema = Schema::read(vfs, dir)?;
+    let fits = match kind {
+        ColumnType::Fixed => !schema.is_ragged(),
+        ColumnType::Ragged => schema.is_ragged(),
+        ColumnType::Bytes | ColumnType::Utf8 => schema.is_ragged() && schema.dtype == u1() && schema.shape().is_empty(),
+    };
+    if !fits {
+        let reason = format!("the column holds {}, not a {} column", schema.describe(), kind.name());
+        return Err(TableError::ColumnKind { path: dir.to_path_buf(), reason });
+    }
+    Ok(schema)
+}
