@@ -1,11 +1,11 @@
 //! `WriteMode`: append (the default), error (refuses records), overwrite
 //! (replaces, crash-safely): each state between two steps of an overwrite,
-//! made by hand, recovers to the old or the new dataset; a writer killed at
-//! random moments leaves the old or the new one, never a mix or neither.
+//! made by hand, recovers to the old or the new dataset. The kill test is
+//! `dataset_write_mode_kill.rs`, a binary of its own: a child spawned while
+//! another test of the binary holds a store open inherits its descriptors
+//! until it execs, and with them the store's writer flock.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::Duration;
 
 use loaderx::dataset::{
     Dataset, DatasetError, RaggedDataset, WriteMode, WriteOptions, existing_records, recover_overwrite, write_dataset,
@@ -102,54 +102,4 @@ fn each_state_an_overwrite_can_crash_in_recovers() {
     std::fs::remove_dir_all(&ds).unwrap();
     write_dataset(&ds, &[9u32], &[], &WriteOptions::default()).unwrap();
     assert_eq!(values(&ds), [6, 9]);
-}
-
-const A: [u32; 3] = [1, 1, 1];
-const B: [u32; 5] = [2, 2, 2, 2, 2];
-
-/// The child: overwrites the dataset with A and B in turn, forever.
-#[test]
-fn child_overwrite_entry_point() {
-    let Ok(dir) = std::env::var("LOADERX_OVERWRITE_CHILD") else { return };
-    let ds = Path::new(&dir).join("ds");
-    loop {
-        write_dataset(&ds, &A, &[], &opts(WriteMode::Overwrite)).unwrap();
-        write_dataset(&ds, &B, &[], &opts(WriteMode::Overwrite)).unwrap();
-    }
-}
-
-#[test]
-fn an_overwrite_killed_at_any_moment_leaves_the_old_or_the_new() {
-    let dir = tempfile::tempdir().unwrap();
-    let ds = dir.path().join("ds");
-    write_dataset(&ds, &A, &[], &WriteOptions::default()).unwrap();
-    let mut seen_missing = 0;
-    for round in 0..24u64 {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "child_overwrite_entry_point", "--nocapture", "--test-threads=1"])
-            .env("LOADERX_OVERWRITE_CHILD", dir.path())
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(20 + (round * 37) % 90));
-        child.kill().unwrap();
-        child.wait().unwrap();
-        // Without recovery: the path holds A or B whole, or it is missing
-        // with both siblings there, the new one complete.
-        let (new, old) = siblings(&ds);
-        if ds.exists() {
-            let v = values(&ds);
-            assert!(v == A || v == B, "round {round}: {v:?}");
-        } else {
-            seen_missing += 1;
-            assert!(old.exists() && new.exists(), "round {round}: neither the dataset nor both siblings");
-            let v = values(&new);
-            assert!(v == A || v == B, "round {round}: {v:?}");
-        }
-        recover_overwrite(&ds).unwrap();
-        let v = values(&ds);
-        assert!(v == A || v == B, "round {round}: {v:?}");
-        assert!(!new.exists() && !old.exists(), "round {round}");
-    }
-    eprintln!("{seen_missing} of 24 kills came between the two renames");
 }
