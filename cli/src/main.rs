@@ -23,6 +23,10 @@ mod compact;
 mod convert;
 mod delete;
 mod out;
+#[cfg(feature = "remote")]
+mod publish;
+#[cfg(not(feature = "remote"))]
+#[path = "publish_off.rs"]
 mod publish;
 mod records;
 mod stats;
