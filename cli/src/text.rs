@@ -61,7 +61,8 @@ impl TextFormat {
 }
 
 fn not_rows(index: u64, len: usize, unit: usize) -> Box<dyn std::error::Error> {
-    CliError::new(format!("record {index} is {len} bytes, not whole {unit}-byte rows; cannot print it as values")).into()
+    CliError::new(format!("record {index} is {len} bytes, not whole {unit}-byte rows; cannot print it as values"))
+        .into()
 }
 
 /// `values` (row-major) nested as `dims`, NumPy's list form: `[[1, 2], [3, 4]]`;
@@ -121,7 +122,11 @@ fn element(dtype: &DType, e: &[u8]) -> String {
 
 /// A float of 4 or 8 bytes, for a complex's halves.
 fn element_float(e: &[u8], o: ByteOrder) -> String {
-    if e.len() == 4 { format!("{:?}", f32::from_ne_bytes(word(e, o))) } else { format!("{:?}", f64::from_ne_bytes(word(e, o))) }
+    if e.len() == 4 {
+        format!("{:?}", f32::from_ne_bytes(word(e, o)))
+    } else {
+        format!("{:?}", f64::from_ne_bytes(word(e, o)))
+    }
 }
 
 /// An IEEE half-precision float, widened exactly.

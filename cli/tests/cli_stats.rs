@@ -142,7 +142,9 @@ fn stats_says_raw_records_did_not_shrink() {
     let p = path_str(&incompressible);
     let text = ok(&loaderx(&["stats", p]));
     assert!(
-        text.contains("codecs         raw 40, zstd 0, zstd_dict 0 (raw 40: stored raw because compression did not pay)\n"),
+        text.contains(
+            "codecs         raw 40, zstd 0, zstd_dict 0 (raw 40: stored raw because compression did not pay)\n"
+        ),
         "{text}"
     );
     assert!(text.contains(", codec zstd\n"), "{text}");
