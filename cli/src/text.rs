@@ -40,7 +40,7 @@ impl TextFormat {
             TextFormat::Values { dtype, dims, ragged, unit } => {
                 let mut dims = dims.clone();
                 if *ragged {
-                    if bytes.len() % unit != 0 {
+                    if !bytes.len().is_multiple_of(*unit) {
                         return Err(not_rows(index, bytes.len(), *unit));
                     }
                     dims.insert(0, bytes.len() / unit);
