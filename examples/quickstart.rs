@@ -6,10 +6,11 @@
 //! `train_data.zr` (20,000 records of 12,288 bytes: 3,072 float32 of a
 //! mildly compressible signal each) and `train_label.zr` (20,000 int64
 //! labels), datasets with their `schema.json`, into DIR (a temporary
-//! directory by default; given a DIR they are left there, and the reference
-//! package opens them: `loaderx.Dataset(DIR + '/train_data.zr')`). Then a
-//! loader over both streams (4 workers, batch 256, IID, seed 42) yields 500
-//! batches; the last one is checked against the source bytes, and a second
+//! directory by default, removed when the program exits; given a DIR they
+//! are left there, and the reference package opens them:
+//! `loaderx.Dataset(DIR + '/train_data.zr')`). Then a loader over both
+//! streams (4 workers, batch 256, IID, seed 42) yields 500 batches, the 499
+//! after the first timed (the first waits for the workers to start); the last one is checked against the source bytes, and a second
 //! loader started at step 500 is checked to yield what iterating reached
 //! there.
 //!
@@ -45,9 +46,17 @@ fn record(k: usize, out: &mut Vec<f32>) {
 /// Prints a failure as its message (`Display`, not the `Debug` a
 /// `main` returning `Result` would print) and exits 1.
 fn main() -> std::process::ExitCode {
-    let outcome = tempfile::tempdir().map_err(Into::into).and_then(|temp| {
-        let dir = std::env::args().nth(1).map_or_else(|| temp.path().to_path_buf(), PathBuf::from);
-        run(&dir, RECORDS, BATCHES)
+    let given = std::env::args().nth(1).map(PathBuf::from);
+    let outcome = tempfile::tempdir().map_err(Into::into).and_then(|temp| -> Result<()> {
+        let dir = given.clone().unwrap_or_else(|| temp.path().to_path_buf());
+        run(&dir, RECORDS, BATCHES)?;
+        if given.is_none() {
+            println!(
+                "removed   {}: a temporary directory, gone when the program exits (to keep the datasets: -- DIR)",
+                dir.display()
+            );
+        }
+        Ok(())
     });
     match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -133,7 +142,7 @@ fn load(data_path: &Path, label_path: &Path, data: &[f32], labels: &[i64], batch
     println!("batch     data {}{:?}, label {}{:?}", x.dtype(), x.shape(), y.dtype(), y.shape());
     println!("steps     {} .. {}, loader.step() = {}", first.step(), last.step(), loader.step());
     println!(
-        "loader    {} batches of {BATCH}, 2 streams, 4 workers: {:.0} batches/s, {:.0} MiB/s",
+        "loader    {batches} batches of {BATCH}, 2 streams, 4 workers; the {} after the first: {:.0} batches/s, {:.0} MiB/s",
         batches - 1,
         (batches - 1) as f64 / secs,
         mib(bytes as f64, secs)

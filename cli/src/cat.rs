@@ -1,5 +1,5 @@
 //! `cat`: records' decoded bytes, back to back, or as one `.npy` array with
-//! the dataset's dtype and shape. Every index is checked before a byte is
+//! the dataset's dtype and shape, or as lines of text (`text.rs`). Every index is checked before a byte is
 //! written; a failed `--out` file is removed.
 
 use std::fs::File;
@@ -11,6 +11,7 @@ use loaderx::dataset::{Layout, Schema};
 use crate::CliResult;
 use crate::out::CliError;
 use crate::records::Records;
+use crate::text::TextFormat;
 
 /// Indices looked up per `lengths` call.
 const WINDOW: usize = 4096;
@@ -69,18 +70,28 @@ fn out_of_range(store: &Records, index: u64) -> Box<dyn std::error::Error> {
     store.out_of_range(index)
 }
 
+/// How `cat` writes the records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// The decoded bytes, back to back (`.npy` with a header).
+    Bytes { npy: bool },
+    /// `INDEX<TAB>VALUE` lines (`--text`).
+    Text,
+}
+
 /// Writes the records; `to_terminal` is false when standard output is a
 /// terminal and `--to-terminal` was not given: then, without `--out`,
-/// nothing is written.
+/// no binary output is written (text is).
 pub fn run(
     path: &Path,
     indices: &[u64],
     range: Option<RangeArg>,
     out: Option<&Path>,
-    npy: bool,
+    form: Form,
     to_terminal: bool,
 ) -> CliResult<()> {
-    if out.is_none() && !to_terminal {
+    let text = form == Form::Text;
+    if out.is_none() && !to_terminal && !text {
         return Err(CliError::new(
             "refusing to write binary records to a terminal: give --out FILE, pipe the output, or pass --to-terminal",
         )
@@ -104,13 +115,18 @@ pub fn run(
             Selection::List(indices)
         }
     };
-    let npy = npy || out.is_some_and(|f| f.extension().is_some_and(|e| e.eq_ignore_ascii_case("npy")));
+    let npy_named = out.is_some_and(|f| f.extension().is_some_and(|e| e.eq_ignore_ascii_case("npy")));
+    let npy = matches!(form, Form::Bytes { npy: true }) || (npy_named && !text);
     let header = if npy { Some(npy_header_for(&store, &selection)?) } else { None };
+    let format = if text { Some(TextFormat::new(store.schema()?.as_ref())?) } else { None };
     let write = |w: &mut dyn Write| -> CliResult<()> {
         if let Some(header) = &header {
             w.write_all(header)?;
         }
-        write_records(&store, selection.iter(), w)
+        write_records(&store, selection.iter(), w, &|index, bytes, w| match &format {
+            Some(format) => Ok(w.write_all(format.line(index, bytes)?.as_bytes())?),
+            None => Ok(w.write_all(bytes)?),
+        })
     };
     match out {
         None => {
@@ -242,8 +258,16 @@ pub fn npy_header(descr: &str, shape: &[u64]) -> Vec<u8> {
     out
 }
 
-/// Gathers the selected records in bounded batches and writes them in order.
-fn write_records(store: &Records, mut selection: impl Iterator<Item = u64>, w: &mut dyn Write) -> CliResult<()> {
+/// How one record (its index and decoded bytes) is written.
+type Emit<'a> = dyn Fn(u64, &[u8], &mut dyn Write) -> CliResult<()> + 'a;
+
+/// Gathers the selected records in bounded batches and writes them in order, each by `emit`.
+fn write_records(
+    store: &Records,
+    mut selection: impl Iterator<Item = u64>,
+    w: &mut dyn Write,
+    emit: &Emit<'_>,
+) -> CliResult<()> {
     let mut window: Vec<u64> = Vec::with_capacity(WINDOW);
     let mut lens: Vec<u32> = Vec::with_capacity(WINDOW);
     let mut buf: Vec<u8> = Vec::new();
@@ -274,7 +298,10 @@ fn write_records(store: &Records, mut selection: impl Iterator<Item = u64>, w: &
             buf.clear();
             buf.resize(bytes as usize, 0);
             store.gather_var(&window[start..end], &mut buf, &offsets, &lens[start..end])?;
-            w.write_all(&buf)?;
+            for (k, &index) in window[start..end].iter().enumerate() {
+                let at = offsets[k] as usize;
+                emit(index, &buf[at..at + lens[start + k] as usize], w)?;
+            }
             start = end;
         }
     }

@@ -23,9 +23,14 @@ mod compact;
 mod convert;
 mod delete;
 mod out;
+#[cfg(feature = "remote")]
+mod publish;
+#[cfg(not(feature = "remote"))]
+#[path = "publish_off.rs"]
 mod publish;
 mod records;
 mod stats;
+mod text;
 mod verify;
 
 use std::error::Error as StdError;
@@ -177,7 +182,9 @@ enum Command {
         /// Record indices, written in the order given (repeats allowed).
         #[arg(value_name = "INDEX", conflicts_with = "range")]
         indices: Vec<u64>,
-        /// A half-open range of indices `A..B` (`A..` runs to the end, `..B` starts at 0).
+        /// A half-open range of indices `A..B`: from A up to B, B excluded
+        /// (`0..4` is records 0, 1, 2 and 3; `A..` runs to the end, `..B`
+        /// starts at 0).
         #[arg(long, value_name = "A..B", value_parser = cat::parse_range)]
         range: Option<RangeArg>,
         /// Write to FILE instead of standard output (removed again if the
@@ -187,8 +194,14 @@ enum Command {
         /// Write a NumPy .npy array with the dtype and shape of the store's
         /// schema.json: shape (records, *shape) for a fixed-shape dataset;
         /// for a ragged one, a single record as (rows, *item_shape).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "text")]
         npy: bool,
+        /// Print each record as a line of text, `INDEX<TAB>VALUE`: a
+        /// dataset's values by its schema's dtype, nested as its shape (a
+        /// ragged record as its rows); a plain store's bytes escaped
+        /// (`\n`, `\xNN`, printable ASCII as it is).
+        #[arg(long)]
+        text: bool,
         /// Write the bytes to standard output even when it is a terminal
         /// (refused otherwise: records are binary).
         #[arg(long)]
@@ -336,9 +349,10 @@ fn main() -> ExitCode {
             convert::run(&input, &output, convert::Target { codec, dict_size, shard_records, mode }, json)
                 .map(|()| Done::Ok)
         }
-        Command::Cat { store, indices, range, out, npy, to_terminal } => {
+        Command::Cat { store, indices, range, out, npy, text, to_terminal } => {
             let to_terminal = to_terminal || !std::io::IsTerminal::is_terminal(&std::io::stdout());
-            cat::run(&store, &indices, range, out.as_deref(), npy, to_terminal).map(|()| Done::Ok)
+            let form = if text { cat::Form::Text } else { cat::Form::Bytes { npy } };
+            cat::run(&store, &indices, range, out.as_deref(), form, to_terminal).map(|()| Done::Ok)
         }
         Command::Delete { store, indices, from_file, wait, shard, json } => {
             let how = delete::How { shard, wait };

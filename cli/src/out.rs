@@ -11,6 +11,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 use loaderx::io::Vfs;
 use loaderx::io::real::RealFs;
+#[cfg(feature = "remote")]
 use loaderx::io::remote::{RemoteFs, RemoteOptions, is_url};
 use loaderx::{Options, ReadMode, Zrecord};
 
@@ -43,9 +44,41 @@ impl StdError for CliError {
     }
 }
 
+/// Why a CLI built without the `remote` feature refuses a URL, and what to do.
+#[cfg(not(feature = "remote"))]
+pub const WITHOUT_REMOTE: &str = "this loaderx was built without the `remote` feature, so it cannot reach \
+     object storage: install it with `cargo install --path cli --features remote`";
+
 /// True for a store named by URL (`s3://bucket/prefix`).
 pub fn is_remote(path: &Path) -> bool {
     path.to_str().is_some_and(is_url)
+}
+
+/// The URL test of `loaderx::io::remote::is_url`, for a build without the
+/// `remote` feature, where that module is absent: a URL is refused with
+/// [`WITHOUT_REMOTE`] rather than taken for a directory name.
+#[cfg(not(feature = "remote"))]
+fn is_url(path: &str) -> bool {
+    path.starts_with("s3://") || path.starts_with("s3a://")
+}
+
+/// The filesystem of the published store at `url`, and the path it is open at.
+#[cfg(feature = "remote")]
+fn connect(path: &Path, url: &str) -> Result<(Arc<dyn Vfs>, PathBuf), loaderx::Error> {
+    let fs = RemoteFs::connect(url, RemoteOptions::from_env()).map_err(|source| loaderx::Error::Io {
+        path: path.into(),
+        op: "read manifest.json",
+        source,
+    })?;
+    let root = PathBuf::from(fs.root());
+    Ok((Arc::new(fs), root))
+}
+
+/// Without the `remote` feature, a URL is an error that says how to get it.
+#[cfg(not(feature = "remote"))]
+fn connect(path: &Path, _url: &str) -> Result<(Arc<dyn Vfs>, PathBuf), loaderx::Error> {
+    let source = io::Error::new(io::ErrorKind::Unsupported, WITHOUT_REMOTE);
+    Err(loaderx::Error::Io { path: path.into(), op: "read manifest.json", source })
 }
 
 /// The store at `path` (a directory, or the URL of a published store),
@@ -53,15 +86,7 @@ pub fn is_remote(path: &Path) -> bool {
 /// the path it is open at.
 pub fn open_read_only(path: &Path, read_mode: ReadMode) -> Result<(Zrecord, Arc<dyn Vfs>, PathBuf), loaderx::Error> {
     let (vfs, at): (Arc<dyn Vfs>, PathBuf) = match path.to_str().filter(|p| is_url(p)) {
-        Some(url) => {
-            let fs = RemoteFs::connect(url, RemoteOptions::from_env()).map_err(|source| loaderx::Error::Io {
-                path: path.into(),
-                op: "read manifest.json",
-                source,
-            })?;
-            let root = PathBuf::from(fs.root());
-            (Arc::new(fs), root)
-        }
+        Some(url) => connect(path, url)?,
         None => (Arc::new(RealFs), path.to_path_buf()),
     };
     let store = Zrecord::open_in(vfs.clone(), &at, Options { read_only: true, read_mode, ..Options::default() })?;

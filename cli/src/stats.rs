@@ -42,16 +42,40 @@ pub fn read_schema(path: &Path) -> Result<Option<Schema>, DatasetError> {
     }
 }
 
+/// The raw records that the schema's codec tried to compress and stored raw
+/// because the frame was no smaller (the store keeps such a record raw):
+/// all raw records when the schema's codec compresses, none when it is
+/// raw, unknown (`None`) for a plain store, whose appends name their codec
+/// one by one.
+fn raw_not_shrunk(s: &Totals, schema: &Result<Option<Schema>, DatasetError>) -> Option<u64> {
+    match schema {
+        Ok(Some(schema)) if schema.codec != loaderx::Codec::Raw => Some(s.codec_records[0]),
+        Ok(Some(_)) => Some(0),
+        _ => None,
+    }
+}
+
+/// The codecs line: the count per codec, and why records are raw when the
+/// schema's codec compresses.
+fn codecs_line(s: &Totals, schema: &Result<Option<Schema>, DatasetError>) -> String {
+    let [raw, zstd, dict] = s.codec_records;
+    let mut line = format!("raw {raw}, zstd {zstd}, zstd_dict {dict}");
+    if let Some(n) = raw_not_shrunk(s, schema).filter(|&n| n > 0) {
+        line.push_str(&format!(" (raw {n}: stored raw because compression did not pay)"));
+    }
+    line
+}
+
 /// logical / live, `None` when nothing is stored.
 fn ratio(s: &Totals) -> Option<f64> {
     (s.live_bytes > 0).then(|| s.logical_bytes as f64 / s.live_bytes as f64)
 }
 
 fn to_table(path: &Path, s: &Totals, schema: &Result<Option<Schema>, DatasetError>, engine: &str) -> String {
-    let [raw, zstd, dict] = s.codec_records;
+    let codecs = codecs_line(s, schema);
     let ratio = ratio(s).map_or("n/a (nothing stored)".to_string(), |r| format!("{r:.3}x (logical / live)"));
     let dictionary = s.dict_bytes.map_or("none".to_string(), |b| format!("present, {}", human(b)));
-    let schema = match schema {
+    let schema_line = match schema {
         Ok(None) => "none (a plain store, no schema.json)".to_string(),
         Ok(Some(schema)) => format!("{}, codec {}", schema.describe(), schema.codec.name()),
         Err(e) => format!("unreadable: {e}"),
@@ -64,10 +88,10 @@ fn to_table(path: &Path, s: &Totals, schema: &Result<Option<Schema>, DatasetErro
         ("chunk bytes", human(s.chunk_file_bytes)),
         ("reclaimable", human(s.reclaimable)),
         ("chunks", s.chunks.to_string()),
-        ("codecs", format!("raw {raw}, zstd {zstd}, zstd_dict {dict}")),
+        ("codecs", codecs),
         ("ratio", ratio),
         ("dictionary", dictionary),
-        ("schema", schema),
+        ("schema", schema_line),
         ("read engine", format!("{engine} (reads of records not in memory)")),
     ])
 }
@@ -122,6 +146,7 @@ fn to_json(path: &Path, s: &Totals, schema: &Result<Option<Schema>, DatasetError
         .field("reclaimable", s.reclaimable)
         .field("chunks", s.chunks)
         .raw("codec_records", &codecs)
+        .field("raw_compression_did_not_pay", raw_not_shrunk(s, schema))
         .field("compression_ratio", ratio(s))
         .field("dictionary", s.dict_bytes.is_some())
         .field("dict_bytes", s.dict_bytes)

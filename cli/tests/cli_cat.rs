@@ -204,3 +204,62 @@ fn cat_refuses_a_terminal_without_to_terminal() {
     assert_eq!(code, Some(0), "{shown}");
     assert_eq!(std::fs::read(&file).unwrap(), read_all(dir.path()).concat());
 }
+
+/// `--text` on a fixed-shape dataset: one `INDEX<TAB>VALUE` line per record,
+/// the values by dtype nested as the shape; `--range A..B` stops before B.
+#[test]
+fn cat_text_prints_a_datasets_values() {
+    let _x = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let values: Vec<f32> = (0..20).map(|v| v as f32 * 0.5 - 2.0).collect();
+    write_dataset(dir.path(), &values, &[2, 2], &WriteOptions::codec(Codec::Zstd)).unwrap();
+    let text = ok(&loaderx(&["cat", path_str(dir.path()), "--text", "--range", "1..3"]));
+    assert_eq!(text, "1\t[[0.0, 0.5], [1.0, 1.5]]\n2\t[[2.0, 2.5], [3.0, 3.5]]\n");
+    let scalars = dir.path().join("labels");
+    write_dataset(&scalars, &[-3i64, 7, 9], &[], &WriteOptions::default()).unwrap();
+    let text = ok(&loaderx(&["cat", path_str(&scalars), "--text", "2", "0"]));
+    assert_eq!(text, "2\t9\n0\t-3\n");
+}
+
+/// A ragged record prints as its rows; a plain store's bytes as escaped text.
+#[test]
+fn cat_text_prints_ragged_rows_and_escaped_bytes() {
+    let _x = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let rows: Vec<Vec<i32>> = vec![vec![1, 2, 3, 4, 5, 6], vec![], vec![-7, 8]];
+    let ragged = dir.path().join("ragged");
+    write_ragged(&ragged, &[2], &rows, &WriteOptions::default()).unwrap();
+    let text = ok(&loaderx(&["cat", path_str(&ragged), "--text"]));
+    assert_eq!(text, "0\t[[1, 2], [3, 4], [5, 6]]\n1\t[]\n2\t[[-7, 8]]\n");
+
+    let plain = dir.path().join("plain");
+    let store = Zrecord::open(&plain).unwrap();
+    let records = [b"hello world".to_vec(), b"tab\there\nnl \\ \"q\"".to_vec(), vec![0, 0xff, b'A']];
+    append_records(&store, &records, Codec::Raw);
+    drop(store);
+    let text = ok(&loaderx(&["cat", path_str(&plain), "--text"]));
+    assert_eq!(text, "0\thello world\n1\ttab\\there\\nnl \\\\ \\\"q\\\"\n2\t\\x00\\xffA\n");
+}
+
+/// A record whose length does not fit the schema is an error naming it, and
+/// `--text` with `--npy` is bad usage.
+#[test]
+fn cat_text_refuses_records_that_do_not_fit() {
+    let _x = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    write_dataset(dir.path(), &[1u32, 2, 3, 4], &[2], &WriteOptions::codec(Codec::Raw)).unwrap();
+    let store = Zrecord::open(dir.path()).unwrap();
+    append_records(&store, &[vec![1, 2, 3]], Codec::Raw);
+    drop(store);
+    let p = path_str(dir.path());
+    assert_eq!(ok(&loaderx(&["cat", p, "--text", "--range", "..2"])), "0\t[1, 2]\n1\t[3, 4]\n");
+    assert_fails(&loaderx(&["cat", p, "--text"]), "record 2 is 3 bytes, not the schema's 8");
+    assert_usage(&loaderx(&["cat", p, "--text", "--npy"]));
+}
+
+/// `--help` says that a range excludes its end.
+#[test]
+fn cat_help_says_the_range_excludes_its_end() {
+    let help = ok(&loaderx(&["cat", "--help"]));
+    assert!(help.contains("B excluded"), "{help}");
+}

@@ -119,3 +119,56 @@ fn stats_errors() {
     std::fs::write(dir.path().join("meta.zr"), [0u8; 64]).unwrap();
     assert_fails(&loaderx(&["stats", path_str(dir.path())]), "not a zrecord store");
 }
+
+/// Records a compressing codec could not shrink are stored raw: `stats`
+/// says so beside the schema's codec, in the table and the JSON; a raw
+/// schema has none, and a plain store cannot tell (its appends name their
+/// own codec).
+#[test]
+fn stats_says_raw_records_did_not_shrink() {
+    let _x = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let noise: Vec<u64> = (0..40 * 64)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        })
+        .collect();
+    let incompressible = dir.path().join("noise");
+    write_dataset(&incompressible, &noise, &[64], &WriteOptions::codec(Codec::Zstd)).unwrap();
+    let p = path_str(&incompressible);
+    let text = ok(&loaderx(&["stats", p]));
+    assert!(
+        text.contains(
+            "codecs         raw 40, zstd 0, zstd_dict 0 (raw 40: stored raw because compression did not pay)\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains(", codec zstd\n"), "{text}");
+    let json = ok_json(&loaderx(&["stats", p, "--json"]));
+    assert_eq!(json["codec_records"]["raw"], 40);
+    assert_eq!(json["codec_records"]["zstd"], 0);
+    assert_eq!(json["raw_compression_did_not_pay"], 40);
+
+    let zeros = dir.path().join("zeros");
+    write_dataset(&zeros, &vec![0u64; 40 * 64], &[64], &WriteOptions::codec(Codec::Zstd)).unwrap();
+    let text = ok(&loaderx(&["stats", path_str(&zeros)]));
+    assert!(text.contains("codecs         raw 0, zstd 40, zstd_dict 0\n"), "{text}");
+    let json = ok_json(&loaderx(&["stats", path_str(&zeros), "--json"]));
+    assert_eq!(json["raw_compression_did_not_pay"], 0);
+
+    let raw = dir.path().join("raw");
+    write_dataset(&raw, &noise, &[64], &WriteOptions::codec(Codec::Raw)).unwrap();
+    let text = ok(&loaderx(&["stats", path_str(&raw)]));
+    assert!(text.contains("codecs         raw 40, zstd 0, zstd_dict 0\n"), "{text}");
+    let json = ok_json(&loaderx(&["stats", path_str(&raw), "--json"]));
+    assert_eq!(json["raw_compression_did_not_pay"], 0);
+
+    let plain = dir.path().join("plain");
+    make_store(&plain, 3, Codec::Raw);
+    let json = ok_json(&loaderx(&["stats", path_str(&plain), "--json"]));
+    assert!(json["raw_compression_did_not_pay"].is_null(), "{json}");
+}
