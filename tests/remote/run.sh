@@ -29,7 +29,7 @@ echo "== remote: the Rust tests against the server"
 cargo test --release -p loaderx --features s3-tests --test remote_s3
 
 echo "== remote: the CLI end to end"
-cargo build --release -p loaderx-cli
+cargo build --release -p loaderx-cli --features remote
 cli="$root/target/release/loaderx"
 url="s3://$LOADERX_S3_TEST_BUCKET/cli-store"
 "$venv/bin/python" -c "
