@@ -103,3 +103,14 @@ fn each_state_an_overwrite_can_crash_in_recovers() {
     write_dataset(&ds, &[9u32], &[], &WriteOptions::default()).unwrap();
     assert_eq!(values(&ds), [6, 9]);
 }
+
+#[test]
+fn a_write_under_a_file_names_the_path_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("file");
+    std::fs::write(&file, b"x").unwrap();
+    let ds = file.join("ds");
+    let err = write_dataset(&ds, &[1u32], &[], &WriteOptions::default()).unwrap_err().to_string();
+    assert!(err.contains(&ds.display().to_string()), "{err}");
+    assert!(!err.contains("overwrite-"), "an overwrite's sibling is not the caller's path: {err}");
+}

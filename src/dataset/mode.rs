@@ -95,7 +95,12 @@ pub fn recover_overwrite(path: &Path) -> Result<(), DatasetError> {
     }
     let (new, old) = siblings(path)?;
     let fs = RealFs;
-    let exists = |p: &Path| fs.kind(p).map(|k| k.is_some()).map_err(io(p, "stat"));
+    // A parent that is no directory holds no sibling: the write itself
+    // then says what is wrong with the path the caller named.
+    let exists = |p: &Path| match fs.kind(p) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => Ok(false),
+        kind => kind.map(|k| k.is_some()).map_err(io(p, "stat")),
+    };
     if exists(&old)? {
         if !exists(path)? {
             let from = if exists(&new)? { &new } else { &old };
