@@ -5,30 +5,15 @@
 //! another test of the binary holds a store open inherits its descriptors
 //! until it execs, and with them the store's writer flock.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+mod common;
+
+use common::write_mode::{opts, siblings, values};
 use loaderx::dataset::{
     Dataset, DatasetError, RaggedDataset, WriteMode, WriteOptions, existing_records, recover_overwrite, write_dataset,
     write_ragged,
 };
-
-fn opts(mode: WriteMode) -> WriteOptions {
-    WriteOptions { mode, ..WriteOptions::default() }
-}
-
-/// The dataset's values, record by record.
-fn values(path: &Path) -> Vec<u32> {
-    let ds = Dataset::open(path).unwrap();
-    let idx: Vec<u64> = (0..ds.len()).collect();
-    let mut out = vec![0u32; idx.len()];
-    ds.gather_into(&idx, &mut out).unwrap();
-    out
-}
-
-fn siblings(path: &Path) -> (PathBuf, PathBuf) {
-    let name = path.file_name().unwrap().to_string_lossy().into_owned();
-    (path.with_file_name(format!("{name}.overwrite-new")), path.with_file_name(format!("{name}.overwrite-old")))
-}
 
 #[test]
 fn append_is_the_default_and_error_refuses_records() {

@@ -4,29 +4,14 @@
 //! the descriptors other tests of a binary hold, the writer flock of
 //! `meta.zr` with them, which would make those tests' writes `Locked`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use loaderx::dataset::{Dataset, WriteMode, WriteOptions, recover_overwrite, write_dataset};
+mod common;
 
-fn opts(mode: WriteMode) -> WriteOptions {
-    WriteOptions { mode, ..WriteOptions::default() }
-}
-
-/// The dataset's values, record by record.
-fn values(path: &Path) -> Vec<u32> {
-    let ds = Dataset::open(path).unwrap();
-    let idx: Vec<u64> = (0..ds.len()).collect();
-    let mut out = vec![0u32; idx.len()];
-    ds.gather_into(&idx, &mut out).unwrap();
-    out
-}
-
-fn siblings(path: &Path) -> (PathBuf, PathBuf) {
-    let name = path.file_name().unwrap().to_string_lossy().into_owned();
-    (path.with_file_name(format!("{name}.overwrite-new")), path.with_file_name(format!("{name}.overwrite-old")))
-}
+use common::write_mode::{opts, siblings, values};
+use loaderx::dataset::{WriteMode, WriteOptions, recover_overwrite, write_dataset};
 
 const A: [u32; 3] = [1, 1, 1];
 const B: [u32; 5] = [2, 2, 2, 2, 2];

@@ -112,6 +112,11 @@ fn run_once(w: &Workload, at: Option<u64>, persist: Persist, seed: u64) -> Resul
 /// Crashes every workload at every I/O operation (store creation
 /// included), with nothing, everything and three random subsets of the
 /// unsynced state kept.
+/// What a crash at each point keeps of the unsynced writes, each point
+/// crashed once per entry: nothing, everything, and three random subsets.
+pub(crate) const CRASH_KEEPS: [(Persist, u64); 5] =
+    [(Persist::Nothing, 1), (Persist::Everything, 1), (Persist::Random, 1), (Persist::Random, 2), (Persist::Random, 3)];
+
 pub fn run() -> Result<Explored, (String, Violation)> {
     let mut explored = Explored::default();
     let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("a one-thread pool");
@@ -119,15 +124,8 @@ pub fn run() -> Result<Explored, (String, Violation)> {
         for w in workloads() {
             let total =
                 run_once(&w, None, Persist::Nothing, 0).map_err(|v| (format!("{} without a crash", w.name), v))?;
-            let choices = [
-                (Persist::Nothing, 1),
-                (Persist::Everything, 1),
-                (Persist::Random, 1),
-                (Persist::Random, 2),
-                (Persist::Random, 3),
-            ];
             for at in 1..=total {
-                for (persist, seed) in choices {
+                for (persist, seed) in CRASH_KEEPS {
                     run_once(&w, Some(at), persist, seed)
                         .map_err(|v| (format!("{}: crash at I/O {at}, keeping {persist:?} (#{seed})", w.name), v))?;
                     explored.states += 1;

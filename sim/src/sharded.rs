@@ -18,6 +18,7 @@ use loaderx::dataset::{
 };
 use loaderx::io::Vfs;
 
+use crate::exhaustive::CRASH_KEEPS;
 use crate::exhaustive::Explored;
 use crate::fs::{Faults, Persist, SimFs};
 use crate::rng::Rng;
@@ -262,20 +263,13 @@ fn expect_deletes(fs: &SimFs, vfs: &Arc<dyn Vfs>, w: &Workload, allowed: &[usize
 /// then a delete across sealed shards and the last at every I/O operation.
 pub fn run() -> Result<Explored, (String, Violation)> {
     let mut explored = Explored::default();
-    let choices = [
-        (Persist::Nothing, 1),
-        (Persist::Everything, 1),
-        (Persist::Random, 1),
-        (Persist::Random, 2),
-        (Persist::Random, 3),
-    ];
     for w in workloads() {
         run_once(&w, None, Persist::Nothing, 0).map_err(|v| (format!("{} without a crash", w.name), v))?;
         let mut points = 0;
         for k in 0..w.writes.len() {
             let total = ops_of(&w, k).map_err(|v| (format!("{} counting", w.name), v))?;
             for at in 1..=total {
-                for (persist, seed) in choices {
+                for (persist, seed) in CRASH_KEEPS {
                     run_once(&w, Some((k, at)), persist, seed).map_err(|v| {
                         (format!("{}: write {k}, crash at its I/O {at}, keeping {persist:?} (#{seed})", w.name), v)
                     })?;
@@ -290,7 +284,7 @@ pub fn run() -> Result<Explored, (String, Violation)> {
     let name = "sharded: a delete in three shards";
     let total = run_delete(None, Persist::Nothing, 0).map_err(|v| (format!("{name} without a crash"), v))?;
     for at in 1..=total {
-        for (persist, seed) in choices {
+        for (persist, seed) in CRASH_KEEPS {
             run_delete(Some(at), persist, seed)
                 .map_err(|v| (format!("{name}: crash at its I/O {at}, keeping {persist:?} (#{seed})"), v))?;
             explored.states += 1;

@@ -18,6 +18,7 @@ use loaderx::format::column_dir_name;
 use loaderx::io::Vfs;
 use loaderx::table::{ColumnSpec, Table, TableColumn, TableError, TableWriter, Values};
 
+use crate::exhaustive::CRASH_KEEPS;
 use crate::exhaustive::Explored;
 use crate::fs::{Faults, Persist, SimFs};
 use crate::rng::Rng;
@@ -218,18 +219,11 @@ fn ops_of(k: usize) -> Result<u64, Violation> {
 pub fn run() -> Result<Explored, (String, Violation)> {
     let name = "table: create, two appends, three columns";
     let mut explored = Explored::default();
-    let choices = [
-        (Persist::Nothing, 1),
-        (Persist::Everything, 1),
-        (Persist::Random, 1),
-        (Persist::Random, 2),
-        (Persist::Random, 3),
-    ];
     run_once(None, Persist::Nothing, 0).map_err(|v| (format!("{name} without a crash"), v))?;
     for k in 0..STEPS.len() {
         let total = ops_of(k).map_err(|v| (format!("{name} counting"), v))?;
         for at in 1..=total {
-            for (persist, seed) in choices {
+            for (persist, seed) in CRASH_KEEPS {
                 run_once(Some((k, at)), persist, seed).map_err(|v| {
                     (format!("{name}: step {k}, crash at its I/O {at}, keeping {persist:?} (#{seed})"), v)
                 })?;

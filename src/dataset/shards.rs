@@ -385,11 +385,13 @@ impl Shards {
 
     /// A single store's `indices`, each below the limit if there is one.
     fn single_checked<'t>(&self, table: &'t Table, indices: &[u64]) -> Result<&'t Zrecord, DatasetError> {
-        let len = table.index.len();
-        match indices.iter().find(|&&i| self.limit.is_some() && i >= len) {
-            Some(&index) => Err(DatasetError::IndexOutOfRange { path: self.root.clone(), index, len }),
-            None => Ok(self.single(table)),
+        if self.limit.is_some() {
+            let len = table.index.len();
+            if let Some(&index) = indices.iter().find(|&&i| i >= len) {
+                return Err(DatasetError::IndexOutOfRange { path: self.root.clone(), index, len });
+            }
         }
+        Ok(self.single(table))
     }
 }
 

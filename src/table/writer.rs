@@ -85,6 +85,27 @@ pub struct TableWriter {
 }
 
 impl TableWriter {
+    /// A writer of the committed `commit`, holding `lock`, nothing pending.
+    fn new(
+        vfs: Arc<dyn Vfs>,
+        root: &Path,
+        commit: Commit,
+        schemas: Vec<Schema>,
+        opts: &WriteOptions,
+        lock: Box<dyn VfsFile>,
+    ) -> TableWriter {
+        TableWriter {
+            vfs,
+            root: root.to_path_buf(),
+            commit,
+            schemas,
+            opts: opts.clone(),
+            pending: 0,
+            broken: false,
+            _lock: lock,
+        }
+    }
+
     /// Creates a table of `columns` at `path` (an empty directory or none).
     pub fn create(
         path: impl AsRef<Path>,
@@ -135,16 +156,7 @@ impl TableWriter {
         }
         let commit = Commit { rows: 0, columns: columns.iter().map(|c| (c.name.clone(), c.kind)).collect() };
         commit.write(&*vfs, root)?;
-        Ok(TableWriter {
-            vfs,
-            root: root.to_path_buf(),
-            commit,
-            schemas,
-            opts: opts.clone(),
-            pending: 0,
-            broken: false,
-            _lock: lock,
-        })
+        Ok(TableWriter::new(vfs, root, commit, schemas, opts, lock))
     }
 
     /// Opens the table at `path` to append to it.
@@ -178,16 +190,7 @@ impl TableWriter {
             }
             schemas.push(schema);
         }
-        Ok(TableWriter {
-            vfs,
-            root: root.to_path_buf(),
-            commit,
-            schemas,
-            opts: opts.clone(),
-            pending: 0,
-            broken: false,
-            _lock: lock,
-        })
+        Ok(TableWriter::new(vfs, root, commit, schemas, opts, lock))
     }
 
     /// Rows committed.

@@ -1,6 +1,8 @@
 //! Helpers shared by the store tests: record generators and a naive model.
 #![allow(dead_code)]
 
+pub mod write_mode;
+
 use loaderx::{Codec, Zrecord};
 
 /// Deterministic bytes: mildly compressible (a ramp with noise), so zstd
