@@ -53,6 +53,10 @@ pub const TABLE_FILE_BYTES_MAX: u64 = 4 << 20;
 pub const COLUMNS_MAX: usize = 4096;
 /// Longest column name, in bytes of UTF-8.
 pub const COLUMN_NAME_BYTES_MAX: usize = 255;
+
+/// The most bytes of a table commit's mark (`table.json`'s `"mark"`: what
+/// an import records of its progress with the rows it commits).
+pub const TABLE_MARK_BYTES_MAX: usize = 64 << 10;
 /// Largest `shards.json` read (about 40 bytes a shard).
 pub const SHARDS_FILE_BYTES_MAX: u64 = 64 << 20;
 /// Largest `manifest.json` read (a store of 65,536 chunks fits in a few MiB).

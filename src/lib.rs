@@ -15,6 +15,8 @@ pub mod dataset;
 pub mod error;
 mod first_fit;
 pub mod format;
+#[cfg(feature = "arrow")]
+pub mod import;
 pub mod io;
 pub mod loader;
 #[cfg(feature = "remote")]

@@ -148,7 +148,7 @@ fn publishing_is_above_the_io_layer() {
 /// Each top-level module of `src/` and the modules it may use, bottom up.
 /// Items of the crate root stand for the module that defines them
 /// ([`ROOT_ITEMS`]).
-const LAYERS: [(&str, &[&str]); 11] = [
+const LAYERS: [(&str, &[&str]); 12] = [
     ("format", &[]),
     ("error", &["format"]),
     ("sync", &[]),
@@ -160,6 +160,7 @@ const LAYERS: [(&str, &[&str]); 11] = [
     ("table", &["dataset", "store", "io", "format", "error", "sync"]),
     ("loader", &["dataset", "sampler", "store", "first_fit", "format", "error", "sync"]),
     ("publish", &["dataset", "store", "io", "format", "error"]),
+    ("import", &["table", "dataset", "store", "io", "format", "error", "sync"]),
 ];
 
 /// The crate root's re-exports, by the module that defines them.

@@ -254,3 +254,33 @@ fn table_columns_feed_the_loader() {
         }
     }
 }
+
+#[test]
+fn a_mark_is_committed_with_its_rows_and_a_plain_commit_clears_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t");
+    let opts = WriteOptions::default();
+    let mut writer = TableWriter::create(&path, &columns(), &opts).unwrap();
+    append(&mut writer, 0..5).unwrap();
+    assert_eq!(writer.commit_marked(Some("took 5".into())).unwrap(), 5);
+    // A mark alone (no rows pending) is committed too.
+    assert_eq!(writer.commit_marked(Some("took 5, file 2".into())).unwrap(), 5);
+    append(&mut writer, 5..7).unwrap();
+    drop(writer);
+    // The rows appended after the mark were never committed: the reopen
+    // trims them and finds the mark of the last commit.
+    let table = Table::open(&path).unwrap();
+    assert_eq!((table.rows(), table.mark()), (5, Some("took 5, file 2")));
+    drop(table); // a reader would hold off the trim of the tail
+    let mut writer = TableWriter::open(&path, &opts).unwrap();
+    assert_eq!(writer.mark(), Some("took 5, file 2"));
+    let huge = "m".repeat(loaderx::format::TABLE_MARK_BYTES_MAX + 1);
+    assert!(matches!(writer.commit_marked(Some(huge)), Err(TableError::InvalidArgument(_))));
+    append(&mut writer, 5..6).unwrap();
+    assert_eq!(writer.commit().unwrap(), 6);
+    assert_eq!(writer.mark(), None);
+    drop(writer);
+    let table = Table::open(&path).unwrap();
+    assert_eq!((table.rows(), table.mark()), (6, None));
+    assert_eq!(read(&path), oracle(6));
+}

@@ -14,7 +14,8 @@ use serde_json::Value;
 
 use super::error::TableError;
 use crate::format::{
-    COLUMN_NAME_BYTES_MAX, COLUMNS_MAX, RECORDS_MAX, TABLE_FILE, TABLE_FILE_BYTES_MAX, TABLE_TMP_FILE, column_dir_name,
+    COLUMN_NAME_BYTES_MAX, COLUMNS_MAX, RECORDS_MAX, TABLE_FILE, TABLE_FILE_BYTES_MAX, TABLE_MARK_BYTES_MAX,
+    TABLE_TMP_FILE, column_dir_name,
 };
 use crate::io::{OpenMode, SyncKind, Vfs, read_file, write_all_at};
 
@@ -63,6 +64,10 @@ pub struct Commit {
     pub rows: u64,
     /// The columns in order, column `k` in `column_dir_name(k)`.
     pub columns: Vec<(String, ColumnType)>,
+    /// What the writer of this commit recorded with its rows (an import's
+    /// progress: its input and the rows it took from it), at most
+    /// [`TABLE_MARK_BYTES_MAX`] bytes; a commit without one clears it.
+    pub mark: Option<String>,
 }
 
 /// Why `name` cannot name a column, if it cannot: empty, longer than
@@ -100,7 +105,8 @@ pub(crate) fn bad_columns<'a>(names: impl ExactSizeIterator<Item = &'a str>) -> 
 
 impl Commit {
     /// The commit file's text: keys in the order `format`, `version`,
-    /// `rows`, `columns` (each `name`, `dir`, `kind`), indented by two spaces.
+    /// `rows`, `columns` (each `name`, `dir`, `kind`), then `mark` if there
+    /// is one, indented by two spaces.
     pub fn to_json(&self) -> String {
         let columns: Vec<String> = self
             .columns
@@ -115,9 +121,13 @@ impl Commit {
                 )
             })
             .collect();
+        let mark = match &self.mark {
+            Some(mark) => format!(",\n  \"mark\": {}", serde_json::to_string(mark).expect("a string")),
+            None => String::new(),
+        };
         format!(
             "{{\n  \"format\": \"{TABLE_FORMAT}\",\n  \"version\": {TABLE_VERSION},\n  \"rows\": {},\n  \
-             \"columns\": [\n{}\n  ]\n}}\n",
+             \"columns\": [\n{}\n  ]{mark}\n}}\n",
             self.rows,
             columns.join(",\n")
         )
@@ -160,7 +170,12 @@ impl Commit {
         if let Some(reason) = bad_columns(columns.iter().map(|(n, _)| n.as_str())) {
             return Err(bad(reason));
         }
-        Ok(Commit { rows, columns })
+        let mark = match map.get("mark") {
+            None => None,
+            Some(Value::String(m)) if m.len() <= TABLE_MARK_BYTES_MAX => Some(m.clone()),
+            Some(_) => return Err(bad(format!("\"mark\" must be a string of at most {TABLE_MARK_BYTES_MAX} bytes"))),
+        };
+        Ok(Commit { rows, columns, mark })
     }
 
     /// Reads `root/table.json`.
@@ -202,13 +217,16 @@ mod tests {
             ("b".to_string(), ColumnType::Bytes),
             ("text".to_string(), ColumnType::Utf8),
         ];
-        Commit { rows: 5, columns }
+        Commit { rows: 5, columns, mark: Some("{\"import\": \"x\"}".into()) }
     }
 
     #[test]
     fn round_trips() {
         let c = good();
         assert_eq!(Commit::parse(&c.to_json(), Path::new("t")).unwrap(), c);
+        let unmarked = Commit { mark: None, ..good() };
+        assert!(!unmarked.to_json().contains("mark"));
+        assert_eq!(Commit::parse(&unmarked.to_json(), Path::new("t")).unwrap(), unmarked);
         for kind in ColumnType::ALL {
             assert_eq!(ColumnType::from_name(kind.name()), Some(kind));
         }
@@ -237,13 +255,15 @@ mod tests {
             good.replace("\"version\": 1", "\"version\": 2"),
             good.replace("\"columns\": [", "\"columns\": {").replace("  ]\n}", "  }\n}"),
             good[..good.len() / 2].to_string(),
+            good.replace("\"mark\": \"", "\"mark\": 1, \"_\": \""),
+            good.replace("{\\\"import\\\": \\\"x\\\"}", &"m".repeat(TABLE_MARK_BYTES_MAX + 1)),
             "[]".to_string(),
         ];
         for (k, text) in cases.iter().enumerate() {
             assert_ne!(text, &good, "case {k} changed nothing");
             assert!(Commit::parse(text, Path::new("t")).is_err(), "case {k} was accepted:\n{text}");
         }
-        let none = Commit { rows: 0, columns: Vec::new() }.to_json();
+        let none = Commit { rows: 0, columns: Vec::new(), mark: None }.to_json();
         assert!(Commit::parse(&none, Path::new("t")).is_err());
     }
 }

@@ -60,6 +60,7 @@ impl TableColumn {
 pub struct Table {
     root: PathBuf,
     rows: u64,
+    mark: Option<String>,
     columns: Vec<(String, ColumnType, TableColumn)>,
 }
 
@@ -89,7 +90,7 @@ impl Table {
             };
             columns.push((name, kind, column));
         }
-        Ok(Table { root: root.to_path_buf(), rows: commit.rows, columns })
+        Ok(Table { root: root.to_path_buf(), rows: commit.rows, mark: commit.mark, columns })
     }
 
     /// The table's directory.
@@ -100,6 +101,12 @@ impl Table {
     /// Rows committed (every column's length).
     pub fn rows(&self) -> u64 {
         self.rows
+    }
+
+    /// The mark the commit recorded, if any (an import's progress,
+    /// [`TableWriter::commit_marked`]).
+    pub fn mark(&self) -> Option<&str> {
+        self.mark.as_deref()
     }
 
     /// The columns in order: name, kind, dataset. Hand a dataset to the

@@ -14,9 +14,11 @@ use std::sync::Arc;
 use super::commit::{ColumnType, Commit, bad_columns};
 use super::error::TableError;
 use crate::dataset::{DType, Schema, WriteOptions, write_dataset_bytes_in, write_ragged_results_in};
-use crate::format::{RECORD_BYTES_MAX, RECORDS_MAX, SHARDS_FILE, TABLE_FILE, TABLE_LOCK_FILE, column_dir_name};
+use crate::format::{
+    RECORD_BYTES_MAX, RECORDS_MAX, SHARDS_FILE, TABLE_FILE, TABLE_LOCK_FILE, TABLE_MARK_BYTES_MAX, column_dir_name,
+};
 use crate::io::{LockKind, OpenMode, Vfs, VfsFile};
-use crate::{Options, Zrecord};
+use crate::{Codec, Options, Zrecord};
 
 /// A column of a table to create: its name, kind, dtype and shape (of a
 /// record for [`ColumnType::Fixed`], of an item row for the others).
@@ -30,27 +32,35 @@ pub struct ColumnSpec {
     pub dtype: DType,
     /// The record's shape (fixed) or an item row's shape (the others).
     pub shape: Vec<usize>,
+    /// The column's codec, if not the writer's (`WriteOptions::codec`):
+    /// for example `zstd_dict` for a text column beside raw images.
+    pub codec: Option<Codec>,
 }
 
 impl ColumnSpec {
     /// A fixed-shape column: each row one record of `shape` elements.
     pub fn fixed(name: impl Into<String>, dtype: DType, shape: &[usize]) -> ColumnSpec {
-        ColumnSpec { name: name.into(), kind: ColumnType::Fixed, dtype, shape: shape.to_vec() }
+        ColumnSpec { name: name.into(), kind: ColumnType::Fixed, dtype, shape: shape.to_vec(), codec: None }
     }
 
     /// A ragged column: each row any number of item rows of `item_shape`.
     pub fn ragged(name: impl Into<String>, dtype: DType, item_shape: &[usize]) -> ColumnSpec {
-        ColumnSpec { name: name.into(), kind: ColumnType::Ragged, dtype, shape: item_shape.to_vec() }
+        ColumnSpec { name: name.into(), kind: ColumnType::Ragged, dtype, shape: item_shape.to_vec(), codec: None }
     }
 
     /// A bytes column.
     pub fn bytes(name: impl Into<String>) -> ColumnSpec {
-        ColumnSpec { name: name.into(), kind: ColumnType::Bytes, dtype: u1(), shape: Vec::new() }
+        ColumnSpec { name: name.into(), kind: ColumnType::Bytes, dtype: u1(), shape: Vec::new(), codec: None }
+    }
+
+    /// This column with its own `codec`.
+    pub fn with_codec(self, codec: Codec) -> ColumnSpec {
+        ColumnSpec { codec: Some(codec), ..self }
     }
 
     /// A UTF-8 text column.
     pub fn utf8(name: impl Into<String>) -> ColumnSpec {
-        ColumnSpec { name: name.into(), kind: ColumnType::Utf8, dtype: u1(), shape: Vec::new() }
+        ColumnSpec { name: name.into(), kind: ColumnType::Utf8, dtype: u1(), shape: Vec::new(), codec: None }
     }
 }
 
@@ -141,6 +151,8 @@ impl TableWriter {
         for (k, spec) in columns.iter().enumerate() {
             let dir = root.join(column_dir_name(k));
             let (dtype, shape) = (spec.dtype, spec.shape.as_slice());
+            // A column keeps the codec it is created with (its schema names it).
+            let opts = &WriteOptions { codec: spec.codec.unwrap_or(opts.codec), ..opts.clone() };
             if spec.kind == ColumnType::Fixed {
                 write_dataset_bytes_in(vfs.clone(), &dir, dtype, shape, &[], opts)?;
             } else {
@@ -154,7 +166,8 @@ impl TableWriter {
             }
             schemas.push(Schema::read(&*vfs, &dir)?);
         }
-        let commit = Commit { rows: 0, columns: columns.iter().map(|c| (c.name.clone(), c.kind)).collect() };
+        let columns = columns.iter().map(|c| (c.name.clone(), c.kind)).collect();
+        let commit = Commit { rows: 0, columns, mark: None };
         commit.write(&*vfs, root)?;
         Ok(TableWriter::new(vfs, root, commit, schemas, opts, lock))
     }
@@ -196,6 +209,11 @@ impl TableWriter {
     /// Rows committed.
     pub fn rows(&self) -> u64 {
         self.commit.rows
+    }
+
+    /// The mark the last commit recorded ([`TableWriter::commit_marked`]).
+    pub fn mark(&self) -> Option<&str> {
+        self.commit.mark.as_deref()
     }
 
     /// Rows appended and not yet committed.
@@ -306,13 +324,28 @@ impl TableWriter {
     }
 
     /// Commits the rows appended (K1-K2): a reader opening the table from
-    /// now on sees them. Returns the rows committed in all.
+    /// now on sees them. Returns the rows committed in all. The commit
+    /// clears a mark an earlier one recorded.
     pub fn commit(&mut self) -> Result<u64, TableError> {
+        self.commit_marked(None)
+    }
+
+    /// [`TableWriter::commit`], recording `mark` with the rows in the same
+    /// replacement of the commit file: what an import took from its input
+    /// is committed with the rows it gave, never apart from them. A commit
+    /// of no new rows writes the file only if the mark changes.
+    pub fn commit_marked(&mut self, mark: Option<String>) -> Result<u64, TableError> {
         if self.broken {
             return Err(TableError::Broken { path: self.root.clone() });
         }
-        if self.pending > 0 {
-            let next = Commit { rows: self.commit.rows + self.pending, columns: self.commit.columns.clone() };
+        if mark.as_ref().is_some_and(|m| m.len() > TABLE_MARK_BYTES_MAX) {
+            return Err(TableError::InvalidArgument(format!(
+                "a commit's mark is at most {TABLE_MARK_BYTES_MAX} bytes"
+            )));
+        }
+        if self.pending > 0 || mark != self.commit.mark {
+            let rows = self.commit.rows + self.pending;
+            let next = Commit { rows, columns: self.commit.columns.clone(), mark };
             next.write(&*self.vfs, &self.root)?;
             (self.commit, self.pending) = (next, 0);
         }

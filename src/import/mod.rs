@@ -1,0 +1,17 @@
+//! Import and export (cargo feature `arrow`, [docs/import.md]): a source
+//! of rows (Parquet, Arrow IPC, JSONL, WebDataset tars, image folders, or
+//! any Arrow stream) into a table (`crate::table`), and a table back out.
+//!
+//! Every source is a [`Source`]: Arrow record batches of one schema, in an
+//! order fixed by its input, so that a resumed import skips exactly the
+//! rows the table already committed. The column mapping (Arrow types to
+//! the table's column kinds and back), the commit cadence and resumption
+//! are the importer's, written once for every source.
+//!
+//! [docs/import.md]: https://github.com/loaderx/loaderx/blob/main/docs/import.md
+
+mod error;
+mod source;
+
+pub use error::{ImportError, Position};
+pub use source::Source;
