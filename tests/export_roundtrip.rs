@@ -50,10 +50,14 @@ fn oracle() -> Vec<Col> {
         col(ColumnSpec::fixed("half", dtype("<f2"), &[]), None, |i| le(&[0x3C00u16 + i as u16])),
         col(ColumnSpec::fixed("wide", dtype("<f8"), &[]), None, |i| le(&[i as f64 * -1.5])),
         col(ColumnSpec::fixed("id", dtype("<u8"), &[]), None, |i| le(&[u64::MAX - i as u64])),
-        col(ColumnSpec::fixed("img", dtype("|u1"), &[2, 3, 2]), None, |i| (0..12).map(|j| (i * 12 + j) as u8).collect()),
+        col(ColumnSpec::fixed("img", dtype("|u1"), &[2, 3, 2]), None, |i| {
+            (0..12).map(|j| (i * 12 + j) as u8).collect()
+        }),
         col(ColumnSpec::fixed("vec", dtype(">f4"), &[3]), Some(4), |i| le(&[i as f32, -0.5, 1e30])),
         col(ColumnSpec::fixed("word", dtype("|S3"), &[]), None, |i| format!("{:03}", i).into_bytes()),
-        col(ColumnSpec::ragged("ids", dtype("<i4"), &[]), None, |i| le(&(0..(i % 5) as i32).map(|j| j - i as i32).collect::<Vec<_>>())),
+        col(ColumnSpec::ragged("ids", dtype("<i4"), &[]), None, |i| {
+            le(&(0..(i % 5) as i32).map(|j| j - i as i32).collect::<Vec<_>>())
+        }),
         col(ColumnSpec::ragged("pts", dtype("<f4"), &[2, 2]), None, |i| le(&vec![i as f32; 4 * (i % 3)])),
         col(ColumnSpec::ragged("be_ids", dtype(">i8"), &[]), Some(8), |i| le(&vec![-(i as i64); i % 2])),
         col(ColumnSpec::bytes("blob"), None, |i| (0..i % 4).map(|j| (i * 7 + j) as u8).collect()),

@@ -150,9 +150,15 @@ impl ColumnLayout {
     }
 
     /// A text column's array; invalid UTF-8 names its row of the batch.
-    fn strings(&self, offsets: OffsetBuffer<i64>, values: Buffer, splits: &[u64]) -> Result<LargeStringArray, ImportError> {
+    fn strings(
+        &self,
+        offsets: OffsetBuffer<i64>,
+        values: Buffer,
+        splits: &[u64],
+    ) -> Result<LargeStringArray, ImportError> {
         LargeStringArray::try_new(offsets, values.clone(), None).map_err(|e| {
-            let bad = splits.windows(2).position(|w| std::str::from_utf8(&values[w[0] as usize..w[1] as usize]).is_err());
+            let bad =
+                splits.windows(2).position(|w| std::str::from_utf8(&values[w[0] as usize..w[1] as usize]).is_err());
             match bad {
                 Some(row) => refused(&self.name, format!("row {row} of the batch is not UTF-8")),
                 None => self.arrow(e),

@@ -107,7 +107,7 @@ impl TableBatches {
         let mut row_bytes = vec![fixed; indices.len()];
         for exported in &self.columns {
             if let TableColumn::Ragged(d) = &exported.column {
-                let counts = d.row_counts(&indices).map_err(|e| read_error(e))?;
+                let counts = d.row_counts(&indices).map_err(read_error)?;
                 for (bytes, count) in row_bytes.iter_mut().zip(counts) {
                     *bytes = bytes.saturating_add(count.saturating_mul(d.row_bytes() as u64));
                 }
@@ -220,11 +220,11 @@ fn column_array(c: &Exported, indices: &[u64]) -> Result<ArrayRef, ImportError> 
             let len = d.row_bytes().checked_mul(indices.len());
             let len = len.ok_or_else(|| ImportError::InvalidArgument(format!("column {name:?}: batch too large")))?;
             let mut buffer = MutableBuffer::from_len_zeroed(len);
-            d.gather_bytes(indices, buffer.as_slice_mut()).map_err(|e| read_error(e))?;
+            d.gather_bytes(indices, buffer.as_slice_mut()).map_err(read_error)?;
             c.layout.fixed_array(buffer.into(), indices.len())
         }
         TableColumn::Ragged(d) => {
-            let packed = d.gather(indices).map_err(|e| read_error(e))?;
+            let packed = d.gather(indices).map_err(read_error)?;
             let bytes = packed.values.as_bytes();
             let mut values = MutableBuffer::from_len_zeroed(bytes.len());
             values.as_slice_mut().copy_from_slice(bytes);
