@@ -328,3 +328,37 @@ fn a_stale_temporary_is_replaced_and_the_name_only_appears_complete() {
     assert_eq!(ExportFormat::of_path(Path::new("x.PQ")).unwrap(), ExportFormat::Parquet(ParquetCodec::Zstd(1)));
     assert!(ParquetCodec::parse("zstd:0").is_err() && ParquetCodec::parse("brotli").is_err());
 }
+
+#[test]
+fn text_not_utf8_on_disk_fails_the_export_naming_the_row_and_leaves_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t");
+    let cols = vec![
+        col(ColumnSpec::fixed("n", dtype("<i4"), &[]), None, |i| le(&[i as i32])),
+        col(ColumnSpec::utf8("s"), None, |i| format!("row {i}").into_bytes()),
+    ];
+    write_table(&path, &cols, 30);
+    // Rows 20.. of the text column rewritten, row 20 not UTF-8.
+    let mut store = loaderx::Zrecord::open(path.join("col-0001")).unwrap();
+    store.delete(&(20..30).collect::<Vec<u64>>()).unwrap();
+    drop(store);
+    let mut rows: Vec<&[u8]> = vec![b"\xc3("];
+    rows.extend(std::iter::repeat_n(&b"ok"[..], 9));
+    let u1 = dtype("|u1");
+    loaderx::dataset::write_ragged_bytes(path.join("col-0001"), u1, &[], rows, &WriteOptions::default()).unwrap();
+    let table = Table::open(&path).unwrap();
+    let opts = ExportOptions { batch_rows: 8, ..ExportOptions::default() };
+    let mut batches = TableBatches::new(&table, &opts).unwrap();
+    assert_eq!(batches.by_ref().take(2).filter(Result::is_ok).count(), 2, "rows 0..16 are fine");
+    let e = batches.next().unwrap().unwrap_err();
+    assert!(matches!(&e, ImportError::Table(loaderx::table::TableError::NotUtf8 { row: 20, .. })), "{e:?}");
+    assert!(e.to_string().contains("\"s\""), "{e}");
+    assert!(batches.next().is_none(), "nothing after an error");
+    for name in ["bad.parquet", "bad.arrow"] {
+        let dest = dir.path().join(name);
+        let format = ExportFormat::of_path(&dest).unwrap();
+        let e = export_file(&table, &dest, format, &opts, &mut |_, _| {}).unwrap_err();
+        assert!(matches!(e, ImportError::Table(loaderx::table::TableError::NotUtf8 { row: 20, .. })), "{e:?}");
+        assert!(!dest.exists() && !dir.path().join(format!("{name}.tmp")).exists(), "{name} left behind");
+    }
+}

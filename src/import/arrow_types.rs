@@ -31,7 +31,7 @@ use arrow_schema::{DataType, Field};
 
 use super::error::ImportError;
 use crate::dataset::{ByteOrder, DType, Kind};
-use crate::table::ColumnType;
+use crate::table::{ColumnType, TableError};
 
 /// The extension name readers know a fixed-shape tensor by.
 pub const TENSOR_EXTENSION: &str = "arrow.fixed_shape_tensor";
@@ -128,12 +128,13 @@ impl ColumnLayout {
     }
 
     /// The Arrow array of a ragged, bytes or text column's packed batch:
-    /// every item row in `values`, record `k` rows `splits[k]..splits[k + 1]`.
-    pub fn ragged_array(&self, values: Buffer, splits: &[u64]) -> Result<ArrayRef, ImportError> {
+    /// every item row in `values`, record `k` (row `first + k` of the table)
+    /// rows `splits[k]..splits[k + 1]`.
+    pub fn ragged_array(&self, values: Buffer, splits: &[u64], first: u64) -> Result<ArrayRef, ImportError> {
         let offsets = self.offsets(splits)?;
         let array: ArrayRef = match self.kind {
             ColumnType::Bytes => Arc::new(LargeBinaryArray::try_new(offsets, values, None).map_err(|e| self.arrow(e))?),
-            ColumnType::Utf8 => Arc::new(self.strings(offsets, values, splits)?),
+            ColumnType::Utf8 => Arc::new(self.strings(offsets, values, splits, first)?),
             _ => {
                 let items = *splits.last().unwrap_or(&0) as usize;
                 let elements = self.elements(&self.name)?;
@@ -149,18 +150,20 @@ impl ColumnLayout {
         Ok(array)
     }
 
-    /// A text column's array; invalid UTF-8 names its row of the batch.
+    /// A text column's array; a row that is not UTF-8 is
+    /// [`TableError::NotUtf8`], naming the table's row.
     fn strings(
         &self,
         offsets: OffsetBuffer<i64>,
         values: Buffer,
         splits: &[u64],
+        first: u64,
     ) -> Result<LargeStringArray, ImportError> {
         LargeStringArray::try_new(offsets, values.clone(), None).map_err(|e| {
             let bad =
                 splits.windows(2).position(|w| std::str::from_utf8(&values[w[0] as usize..w[1] as usize]).is_err());
             match bad {
-                Some(row) => refused(&self.name, format!("row {row} of the batch is not UTF-8")),
+                Some(k) => TableError::NotUtf8 { column: self.name.clone(), row: first + k as u64 }.into(),
                 None => self.arrow(e),
             }
         })

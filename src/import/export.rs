@@ -228,7 +228,7 @@ fn column_array(c: &Exported, indices: &[u64]) -> Result<ArrayRef, ImportError> 
             let bytes = packed.values.as_bytes();
             let mut values = MutableBuffer::from_len_zeroed(bytes.len());
             values.as_slice_mut().copy_from_slice(bytes);
-            c.layout.ragged_array(values.into(), &packed.row_splits)
+            c.layout.ragged_array(values.into(), &packed.row_splits, indices.first().copied().unwrap_or(0))
         }
     }
 }
