@@ -22,6 +22,7 @@ mod cat;
 mod compact;
 mod convert;
 mod delete;
+mod export;
 mod out;
 #[cfg(feature = "remote")]
 mod publish;
@@ -166,6 +167,36 @@ enum Command {
         /// (refuse).
         #[arg(long, value_enum)]
         mode: Option<convert::ModeArg>,
+        /// Print one JSON object instead of a summary.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a table's committed rows to a Parquet or Arrow IPC file.
+    ///
+    /// The format follows the output's extension: .parquet (or .pq), .arrow
+    /// (or .feather, .ipc). The file is written as DEST.tmp and renamed
+    /// into place when complete: a killed export leaves no partial file
+    /// under the name (a stale DEST.tmp is replaced by the next export).
+    /// Fixed columns become Arrow primitives (a shaped one a fixed-shape
+    /// tensor), ragged ones large lists, bytes large binary, text large
+    /// strings (docs/export.md).
+    #[command(after_help = EXIT_CODES)]
+    Export {
+        /// The table directory (table.json).
+        table: PathBuf,
+        /// The file to write: DEST.parquet or DEST.arrow.
+        dest: PathBuf,
+        /// The columns to export, in this order (comma-separated; default: all).
+        #[arg(long, value_name = "A,B,...", value_delimiter = ',')]
+        columns: Option<Vec<String>>,
+        /// Rows per batch (a Parquet row group holds whole batches); a batch
+        /// also stops at 64 MiB of values.
+        #[arg(long, value_name = "N", default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
+        batch_rows: u64,
+        /// Parquet page codec: none, snappy, zstd, zstd:LEVEL, lz4, gzip
+        /// (default zstd, level 1).
+        #[arg(long, value_name = "CODEC")]
+        compression: Option<String>,
         /// Print one JSON object instead of a summary.
         #[arg(long)]
         json: bool,
@@ -348,6 +379,10 @@ fn main() -> ExitCode {
             }
             convert::run(&input, &output, convert::Target { codec, dict_size, shard_records, mode }, json)
                 .map(|()| Done::Ok)
+        }
+        Command::Export { table, dest, columns, batch_rows, compression, json } => {
+            let target = export::Target { columns, batch_rows: batch_rows as usize, compression };
+            export::run(&table, &dest, target, json).map(|()| Done::Ok)
         }
         Command::Cat { store, indices, range, out, npy, text, to_terminal } => {
             let to_terminal = to_terminal || !std::io::IsTerminal::is_terminal(&std::io::stdout());

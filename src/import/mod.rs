@@ -10,8 +10,12 @@
 //!
 //! [docs/import.md]: https://github.com/loaderx/loaderx/blob/main/docs/import.md
 
+mod arrow_types;
 mod error;
+mod export;
 mod source;
 
+pub use arrow_types::TENSOR_EXTENSION;
 pub use error::{ImportError, Position};
+pub use export::{ExportFormat, ExportOptions, ExportSummary, ParquetCodec, TableBatches, export_file};
 pub use source::Source;
