@@ -228,7 +228,8 @@ fn column<'py>(py: Python<'py>, name: &str, value: &Bound<'py, PyAny>) -> PyResu
     if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
         return list_column(py, name, value);
     }
-    let array = cast::sample_array(value, None, "same_kind")?.cast_into::<PyUntypedArray>()?;
+    let array = cast::sample_array(value, None, "same_kind").map_err(|e| in_column(py, name, e))?;
+    let array = array.cast_into::<PyUntypedArray>()?;
     if array.ndim() < 1 {
         return Err(value_error(format!("column {name:?} is a 0-d array: {COLUMN_KINDS}")));
     }
@@ -238,6 +239,13 @@ fn column<'py>(py: Python<'py>, name: &str, value: &Bound<'py, PyAny>) -> PyResu
     let row_bytes = shape.iter().product::<usize>() * dtype.itemsize();
     let bytes = read_bytes(array.as_any(), name)?;
     Ok(Column { spec: ColumnSpec::fixed(name, dtype, &shape), rows, held: Held::Fixed { bytes, row_bytes } })
+}
+
+/// `e`, of the same type, its message prefixed by the column it is about.
+fn in_column(py: Python<'_>, name: &str, e: PyErr) -> PyErr {
+    let again = PyErr::from_type(e.get_type(py), format!("column {name:?}: {}", e.value(py)));
+    again.set_cause(py, Some(e));
+    again
 }
 
 /// The element type of `array`, column `name`'s, or a `TypeError`.
@@ -276,14 +284,16 @@ fn list_column<'py>(py: Python<'py>, name: &str, list: &Bound<'py, PyAny>) -> Py
 }
 
 /// A ragged column: every row an array of the first's dtype and row shape.
-fn ragged_column<'py>(_py: Python<'py>, name: &str, values: Vec<Bound<'py, PyAny>>) -> PyResult<Column<'py>> {
-    let first = cast::ragged_item(&values[0], 0)?.cast_into::<PyUntypedArray>()?;
+fn ragged_column<'py>(py: Python<'py>, name: &str, values: Vec<Bound<'py, PyAny>>) -> PyResult<Column<'py>> {
+    let first = cast::ragged_item(&values[0], 0).map_err(|e| in_column(py, name, e))?;
+    let first = first.cast_into::<PyUntypedArray>()?;
     let element = dtype(name, &first)?;
     let descr = first.dtype();
     let item_shape = if first.ndim() >= 1 { first.shape()[1..].to_vec() } else { Vec::new() };
     let mut held = Vec::with_capacity(values.len());
     for (row, v) in values.iter().enumerate() {
-        let a = cast::converted(v, descr.as_any(), "same_kind", row as u64)?.cast_into::<PyUntypedArray>()?;
+        let a = cast::converted(v, descr.as_any(), "same_kind", row as u64).map_err(|e| in_column(py, name, e))?;
+        let a = a.cast_into::<PyUntypedArray>()?;
         if a.ndim() < 1 || a.shape()[1..] != item_shape[..] {
             return Err(value_error(format!(
                 "column {name:?}, row {row}: an array of row shape {:?}, not the first row's {item_shape:?}",
@@ -340,6 +350,9 @@ pub fn writer(py: Python<'_>, dest: &Path, specs: &[ColumnSpec], mode: Option<&s
             ),
         )?;
     }
+    // A reader's open columns hold their stores' readers' lock, which the
+    // writer's trim of an uncommitted tail waits for: close them first.
+    drop(table);
     py.detach(|| TableWriter::open(dest, opts)).map_err(|e| table_error(py, &e))
 }
 
