@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use arrow_array::cast::AsArray;
-use arrow_array::ffi_stream::{RecordBatchStreamReader, FFI_ArrowArrayStream};
+use arrow_array::ffi_stream::{FFI_ArrowArrayStream, RecordBatchStreamReader};
 use arrow_array::{Array, ArrayRef, RecordBatch, RecordBatchReader};
 use arrow_buffer::Buffer;
 use arrow_schema::{DataType, Field, SchemaRef};
@@ -257,7 +257,11 @@ fn owned(array: &ArrayRef, spec: &ColumnSpec, target: &DataType, first: u64) -> 
 /// Returns the rows written.
 // The importer engine (`loaderx::import::import`) takes this function's
 // place once it is in: resumable commits and the full type mapping.
-fn copy(source: &mut dyn Source, writer: &mut TableWriter, columns: &[(ColumnSpec, DataType)]) -> Result<u64, ImportError> {
+fn copy(
+    source: &mut dyn Source,
+    writer: &mut TableWriter,
+    columns: &[(ColumnSpec, DataType)],
+) -> Result<u64, ImportError> {
     let mut rows = 0u64;
     while let Some(batch) = source.next_batch()? {
         let owned: Vec<Owned> = batch

@@ -88,7 +88,9 @@ fn export_all(m: &Bound<'_, PyModule>) -> PyResult<()> {
             names.push(name);
         }
     }
-    names.extend(["_restore", "_table_column", "_arrow_stream_rows", "_sampler", "_zrecord", "__version__"].map(String::from));
+    names.extend(
+        ["_restore", "_table_column", "_arrow_stream_rows", "_sampler", "_zrecord", "__version__"].map(String::from),
+    );
     m.add("__all__", names)
 }
 

@@ -215,8 +215,7 @@ impl Column<'_> {
 }
 
 /// What a `write_table` column may be, for errors.
-const COLUMN_KINDS: &str =
-    "give a NumPy array (a fixed column, rows along the first axis), a list of arrays (ragged), a list of bytes \
+const COLUMN_KINDS: &str = "give a NumPy array (a fixed column, rows along the first axis), a list of arrays (ragged), a list of bytes \
      (bytes) or a list of str (utf8)";
 
 /// `value`, the dict's column `name`, read into a [`Column`].
@@ -251,7 +250,8 @@ fn in_column(py: Python<'_>, name: &str, e: PyErr) -> PyErr {
 /// The element type of `array`, column `name`'s, or a `TypeError`.
 fn dtype(name: &str, array: &Bound<'_, PyUntypedArray>) -> PyResult<DType> {
     let text: String = array.dtype().getattr("str")?.extract()?;
-    DType::parse(&text).map_err(|_| type_error(format!("column {name:?} has dtype {text}, not numbers: {COLUMN_KINDS}")))
+    DType::parse(&text)
+        .map_err(|_| type_error(format!("column {name:?} has dtype {text}, not numbers: {COLUMN_KINDS}")))
 }
 
 /// A list column: bytes, text or ragged, by its first value.
@@ -321,7 +321,13 @@ fn rows_of(columns: &[Column<'_>]) -> PyResult<usize> {
 
 /// The writer of `dest` for `specs` under `mode`: a new table, or the one
 /// there (the same columns, dtypes and shapes) to append to.
-pub fn writer(py: Python<'_>, dest: &Path, specs: &[ColumnSpec], mode: Option<&str>, opts: &WriteOptions) -> PyResult<TableWriter> {
+pub fn writer(
+    py: Python<'_>,
+    dest: &Path,
+    specs: &[ColumnSpec],
+    mode: Option<&str>,
+    opts: &WriteOptions,
+) -> PyResult<TableWriter> {
     match mode {
         None | Some("append") | Some("error") => {}
         Some("overwrite") => {
@@ -389,7 +395,11 @@ fn describe(name: &str, kind: ColumnType, (dtype, shape): (DType, Vec<usize>)) -
 }
 
 /// `codecs` (`{column: codec}`) onto `specs`.
-pub fn column_codecs(py: Python<'_>, specs: &mut [ColumnSpec], codecs: Option<HashMap<String, String>>) -> PyResult<()> {
+pub fn column_codecs(
+    py: Python<'_>,
+    specs: &mut [ColumnSpec],
+    codecs: Option<HashMap<String, String>>,
+) -> PyResult<()> {
     for (name, codec) in codecs.unwrap_or_default() {
         let Some(spec) = specs.iter_mut().find(|s| s.name == name) else {
             return Err(value_error(format!("codecs names {name:?}, which is not a column of the source")));
