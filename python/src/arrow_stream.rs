@@ -171,6 +171,15 @@ fn column(field: &Field) -> Result<(ColumnSpec, DataType), ImportError> {
     })
 }
 
+/// An array the stream gave that breaks the Arrow format's rules.
+fn malformed(column: &str, reason: &str) -> ImportError {
+    ImportError::BadInput {
+        path: PathBuf::from(STREAM_PATH),
+        at: Position::File,
+        reason: format!("column {column:?}: not a valid Arrow array: {reason}"),
+    }
+}
+
 fn unsupported(name: &str, data_type: &DataType) -> ImportError {
     ImportError::ColumnType {
         column: name.to_string(),
@@ -218,7 +227,11 @@ fn leaf_bytes(column: &str, array: &dyn Array) -> Result<Buffer, ImportError> {
         data_type => {
             let width = data_type.primitive_width().ok_or_else(|| unsupported(column, data_type))?;
             let data = array.to_data();
-            Ok(data.buffers()[0].slice_with_length(data.offset() * width, array.len() * width))
+            let (start, len) = (data.offset() * width, array.len() * width);
+            match data.buffers().first() {
+                Some(values) if start + len <= values.len() => Ok(values.slice_with_length(start, len)),
+                _ => Err(malformed(column, "its values buffer is shorter than its length")),
+            }
         }
     }
 }
@@ -242,9 +255,12 @@ fn owned(array: &ArrayRef, spec: &ColumnSpec, target: &DataType, first: u64) -> 
         ColumnType::Fixed => Owned::Fixed(leaf_bytes(column, array.as_ref())?, row_bytes),
         ColumnType::Ragged => {
             let list = array.as_list::<i64>();
-            let base = list.value_offsets().first().copied().unwrap_or(0);
-            let offsets = list.value_offsets().iter().map(|&o| (o - base) as usize * row_bytes).collect();
-            let end = list.value_offsets().last().copied().unwrap_or(0);
+            let given = list.value_offsets();
+            let (base, end) = (given.first().copied().unwrap_or(0), given.last().copied().unwrap_or(0));
+            if base < 0 || given.windows(2).any(|w| w[0] > w[1]) || end as usize > list.values().len() {
+                return Err(malformed(column, "its list offsets are not increasing within its values"));
+            }
+            let offsets = given.iter().map(|&o| (o - base) as usize * row_bytes).collect();
             let values = list.values().slice(base as usize, (end - base) as usize);
             Owned::Ragged { values: leaf_bytes(column, values.as_ref())?, offsets }
         }
