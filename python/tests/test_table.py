@@ -269,6 +269,9 @@ def arrow_table(n=N):
         "text": pa.array(src["text"], type=pa.large_string()),
         "flag": pa.array(src["label"] % 3 == 0),
         "cat": pa.array([f"c{i % 4}" for i in range(n)]).dictionary_encode(),
+        "view": pa.array(src["text"], type=pa.string_view()),
+        "bview": pa.array(src["blob"], type=pa.binary_view()),
+        "long": pa.array([t.tolist() for t in src["tokens"]], type=pa.large_list(pa.int32())),
     })
 
 
@@ -278,7 +281,7 @@ def test_write_table_from_an_arrow_stream(tmp_path):
     assert write_table(tmp_path / "t", reader) == N
     t = Table(tmp_path / "t")
     assert t.kinds == {"label": "fixed", "image": "fixed", "tokens": "ragged", "blob": "bytes", "text": "utf8",
-                       "flag": "fixed", "cat": "utf8"}
+                       "flag": "fixed", "cat": "utf8", "view": "utf8", "bview": "bytes", "long": "ragged"}
     cols = t.datasets()
     idx = np.arange(N)
     np.testing.assert_array_equal(cols["label"][idx], src["label"])
@@ -290,6 +293,10 @@ def test_write_table_from_an_arrow_stream(tmp_path):
     assert t.values("blob", idx) == src["blob"]
     assert t.strings("text", idx) == src["text"]
     assert t.strings("cat", idx) == [f"c{i % 4}" for i in range(N)]
+    assert t.strings("view", idx) == src["text"] and t.values("bview", idx) == src["blob"]
+    long_values, long_splits = cols["long"][idx]
+    np.testing.assert_array_equal(long_values, values)
+    np.testing.assert_array_equal(long_splits, splits)
     # A sliced table (offsets into its buffers) reads back the same rows.
     assert write_table(tmp_path / "s", table.slice(33, 100)) == 100
     s = Table(tmp_path / "s")
