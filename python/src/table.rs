@@ -70,11 +70,7 @@ pub fn reduce_column<'py>(py: Python<'py>, table: &Path, column: &str) -> PyResu
 #[pyfunction]
 pub fn _table_column(py: Python<'_>, table: PathBuf, column: &str) -> PyResult<Py<PyAny>> {
     let table = open(py, &table)?;
-    let Some(k) = table.columns().position(|(name, _, _)| name == column) else {
-        return Err(value_error(format!("{}: the table has no column {column:?}", table.path().display())));
-    };
-    let (name, _, column) = table.columns().nth(k).expect("found above");
-    dataset(py, &table, k, name, column)
+    column_of(py, &table, column)
 }
 
 /// Opens the table at `path` and returns `{column: Dataset | RaggedDataset}`
@@ -141,7 +137,7 @@ impl Table {
 
     /// The dataset of column `name`.
     fn __getitem__(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
-        _table_column_of(py, &self.inner, name)
+        column_of(py, &self.inner, name)
     }
 
     /// Rows `idxs` of bytes or text column `name`, each as `bytes` (a text
@@ -175,7 +171,7 @@ impl Table {
 }
 
 /// Column `name` of `table` as its dataset, or a `KeyError`.
-fn _table_column_of(py: Python<'_>, table: &RsTable, name: &str) -> PyResult<Py<PyAny>> {
+fn column_of(py: Python<'_>, table: &RsTable, name: &str) -> PyResult<Py<PyAny>> {
     match table.columns().enumerate().find(|(_, (n, _, _))| *n == name) {
         Some((k, (n, _, column))) => dataset(py, table, k, n, column),
         None => Err(pyo3::exceptions::PyKeyError::new_err(format!(
