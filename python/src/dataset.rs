@@ -44,8 +44,8 @@ pub fn pathlib(py: Python<'_>, path: &std::path::Path) -> PyResult<Py<PyAny>> {
 struct Handle<T>(RwLock<Option<Arc<T>>>);
 
 impl<T> Handle<T> {
-    fn new(value: T) -> Handle<T> {
-        Handle(RwLock::new(Some(Arc::new(value))))
+    fn new(value: Arc<T>) -> Handle<T> {
+        Handle(RwLock::new(Some(value)))
     }
 
     fn get(&self) -> PyResult<Arc<T>> {
@@ -78,12 +78,16 @@ struct Opened<T> {
     sharded: bool,
     /// `_store`, made on first use.
     store: PyOnceLock<Py<Zrecord>>,
+    /// The table and column name of a table's column (`open_table`),
+    /// which pickling reopens instead of the column's directory (whose
+    /// records past the table's commit a reader must not see).
+    table: Option<(PathBuf, String)>,
 }
 
 impl<T> Opened<T> {
     fn new(
         py: Python<'_>,
-        dataset: T,
+        dataset: Arc<T>,
         schema: &ds::Schema,
         shape: &[usize],
         at: PathBuf,
@@ -101,6 +105,7 @@ impl<T> Opened<T> {
             shards,
             sharded,
             store: PyOnceLock::new(),
+            table: None,
         })
     }
 
@@ -152,6 +157,23 @@ macro_rules! dataset_class {
         { $($extra:tt)* }
     ) => {
         impl $class {
+            /// A table's column `column` of the table at `table`, over
+            /// `dataset` (already limited to the committed rows) in `dir`.
+            pub fn of_table(
+                py: Python<'_>,
+                dataset: Arc<$inner>,
+                dir: PathBuf,
+                (table, column): (PathBuf, String),
+            ) -> PyResult<Py<$class>> {
+                let (schema, shape) = (dataset.schema().clone(), dataset.$shape().to_vec());
+                let shards = (dataset.shards(), dataset.is_sharded());
+                let mut opened = Opened::new(py, dataset, &schema, &shape, dir, ReadMode::Auto, shards)?;
+                opened.table = Some((table, column));
+                let object = $class { opened: OnceLock::new() };
+                let _ = object.opened.set(opened);
+                Py::new(py, object)
+            }
+
             fn opened(&self) -> PyResult<&Opened<$inner>> {
                 self.opened.get().ok_or_else(|| not_open(stringify!($class)))
             }
@@ -188,14 +210,20 @@ macro_rules! dataset_class {
                     .map_err(|e| dataset_error(py, &e))?;
                 let (schema, shape) = (dataset.schema().clone(), dataset.$shape().to_vec());
                 let shards = (dataset.shards(), dataset.is_sharded());
-                let opened = Opened::new(py, dataset, &schema, &shape, path, mode, shards)?;
+                let opened = Opened::new(py, Arc::new(dataset), &schema, &shape, path, mode, shards)?;
                 let again = concat!("the ", stringify!($class), " is open already");
                 self.opened.set(opened).map_err(|_| PyRuntimeError::new_err(again))
             }
 
-            /// Pickles by path and read mode (and a subclass's `__dict__`).
+            /// Pickles by path and read mode (and a subclass's `__dict__`); a
+            /// table's column by its table and name.
             fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
-                let (args, kwargs) = slf.get().opened()?.open_args(slf.py())?;
+                let opened = slf.get().opened()?;
+                if let Some((table, column)) = &opened.table {
+                    opened.inner.get()?;
+                    return crate::table::reduce_column(slf.py(), table, column);
+                }
+                let (args, kwargs) = opened.open_args(slf.py())?;
                 pickle::reduce(slf.as_any(), &slf.py().get_type::<$class>(), args, kwargs)
             }
 

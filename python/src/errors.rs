@@ -12,6 +12,7 @@ use loaderx::Error;
 use loaderx::dataset::DatasetError;
 use loaderx::loader::LoaderError;
 use loaderx::sampler::SamplerError;
+use loaderx::table::TableError;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -275,6 +276,25 @@ pub fn dataset_error(py: Python<'_>, e: &DatasetError) -> PyErr {
         | DatasetError::ShardMissing { path, .. }
         | DatasetError::ShardSchema { path, .. }
         | DatasetError::ShardNotEmpty { path, .. } => make(py, "DatasetError", message, path_string(path), None),
+        _ => make(py, "DatasetError", message, None, None),
+    }
+}
+
+/// A table error as its Python exception: a column's dataset error as
+/// that error, a bad argument a `ValueError`, the rest `DatasetError`s
+/// (`DatasetExistsError` for a table already there, `DatasetNotFoundError`
+/// for a directory that is no table).
+pub fn table_error(py: Python<'_>, e: &TableError) -> PyErr {
+    let message = e.to_string();
+    match e {
+        TableError::Dataset(e) => dataset_error(py, e),
+        TableError::InvalidArgument(_) => PyValueError::new_err(message),
+        TableError::Io { path, .. } => make(py, "StoreIOError", message, path_string(path), None),
+        TableError::NotATable { path } => make(py, "DatasetNotFoundError", message, path_string(path), None),
+        TableError::Exists { path } => make(py, "DatasetExistsError", message, path_string(path), None),
+        TableError::Commit { path, .. } | TableError::ColumnShort { path, .. } => {
+            make(py, "CorruptError", message, path_string(path), None)
+        }
         _ => make(py, "DatasetError", message, None, None),
     }
 }

@@ -10,6 +10,8 @@
 //! | `DataLoader` | [`loader`] |
 //! | `Mixture` | [`mixture`] |
 //! | `pack` | [`pack`] |
+//! | `open_table`, `Table`, `write_table` | [`table`] |
+//! | `write_table` of an object with `__arrow_c_stream__` | [`arrow_stream`] |
 //! | `Zsampler` | [`sampler`] |
 //! | NumPy arrays in and out | [`array`] |
 //! | `write_ragged`'s dtype conversion (`casting`) | [`cast`] |
@@ -20,6 +22,7 @@
 //! one build serves every CPython from 3.9 on.
 
 mod array;
+mod arrow_stream;
 mod cast;
 mod dataset;
 mod errors;
@@ -30,6 +33,7 @@ mod pack;
 mod pickle;
 mod sampler;
 mod store;
+mod table;
 
 use pyo3::prelude::*;
 
@@ -50,6 +54,11 @@ fn loaderx_rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pack::pack, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::write_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::write_ragged, m)?)?;
+    m.add_class::<table::Table>()?;
+    m.add_function(wrap_pyfunction!(table::open_table, m)?)?;
+    m.add_function(wrap_pyfunction!(table::write_table, m)?)?;
+    m.add_function(wrap_pyfunction!(table::_table_column, m)?)?;
+    m.add_function(wrap_pyfunction!(arrow_stream::_arrow_stream_rows, m)?)?;
     // Before the interpreter finalizes, stop every transform thread (they
     // would otherwise wait for the GIL of an interpreter going away).
     let shutdown = wrap_pyfunction!(loader::shutdown_loaders, m)?;
@@ -68,8 +77,9 @@ fn loaderx_rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
 /// `__all__`: the public names, and the private ones the package's
 /// `__init__.py` must re-export (`from .loaderx_rs import *`, made by
-/// maturin beside the type stubs): `_restore`, which pickles name, and
-/// the reference's private submodules `_sampler` and `_zrecord`.
+/// maturin beside the type stubs): `_restore` and `_table_column`, which
+/// pickles name, `_arrow_stream_rows` (the tests of the Arrow stream
+/// source), and the reference's private submodules `_sampler` and `_zrecord`.
 fn export_all(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let mut names: Vec<String> = Vec::new();
     for key in m.dict().keys() {
@@ -78,7 +88,9 @@ fn export_all(m: &Bound<'_, PyModule>) -> PyResult<()> {
             names.push(name);
         }
     }
-    names.extend(["_restore", "_sampler", "_zrecord", "__version__"].map(String::from));
+    names.extend(
+        ["_restore", "_table_column", "_arrow_stream_rows", "_sampler", "_zrecord", "__version__"].map(String::from),
+    );
     m.add("__all__", names)
 }
 
