@@ -11,7 +11,14 @@
 //! [docs/import.md]: https://github.com/loaderx/loaderx/blob/main/docs/import.md
 
 mod error;
+mod imagefolder;
+mod input_files;
+mod jsonl;
 mod source;
+mod webdataset;
 
 pub use error::{ImportError, Position};
+pub use imagefolder::{IMAGE_EXTENSIONS, ImageFolderOptions, ImageFolderSource};
+pub use jsonl::{JSONL_BATCH_BYTES_MAX, JSONL_LINE_BYTES_MAX, JsonlOptions, JsonlSource};
 pub use source::Source;
+pub use webdataset::{KEY_COLUMN, WebDatasetOptions, WebDatasetSource, expand_braces};
