@@ -3,7 +3,9 @@
 //! The column types are given (a schema) or inferred from the first
 //! [`JsonlOptions::infer_rows`] lines (arrow-json's inference: integers
 //! `Int64`, other numbers `Float64`, `Boolean`, strings `Utf8`, arrays of
-//! numbers `List<Int64>` or `List<Float64>`, objects structs). A key absent
+//! numbers `List<Int64>` or `List<Float64>`, objects structs; the columns
+//! in the keys' sorted order). Every line must parse as JSON (serde_json
+//! judges: arrow-json's decoder passes over some malformed text). A key absent
 //! from a line is a null; a key absent from the schema is refused unless
 //! [`JsonlOptions::ignore_unknown_keys`]. Blank lines are not rows. Lines
 //! are read in batches of bounded rows and bytes; a line that does not
@@ -15,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
-use arrow_json::reader::{Decoder, ReaderBuilder, infer_json_schema_from_iterator};
-use arrow_schema::{ArrowError, Schema, SchemaRef};
+use arrow_json::reader::{Decoder, ReaderBuilder, infer_json_schema};
+use arrow_schema::{ArrowError, SchemaRef};
 
 use crate::io::FileKind;
 
@@ -158,6 +160,9 @@ impl JsonlSource {
     fn decode_line(&mut self, file: usize, line: u64) -> Result<(), ImportError> {
         let before = self.decoder.len();
         let path = &self.files[file].path;
+        // arrow-json's tape passes over some malformed text (`{"n": 1,,}`):
+        // serde_json is the judge of what parses.
+        serde_json::from_slice::<serde_json::Value>(&self.line_buf).map_err(|e| bad(path, line, e.to_string()))?;
         let used = self.decoder.decode(&self.line_buf).map_err(|e| bad(path, line, e.to_string()))?;
         if used != self.line_buf.len() || self.decoder.len() != before + 1 || self.decoder.has_partial_record() {
             self.decoder = decoder(&self.schema, &self.options)?;
@@ -231,15 +236,17 @@ fn jsonl_files(paths: &[PathBuf]) -> Result<Vec<InputFile>, ImportError> {
     found.iter().map(|p| InputFile::stat(p)).collect()
 }
 
-/// The schema of the first `rows` lines that are not blank.
+/// The schema of the first `rows` lines that are not blank: each checked to
+/// be a JSON object (a line that is not is named), then arrow-json's
+/// inference over them, which keeps the keys in the order they first appear.
 fn infer(files: &[InputFile], rows: usize) -> Result<SchemaRef, ImportError> {
-    let mut values = Vec::new();
+    let (mut sample, mut lines) = (Vec::new(), 0);
     'files: for file in files {
         let mut reader = BufReader::new(FileReader::open(&file.path)?);
         let mut buf = Vec::new();
         let mut line = 0;
         loop {
-            if values.len() == rows.max(1) {
+            if lines == rows.max(1) {
                 break 'files;
             }
             buf.clear();
@@ -261,14 +268,16 @@ fn infer(files: &[InputFile], rows: usize) -> Result<SchemaRef, ImportError> {
             if !value.is_object() {
                 return Err(bad(&file.path, line, "not a JSON object: JSON Lines holds one object a line".into()));
             }
-            values.push(value);
+            sample.extend_from_slice(buf.trim_ascii_end());
+            sample.push(b'\n');
+            lines += 1;
         }
     }
-    let schema = infer_json_schema_from_iterator(values.iter().map(Ok)).map_err(|e| ImportError::ColumnType {
+    let (schema, _) = infer_json_schema(std::io::Cursor::new(sample), None).map_err(|e| ImportError::ColumnType {
         column: "(inferred)".into(),
         reason: format!("inferring the types of the first {rows} lines: {e}; give a schema"),
     })?;
-    Ok(Arc::new(Schema::new(schema.fields().clone())))
+    Ok(Arc::new(schema))
 }
 
 impl Source for JsonlSource {
