@@ -67,7 +67,12 @@ fn classes_are_sorted_labels_and_files_come_in_sorted_order() {
     assert_eq!(names, ["image", "label", "path"]);
     let batches = all(&mut source);
     assert_eq!(batches.iter().map(RecordBatch::num_rows).collect::<Vec<_>>(), [3, 1]);
-    let want = [("cat a", 0, "cat/a.png"), ("cat b", 0, "cat/b.jpg"), ("dog y", 1, "dog/sub/y.gif"), ("dog x", 1, "dog/x.JPEG")];
+    let want = [
+        ("cat a", 0, "cat/a.png"),
+        ("cat b", 0, "cat/b.jpg"),
+        ("dog y", 1, "dog/sub/y.gif"),
+        ("dog x", 1, "dog/x.JPEG"),
+    ];
     let want: Vec<_> = want.iter().map(|(b, l, p)| (b.as_bytes().to_vec(), *l, Some(p.to_string()))).collect();
     assert_eq!(rows(&batches), want);
     assert_eq!(source.bytes_read(), source.bytes_hint().unwrap());

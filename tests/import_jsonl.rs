@@ -34,7 +34,8 @@ fn rows(batches: &[RecordBatch]) -> Vec<String> {
     let options = FormatOptions::default().with_null("<null>");
     let mut out = Vec::new();
     for batch in batches {
-        let formatters: Vec<_> = batch.columns().iter().map(|c| ArrayFormatter::try_new(c, &options).unwrap()).collect();
+        let formatters: Vec<_> =
+            batch.columns().iter().map(|c| ArrayFormatter::try_new(c, &options).unwrap()).collect();
         for r in 0..batch.num_rows() {
             out.push(formatters.iter().map(|f| f.value(r).to_string()).collect::<Vec<_>>().join(" | "));
         }
@@ -174,7 +175,8 @@ fn two_values_or_half_a_value_on_a_line_are_refused() {
 fn a_given_schema_types_the_columns_and_refuses_a_wrong_value() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), "a.jsonl", "{\"n\": 1, \"s\": \"x\"}\n{\"s\": \"y\"}\n{\"n\": 2, \"s\": 5}\n");
-    let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int32, true), Field::new("s", DataType::Utf8, true)]));
+    let schema =
+        Arc::new(Schema::new(vec![Field::new("n", DataType::Int32, true), Field::new("s", DataType::Utf8, true)]));
     let options = JsonlOptions { schema: Some(schema.clone()), batch_rows: 2, ..Default::default() };
     let mut source = JsonlSource::open(std::slice::from_ref(&path), options).unwrap();
     assert_eq!(source.schema(), schema);
@@ -189,7 +191,11 @@ fn a_given_schema_types_the_columns_and_refuses_a_wrong_value() {
 fn skip_then_read_equals_read_then_drop() {
     let dir = tempfile::tempdir().unwrap();
     let text = |lo: usize, hi: usize| -> String {
-        (lo..hi).map(|i| format!("{{\"n\": {i}, \"t\": [{}]}}\n{}", "1,".repeat(i % 3) + "0", if i % 4 == 0 { "\n" } else { "" })).collect()
+        (lo..hi)
+            .map(|i| {
+                format!("{{\"n\": {i}, \"t\": [{}]}}\n{}", "1,".repeat(i % 3) + "0", if i % 4 == 0 { "\n" } else { "" })
+            })
+            .collect()
     };
     let a = write(dir.path(), "a.jsonl", &text(0, 7));
     let b = write(dir.path(), "b.jsonl", &text(7, 12));

@@ -112,8 +112,10 @@ fn shardwriter_shards_read_by_a_brace_pattern_give_every_sample_in_order() {
     let batches = all(&mut source).unwrap();
     assert!(batches.iter().all(|b| b.num_rows() <= 2));
     assert_eq!(rows(&batches), (0..5).map(expected_row).collect::<Vec<_>>());
-    let keys: Vec<String> =
-        batches.iter().flat_map(|b| b.column(0).as_string::<i32>().iter().map(|k| k.unwrap().to_string()).collect::<Vec<_>>()).collect();
+    let keys: Vec<String> = batches
+        .iter()
+        .flat_map(|b| b.column(0).as_string::<i32>().iter().map(|k| k.unwrap().to_string()).collect::<Vec<_>>())
+        .collect();
     assert_eq!(keys, ["s0000", "s0001", "s0002", "s0003", "s0004"]);
     assert_eq!(source.bytes_read(), source.bytes_hint().unwrap(), "every byte read at the end");
 }
@@ -136,7 +138,13 @@ fn a_later_sample_without_a_member_has_a_null_and_gnu_long_names_are_read() {
     let long = format!("{}/k", "p".repeat(150));
     let a_cls = format!("{long}.cls");
     let a_seg = format!("{long}.seg.PNG");
-    let tar = tar_of(&[(&a_cls, b" 7\n"), (&a_seg, b"\x89PNG"), ("b.cls", b"-3"), ("noext", b"passed over"), ("c.seg.png", b"x")]);
+    let tar = tar_of(&[
+        (&a_cls, b" 7\n"),
+        (&a_seg, b"\x89PNG"),
+        ("b.cls", b"-3"),
+        ("noext", b"passed over"),
+        ("c.seg.png", b"x"),
+    ]);
     let path = write(dir.path(), "a.tar", &tar);
     let mut source = WebDatasetSource::open(&[path], WebDatasetOptions::default()).unwrap();
     let schema = source.schema();
@@ -226,7 +234,8 @@ fn bad_values_and_unknown_extensions_name_the_member() {
 fn given_columns_take_the_place_of_inference() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), "a.tar", &tar_of(&[("a.cls", b"4"), ("a.txt", b"hi")]));
-    let schema = Arc::new(Schema::new(vec![Field::new("cls", DataType::Utf8, true), Field::new("jpg", DataType::Binary, true)]));
+    let schema =
+        Arc::new(Schema::new(vec![Field::new("cls", DataType::Utf8, true), Field::new("jpg", DataType::Binary, true)]));
     let options = WebDatasetOptions { schema: Some(schema.clone()), ..Default::default() };
     let error = WebDatasetSource::open(std::slice::from_ref(&path), options.clone())
         .and_then(|mut s| all(&mut s).map(|_| ()))
@@ -239,12 +248,16 @@ fn given_columns_take_the_place_of_inference() {
     assert!(b.column(1).is_null(0));
     let bad = Arc::new(Schema::new(vec![Field::new("x", DataType::Float32, true)]));
     let options = WebDatasetOptions { schema: Some(bad), ..Default::default() };
-    assert!(matches!(WebDatasetSource::open(&[fixture("python-tarfile.tar")], options), Err(ImportError::ColumnType { .. })));
+    assert!(matches!(
+        WebDatasetSource::open(&[fixture("python-tarfile.tar")], options),
+        Err(ImportError::ColumnType { .. })
+    ));
 }
 
 #[test]
 fn skip_then_read_equals_read_then_drop() {
-    let inputs = [fixture("python-shardwriter-0.tar"), fixture("python-shardwriter-1.tar"), fixture("python-tarfile.tar")];
+    let inputs =
+        [fixture("python-shardwriter-0.tar"), fixture("python-shardwriter-1.tar"), fixture("python-tarfile.tar")];
     for infer_samples in [1, 4, 64] {
         let options = WebDatasetOptions { infer_samples, batch_rows: 3, ..Default::default() };
         let whole = rows(&all(&mut WebDatasetSource::open(&inputs, options.clone()).unwrap()).unwrap());
@@ -252,7 +265,11 @@ fn skip_then_read_equals_read_then_drop() {
         for k in 0..=7 {
             let mut source = WebDatasetSource::open(&inputs, options.clone()).unwrap();
             source.skip(k as u64).unwrap();
-            assert_eq!(rows(&all(&mut source).unwrap()), whole[k..].to_vec(), "skip {k}, inferring from {infer_samples}");
+            assert_eq!(
+                rows(&all(&mut source).unwrap()),
+                whole[k..].to_vec(),
+                "skip {k}, inferring from {infer_samples}"
+            );
         }
         let mut source = WebDatasetSource::open(&inputs, options).unwrap();
         assert!(matches!(source.skip(8), Err(ImportError::InvalidArgument(_))), "past the end is refused");
@@ -263,7 +280,9 @@ fn skip_then_read_equals_read_then_drop() {
 fn the_fingerprint_covers_the_shards_and_the_options() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), "a.tar", &tar_of(&[("a.cls", b"1")]));
-    let print = |options: WebDatasetOptions| WebDatasetSource::open(std::slice::from_ref(&path), options).unwrap().fingerprint();
+    let print = |options: WebDatasetOptions| {
+        WebDatasetSource::open(std::slice::from_ref(&path), options).unwrap().fingerprint()
+    };
     let first = print(WebDatasetOptions::default());
     assert_eq!(first, print(WebDatasetOptions { batch_rows: 7, ..Default::default() }), "batching shapes no row");
     assert_ne!(first, print(WebDatasetOptions { key_column: true, ..Default::default() }));

@@ -98,7 +98,8 @@ impl ImageFolderSource {
             classes.push(name);
             walk(&path, 0, &options.extensions, &mut |file| images.push((label, file)), &mut skipped)?;
         }
-        let mut fields = vec![Field::new("image", DataType::Binary, false), Field::new("label", DataType::Int64, false)];
+        let mut fields =
+            vec![Field::new("image", DataType::Binary, false), Field::new("label", DataType::Int64, false)];
         if options.path_column {
             fields.push(Field::new("path", DataType::Utf8, false));
         }
@@ -212,11 +213,8 @@ impl Source for ImageFolderSource {
             if rows > 0 && bytes + file.len > IMAGE_BATCH_BYTES_MAX {
                 break;
             }
-            let data = crate::io::read_file(&RealFs, &file.path, IMAGE_BYTES_MAX).map_err(|source| ImportError::Io {
-                path: file.path.clone(),
-                op: "read the image",
-                source,
-            })?;
+            let data = crate::io::read_file(&RealFs, &file.path, IMAGE_BYTES_MAX)
+                .map_err(|source| ImportError::Io { path: file.path.clone(), op: "read the image", source })?;
             image.append_value(&data);
             label.append_value(i64::from(*class));
             if self.options.path_column {

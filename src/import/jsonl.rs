@@ -264,7 +264,8 @@ fn infer(files: &[InputFile], rows: usize) -> Result<SchemaRef, ImportError> {
             if buf.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let value: serde_json::Value = serde_json::from_slice(&buf).map_err(|e| bad(&file.path, line, e.to_string()))?;
+            let value: serde_json::Value =
+                serde_json::from_slice(&buf).map_err(|e| bad(&file.path, line, e.to_string()))?;
             if !value.is_object() {
                 return Err(bad(&file.path, line, "not a JSON object: JSON Lines holds one object a line".into()));
             }

@@ -124,9 +124,10 @@ pub struct WebDatasetSource {
 /// and `{a,b}` (a list), any number of them, in order.
 pub fn expand_braces(pattern: &str) -> Result<Vec<String>, ImportError> {
     let Some(open) = pattern.find('{') else { return Ok(vec![pattern.to_string()]) };
-    let close = pattern[open..].find('}').map(|k| open + k).ok_or_else(|| {
-        ImportError::InvalidArgument(format!("{pattern:?}: a '{{' without its '}}'"))
-    })?;
+    let close = pattern[open..]
+        .find('}')
+        .map(|k| open + k)
+        .ok_or_else(|| ImportError::InvalidArgument(format!("{pattern:?}: a '{{' without its '}}'")))?;
     let (head, body, tail) = (&pattern[..open], &pattern[open + 1..close], &pattern[close + 1..]);
     let choices: Vec<String> = match body.split_once("..") {
         Some((a, b)) if !a.is_empty() && a.bytes().chain(b.bytes()).all(|c| c.is_ascii_digit()) => {
@@ -176,7 +177,13 @@ fn bad(path: &Path, at: Position, reason: impl Into<String>) -> ImportError {
 
 impl TarReader {
     fn open(shard: &InputFile) -> Result<TarReader, ImportError> {
-        Ok(TarReader { file: input_files::open(&shard.path)?, path: shard.path.clone(), len: shard.len, pos: 0, ended: false })
+        Ok(TarReader {
+            file: input_files::open(&shard.path)?,
+            path: shard.path.clone(),
+            len: shard.len,
+            pos: 0,
+            ended: false,
+        })
     }
 
     fn read(&self, offset: u64, len: u64, member: &str) -> Result<Vec<u8>, ImportError> {
@@ -191,8 +198,11 @@ impl TarReader {
             ));
         }
         let mut buf = vec![0; len as usize];
-        read_exact_at(&*self.file, &mut buf, offset)
-            .map_err(|source| ImportError::Io { path: self.path.clone(), op: "read", source })?;
+        read_exact_at(&*self.file, &mut buf, offset).map_err(|source| ImportError::Io {
+            path: self.path.clone(),
+            op: "read",
+            source,
+        })?;
         Ok(buf)
     }
 
@@ -213,20 +223,26 @@ impl TarReader {
             let header = tar::Header::from_byte_slice(&block);
             let header_bad = |reason: String| bad(&self.path, Position::Byte(at), reason);
             let stored = header.cksum().map_err(|e| header_bad(format!("a header's checksum field: {e}")))?;
-            let sum: u32 = block.iter().enumerate().map(|(k, &b)| if (148..156).contains(&k) { 32 } else { u32::from(b) }).sum();
+            let sum: u32 =
+                block.iter().enumerate().map(|(k, &b)| if (148..156).contains(&k) { 32 } else { u32::from(b) }).sum();
             if stored != sum {
-                return Err(header_bad(format!("a header whose checksum is {stored}, its bytes sum to {sum}: not a tar, or a corrupt one")));
+                return Err(header_bad(format!(
+                    "a header whose checksum is {stored}, its bytes sum to {sum}: not a tar, or a corrupt one"
+                )));
             }
             let size = header.entry_size().map_err(|e| header_bad(format!("a header's size field: {e}")))?;
             let name = long_name.take().unwrap_or_else(|| String::from_utf8_lossy(&header.path_bytes()).into_owned());
             let data = at + 512;
-            let padded = size.checked_add(511).map(|s| s / 512 * 512).ok_or_else(|| header_bad("a size too large".into()))?;
+            let padded =
+                size.checked_add(511).map(|s| s / 512 * 512).ok_or_else(|| header_bad("a size too large".into()))?;
             self.pos = data.saturating_add(padded);
             let kind = header.entry_type();
             let member_bad = |reason: String| bad(&self.path, Position::Member(name.clone()), reason);
             if kind.is_file() || kind.is_contiguous() {
                 if size > WDS_MEMBER_BYTES_MAX {
-                    return Err(member_bad(format!("{size} bytes, more than the {WDS_MEMBER_BYTES_MAX} a member may hold")));
+                    return Err(member_bad(format!(
+                        "{size} bytes, more than the {WDS_MEMBER_BYTES_MAX} a member may hold"
+                    )));
                 }
                 if data.saturating_add(size) > self.len {
                     self.read(data, size, &name)?;
@@ -367,10 +383,13 @@ impl WebDatasetSource {
             exts.extend(sample.members.iter().map(|(ext, ..)| ext.clone()));
             self.buffered.push_back(sample);
         }
-        Ok(exts.into_iter().map(|ext| {
-            let t = extension_type(&ext);
-            (ext, t)
-        }).collect())
+        Ok(exts
+            .into_iter()
+            .map(|ext| {
+                let t = extension_type(&ext);
+                (ext, t)
+            })
+            .collect())
     }
 
     /// The next sample of the tars, its members' bytes read if `read`.
@@ -394,9 +413,11 @@ impl WebDatasetSource {
             };
             let (key, ext) = key_and_extension(&first.name).map(|(k, e)| (k.to_string(), e)).expect("keyed");
             if !self.seen.insert(key.clone()) {
-                return Err(bad(&reader.path, Position::Member(first.name), format!(
-                    "the key {key:?} again, after other keys: a sample's members must be adjacent in the tar"
-                )));
+                return Err(bad(
+                    &reader.path,
+                    Position::Member(first.name),
+                    format!("the key {key:?} again, after other keys: a sample's members must be adjacent in the tar"),
+                ));
             }
             let mut members = vec![(ext, first)];
             while let Some(m) = next_keyed(reader)? {
@@ -406,9 +427,11 @@ impl WebDatasetSource {
                     break;
                 }
                 if members.iter().any(|(have, _)| *have == e) {
-                    return Err(bad(&reader.path, Position::Member(m.name.clone()), format!(
-                        "a second {e:?} member of the key {key:?}"
-                    )));
+                    return Err(bad(
+                        &reader.path,
+                        Position::Member(m.name.clone()),
+                        format!("a second {e:?} member of the key {key:?}"),
+                    ));
                 }
                 members.push((e, m));
             }
@@ -472,11 +495,13 @@ impl ColumnBuilder {
         match self {
             ColumnBuilder::Int(b) => {
                 let text = std::str::from_utf8(bytes).map_err(|_| "an integer column's member is not UTF-8 text")?;
-                let n = text.trim().parse::<i64>().map_err(|e| format!("{:?} is not an integer: {e}", truncated(text)))?;
+                let n =
+                    text.trim().parse::<i64>().map_err(|e| format!("{:?} is not an integer: {e}", truncated(text)))?;
                 b.append_value(n);
             }
             ColumnBuilder::Text(b) => {
-                let text = std::str::from_utf8(bytes).map_err(|e| format!("a text column's member is not UTF-8: {e}"))?;
+                let text =
+                    std::str::from_utf8(bytes).map_err(|e| format!("a text column's member is not UTF-8: {e}"))?;
                 b.append_value(text);
             }
             ColumnBuilder::Bytes(b) => b.append_value(bytes),
@@ -532,8 +557,11 @@ impl Source for WebDatasetSource {
         if rows == 0 {
             return Ok(None);
         }
-        let arrays: Vec<ArrayRef> =
-            key.map(|mut k| Arc::new(k.finish()) as ArrayRef).into_iter().chain(builders.iter_mut().map(ColumnBuilder::finish)).collect();
+        let arrays: Vec<ArrayRef> = key
+            .map(|mut k| Arc::new(k.finish()) as ArrayRef)
+            .into_iter()
+            .chain(builders.iter_mut().map(ColumnBuilder::finish))
+            .collect();
         let batch = RecordBatch::try_new(self.schema.clone(), arrays).expect("columns built to the schema");
         Ok(Some(batch))
     }
@@ -566,21 +594,26 @@ impl WebDatasetSource {
         builders: &mut [ColumnBuilder],
     ) -> Result<(), ImportError> {
         let path = &self.shards[sample.shard].path;
-        if let Some((ext, member, _)) = sample.members.iter().find(|(e, ..)| !self.columns.iter().any(|(c, _)| c == e)) {
+        if let Some((ext, member, _)) = sample.members.iter().find(|(e, ..)| !self.columns.iter().any(|(c, _)| c == e))
+        {
             let names: Vec<&str> = self.columns.iter().map(|(c, _)| c.as_str()).collect();
-            return Err(bad(path, Position::Member(member.name.clone()), format!(
-                "the extension {ext:?} is not a column ({names:?}, decided from the first {} samples): give the columns, or more samples to decide them from",
-                self.options.infer_samples
-            )));
+            return Err(bad(
+                path,
+                Position::Member(member.name.clone()),
+                format!(
+                    "the extension {ext:?} is not a column ({names:?}, decided from the first {} samples): give the columns, or more samples to decide them from",
+                    self.options.infer_samples
+                ),
+            ));
         }
         if let Some(key) = key {
             key.append_value(&sample.key);
         }
         for ((ext, _), builder) in self.columns.iter().zip(builders.iter_mut()) {
             match sample.members.iter().find(|(e, ..)| e == ext) {
-                Some((_, member, bytes)) => builder
-                    .append(bytes)
-                    .map_err(|reason| bad(path, Position::Member(member.name.clone()), reason))?,
+                Some((_, member, bytes)) => {
+                    builder.append(bytes).map_err(|reason| bad(path, Position::Member(member.name.clone()), reason))?
+                }
                 None => builder.null(),
             }
         }
