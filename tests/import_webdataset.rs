@@ -211,10 +211,13 @@ fn a_member_that_is_not_a_regular_file_is_refused() {
     assert!(reason.contains("not a regular file"), "{reason}");
 }
 
+/// A tar's members, (name, bytes).
+type Members<'a> = &'a [(&'a str, &'a [u8])];
+
 #[test]
 fn bad_values_and_unknown_extensions_name_the_member() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(&[(&str, &[u8])], &str, &str); 4] = [
+    let cases: [(Members, &str, &str); 4] = [
         (&[("a.cls", b"1"), ("b.cls", b"one")], "b.cls", "not an integer"),
         (&[("a.txt", b"ok"), ("b.txt", b"\xff\xfe")], "b.txt", "not UTF-8"),
         (&[("a.cls", b"1"), ("b.cls", b"2"), ("b.wav", b"RIFF")], "b.wav", "not a column"),
