@@ -179,8 +179,17 @@ fn a_torn_member_names_the_tar_and_the_member() {
     assert!(reason.contains("cut short"), "{reason}");
     // Cut inside a header: named by its byte.
     let path = write(dir.path(), "torn-header.tar", &tar[..1024 + 100]);
-    let error = WebDatasetSource::open(&[path], WebDatasetOptions::default()).unwrap_err();
-    assert!(error.to_string().contains("header at byte 1024"), "{error}");
+    match WebDatasetSource::open(std::slice::from_ref(&path), WebDatasetOptions::default()).unwrap_err() {
+        ImportError::BadInput { path: at, at: Position::Byte(1024), reason } => {
+            assert_eq!(at.to_str().unwrap(), path);
+            assert!(reason.contains("cut short"), "{reason}");
+        }
+        other => panic!("expected a torn header at byte 1024, got {other:?}"),
+    }
+    // Cut inside the last member's padding: its bytes are whole, the tar reads as complete.
+    let path = write(dir.path(), "short-padding.tar", &tar[..tar.len() - 1024 - 100]);
+    let mut source = WebDatasetSource::open(&[path], WebDatasetOptions::default()).unwrap();
+    assert_eq!(all(&mut source).unwrap().iter().map(RecordBatch::num_rows).sum::<usize>(), 2);
 }
 
 #[test]
@@ -231,6 +240,14 @@ fn bad_values_and_unknown_extensions_name_the_member() {
         assert_eq!(member, name, "{reason}");
         assert!(reason.contains(words), "{name}: {reason}");
     }
+}
+
+#[test]
+fn a_tar_without_samples_gives_no_columns_and_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "a.tar", &tar_of(&[("noext", b"x")]));
+    let error = WebDatasetSource::open(&[path], WebDatasetOptions::default()).unwrap_err();
+    assert!(matches!(&error, ImportError::InvalidArgument(m) if m.contains("no columns")), "{error:?}");
 }
 
 #[test]

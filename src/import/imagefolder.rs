@@ -94,7 +94,8 @@ impl ImageFolderSource {
                 skipped += 1;
                 continue;
             }
-            let label = u32::try_from(classes.len()).expect("fewer classes than u32::MAX");
+            let label = u32::try_from(classes.len())
+                .map_err(|_| ImportError::InvalidArgument(format!("{}: more than 2^32 classes", root.display())))?;
             classes.push(name);
             walk(&path, 0, &options.extensions, &mut |file| images.push((label, file)), &mut skipped)?;
         }

@@ -210,12 +210,15 @@ impl TarReader {
     fn next_member(&mut self) -> Result<Option<Member>, ImportError> {
         let mut long_name: Option<String> = None;
         loop {
-            if self.ended || self.pos == self.len {
+            if self.ended || self.pos >= self.len {
                 self.ended = true;
                 return Ok(None);
             }
             let at = self.pos;
-            let block = self.read(at, 512, &format!("(the header at byte {at})"))?;
+            if at + 512 > self.len {
+                return Err(bad(&self.path, Position::Byte(at), "a torn header: the tar was cut short"));
+            }
+            let block = self.read(at, 512, "(a header)")?;
             if block.iter().all(|&b| b == 0) {
                 self.ended = true;
                 return Ok(None);
@@ -359,6 +362,11 @@ impl WebDatasetSource {
             Some(schema) => given_columns(schema)?,
             None => source.decide_columns()?,
         };
+        if source.columns.is_empty() && !source.options.key_column {
+            return Err(ImportError::InvalidArgument(
+                "no columns: the tars hold no samples, or the schema given names none".into(),
+            ));
+        }
         let key = source.options.key_column.then(|| Field::new(KEY_COLUMN, DataType::Utf8, false));
         let fields: Vec<Field> =
             key.into_iter().chain(source.columns.iter().map(|(ext, t)| Field::new(ext, t.clone(), true))).collect();
