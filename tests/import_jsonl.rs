@@ -148,6 +148,30 @@ fn a_type_that_changes_after_the_sample_is_named_by_file_and_line() {
 }
 
 #[test]
+fn a_value_of_another_json_type_is_refused_not_converted() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("{\"n\": 1}\n{\"n\": \"12\"}\n", "a string"),
+        ("{\"n\": 1}\n{\"n\": 1.5}\n", "a fraction"),
+        ("{\"n\": [1]}\n{\"n\": [2, \"3\"]}\n", "a string"),
+        ("{\"n\": \"a\"}\n{\"n\": 4}\n", "an integer"),
+        ("{\"n\": {\"m\": true}}\n{\"n\": {\"m\": 1}}\n", "m: an integer"),
+    ];
+    for (text, words) in cases {
+        let path = write(dir.path(), "a.jsonl", text);
+        let options = JsonlOptions { infer_rows: 1, ..Default::default() };
+        let mut source = JsonlSource::open(&[path], options).unwrap();
+        let (_, line, reason) = bad_line(all(&mut source).unwrap_err());
+        assert_eq!(line, 2, "{text:?}: {reason}");
+        assert!(reason.contains("column \"n\"") && reason.contains(words), "{text:?}: {reason}");
+    }
+    // Integers are numbers enough for a float column.
+    let path = write(dir.path(), "b.jsonl", "{\"x\": 0.5}\n{\"x\": 2}\n");
+    let mut source = JsonlSource::open(&[path], JsonlOptions { infer_rows: 1, ..Default::default() }).unwrap();
+    assert_eq!(rows(&all(&mut source).unwrap()), vec!["0.5", "2.0"]);
+}
+
+#[test]
 fn a_key_outside_the_schema_is_refused_unless_ignored() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), "a.jsonl", "{\"n\": 1}\n{\"n\": 2, \"extra\": true}\n");

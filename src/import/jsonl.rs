@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 use arrow_json::reader::{Decoder, ReaderBuilder, infer_json_schema};
-use arrow_schema::{ArrowError, SchemaRef};
+use arrow_schema::{ArrowError, DataType, SchemaRef};
 
 use crate::io::FileKind;
 
@@ -160,9 +160,12 @@ impl JsonlSource {
     fn decode_line(&mut self, file: usize, line: u64) -> Result<(), ImportError> {
         let before = self.decoder.len();
         let path = &self.files[file].path;
-        // arrow-json's tape passes over some malformed text (`{"n": 1,,}`):
-        // serde_json is the judge of what parses.
-        serde_json::from_slice::<serde_json::Value>(&self.line_buf).map_err(|e| bad(path, line, e.to_string()))?;
+        // arrow-json's tape passes over some malformed text (`{"n": 1,,}`)
+        // and parses strings into numbers (`"12"`): serde_json is the judge
+        // of what parses, and `check_row` of the types.
+        let value =
+            serde_json::from_slice::<serde_json::Value>(&self.line_buf).map_err(|e| bad(path, line, e.to_string()))?;
+        check_row(&value, &self.schema).map_err(|reason| bad(path, line, reason))?;
         let used = self.decoder.decode(&self.line_buf).map_err(|e| bad(path, line, e.to_string()))?;
         if used != self.line_buf.len() || self.decoder.len() != before + 1 || self.decoder.has_partial_record() {
             self.decoder = decoder(&self.schema, &self.options)?;
@@ -190,6 +193,59 @@ impl JsonlSource {
         }
         let (file, line) = lines.at.first().copied().unwrap_or((0, 0));
         bad(&self.files[file].path, line, format!("in the batch from this line on: {error}"))
+    }
+}
+
+/// Refuses a line whose value has a key of the wrong JSON type for its
+/// column: a string in a number column, a fraction in an integer column, a
+/// number in a text column, a scalar in a list column. Types this check
+/// does not know (dates, decimals, ...) are arrow-json's to parse.
+fn check_row(value: &serde_json::Value, schema: &SchemaRef) -> Result<(), String> {
+    let serde_json::Value::Object(map) = value else {
+        return Err("not a JSON object: JSON Lines holds one object a line".into());
+    };
+    for field in schema.fields() {
+        if let Some(v) = map.get(field.name()) {
+            check_value(v, field.data_type()).map_err(|e| format!("column {:?}: {e}", field.name()))?;
+        }
+    }
+    Ok(())
+}
+
+fn check_value(value: &serde_json::Value, t: &DataType) -> Result<(), String> {
+    use serde_json::Value;
+    let fits = match (value, t) {
+        (Value::Null, _) => true,
+        (Value::Number(n), t) if t.is_integer() => n.is_i64() || n.is_u64(),
+        (Value::Number(_), t) if t.is_floating() => true,
+        (Value::Bool(_), DataType::Boolean) => true,
+        (Value::String(_), DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) => true,
+        (Value::Array(items), DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _)) => {
+            return items.iter().try_for_each(|item| check_value(item, f.data_type()));
+        }
+        (Value::Object(map), DataType::Struct(fields)) => {
+            return fields.iter().try_for_each(|f| {
+                map.get(f.name())
+                    .map_or(Ok(()), |v| check_value(v, f.data_type()).map_err(|e| format!("{}: {e}", f.name())))
+            });
+        }
+        (Value::Object(_), DataType::Map(..)) => true,
+        (_, t) if t.is_integer() || t.is_floating() || t.is_nested() => false,
+        (_, DataType::Boolean | DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) => false,
+        _ => true,
+    };
+    if fits { Ok(()) } else { Err(format!("{} where the column's type is {t}", json_kind(value))) }
+}
+
+fn json_kind(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "a null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(n) if n.is_f64() => "a fraction",
+        serde_json::Value::Number(_) => "an integer",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
     }
 }
 
