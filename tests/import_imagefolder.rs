@@ -9,7 +9,7 @@ use std::path::Path;
 use arrow_array::RecordBatch;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
-use loaderx::import::{ImageFolderOptions, ImageFolderSource, ImportError, Source};
+use loaderx::import::{ImageFolderOptions, ImageFolderSource, ImportError, SOURCE_BATCH_ROWS_MAX, Source};
 
 fn put(root: &Path, rel: &str, bytes: &[u8]) {
     let path = root.join(rel);
@@ -117,9 +117,14 @@ fn the_fingerprint_covers_the_files_and_the_options() {
 }
 
 #[test]
-fn a_root_that_is_not_a_folder_is_refused() {
+fn a_root_that_is_not_a_folder_and_a_batch_size_out_of_bounds_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     put(dir.path(), "file.jpg", b"x");
+    for batch_rows in [0, SOURCE_BATCH_ROWS_MAX + 1] {
+        let error =
+            ImageFolderSource::open(dir.path(), ImageFolderOptions { batch_rows, ..Default::default() }).unwrap_err();
+        assert!(matches!(error, ImportError::InvalidArgument(_)), "{batch_rows}: {error:?}");
+    }
     for root in [dir.path().join("file.jpg"), dir.path().join("missing")] {
         let error = ImageFolderSource::open(&root, ImageFolderOptions::default()).unwrap_err();
         assert!(matches!(error, ImportError::InvalidArgument(_)), "{error:?}");

@@ -12,7 +12,7 @@ use arrow_array::types::{Float64Type, Int32Type, Int64Type};
 use arrow_array::{Array, RecordBatch};
 use arrow_cast::display::{ArrayFormatter, FormatOptions};
 use arrow_schema::{DataType, Field, Schema};
-use loaderx::import::{ImportError, JsonlOptions, JsonlSource, Position, Source};
+use loaderx::import::{ImportError, JsonlOptions, JsonlSource, Position, SOURCE_BATCH_ROWS_MAX, Source};
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);
@@ -247,4 +247,17 @@ fn the_fingerprint_covers_the_files_and_the_options() {
     assert_ne!(first, print(JsonlOptions { schema: Some(schema), ..Default::default() }));
     write(dir.path(), "a.jsonl", "{\"n\": 2}\n{\"n\": 3}\n");
     assert_ne!(first, print(JsonlOptions::default()), "a changed file, another input");
+}
+
+#[test]
+fn a_batch_size_out_of_bounds_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "a.jsonl", "{\"n\": 1}\n");
+    for batch_rows in [0, SOURCE_BATCH_ROWS_MAX + 1, usize::MAX] {
+        let options = JsonlOptions { batch_rows, ..Default::default() };
+        let error = JsonlSource::open(std::slice::from_ref(&path), options).unwrap_err();
+        assert!(matches!(error, ImportError::InvalidArgument(_)), "{batch_rows}: {error:?}");
+    }
+    let options = JsonlOptions { batch_rows: SOURCE_BATCH_ROWS_MAX, ..Default::default() };
+    assert_eq!(rows(&all(&mut JsonlSource::open(&[path], options).unwrap()).unwrap()), vec!["1"]);
 }

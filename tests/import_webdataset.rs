@@ -246,8 +246,11 @@ fn bad_values_and_unknown_extensions_name_the_member() {
 fn a_tar_without_samples_gives_no_columns_and_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), "a.tar", &tar_of(&[("noext", b"x")]));
-    let error = WebDatasetSource::open(&[path], WebDatasetOptions::default()).unwrap_err();
+    let error = WebDatasetSource::open(std::slice::from_ref(&path), WebDatasetOptions::default()).unwrap_err();
     assert!(matches!(&error, ImportError::InvalidArgument(m) if m.contains("no columns")), "{error:?}");
+    let options = WebDatasetOptions { batch_rows: 0, ..Default::default() };
+    let error = WebDatasetSource::open(&[path], options).unwrap_err();
+    assert!(matches!(&error, ImportError::InvalidArgument(m) if m.contains("batch_rows")), "{error:?}");
 }
 
 #[test]

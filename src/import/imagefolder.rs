@@ -78,9 +78,7 @@ pub struct ImageFolderSource {
 impl ImageFolderSource {
     /// Lists the images under `root` (one subdirectory per class).
     pub fn open(root: &Path, options: ImageFolderOptions) -> Result<ImageFolderSource, ImportError> {
-        if options.batch_rows == 0 {
-            return Err(ImportError::InvalidArgument("batch_rows is 0: give at least 1".into()));
-        }
+        input_files::check_batch_rows(options.batch_rows)?;
         if input_files::kind(root)? != Some(FileKind::Dir) {
             return Err(ImportError::InvalidArgument(format!(
                 "{}: not a directory; an image folder is root/<class>/<image>",

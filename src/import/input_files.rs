@@ -11,6 +11,25 @@ use crate::io::{FileKind, OpenMode, Vfs, VfsFile};
 
 use super::error::ImportError;
 
+/// The most rows a batch of a file source may be asked to hold (a batch
+/// size from a caller never sizes an allocation unchecked: arrow-json
+/// reserves room for a whole batch of rows up front).
+pub const SOURCE_BATCH_ROWS_MAX: usize = 1 << 20;
+
+/// The bytes of input a source reads ahead to decide its columns (JSON
+/// lines, tar samples), at most: inference ends at this or at its count.
+pub const SOURCE_INFER_BYTES_MAX: usize = 256 << 20;
+
+/// Refuses a batch size of 0 or more than [`SOURCE_BATCH_ROWS_MAX`].
+pub(crate) fn check_batch_rows(rows: usize) -> Result<(), ImportError> {
+    if rows == 0 || rows > SOURCE_BATCH_ROWS_MAX {
+        return Err(ImportError::InvalidArgument(format!(
+            "batch_rows is {rows}: give from 1 to {SOURCE_BATCH_ROWS_MAX}"
+        )));
+    }
+    Ok(())
+}
+
 /// One input file as it was when the source opened it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct InputFile {

@@ -23,7 +23,7 @@ use arrow_schema::{ArrowError, DataType, SchemaRef};
 use crate::io::FileKind;
 
 use super::error::{ImportError, Position};
-use super::input_files::{self, FileReader, Fingerprint, InputFile};
+use super::input_files::{self, FileReader, Fingerprint, InputFile, SOURCE_INFER_BYTES_MAX};
 use super::source::Source;
 
 /// The longest line read, in bytes: a longer one is refused (a file with
@@ -39,7 +39,8 @@ pub const JSONL_BATCH_BYTES_MAX: usize = 32 << 20;
 pub struct JsonlOptions {
     /// The columns and their types; `None` infers them.
     pub schema: Option<SchemaRef>,
-    /// Lines (from the first file on) that inference reads.
+    /// Lines (from the first file on) that inference reads (fewer if they
+    /// pass `SOURCE_INFER_BYTES_MAX`).
     pub infer_rows: usize,
     /// Rows in a batch at most.
     pub batch_rows: usize,
@@ -88,9 +89,7 @@ impl JsonlSource {
     /// Reads the files `paths` name: a file, or a directory for its
     /// `.jsonl`, `.ndjson` and `.json` files; all of them in sorted order.
     pub fn open(paths: &[PathBuf], options: JsonlOptions) -> Result<JsonlSource, ImportError> {
-        if options.batch_rows == 0 {
-            return Err(ImportError::InvalidArgument("batch_rows is 0: give at least 1".into()));
-        }
+        input_files::check_batch_rows(options.batch_rows)?;
         let files = jsonl_files(paths)?;
         let schema = match &options.schema {
             Some(schema) => schema.clone(),
@@ -255,7 +254,7 @@ fn bad(path: &Path, line: u64, reason: String) -> ImportError {
 
 fn decoder(schema: &SchemaRef, options: &JsonlOptions) -> Result<Decoder, ImportError> {
     ReaderBuilder::new(schema.clone())
-        .with_batch_size(options.batch_rows + 1)
+        .with_batch_size(options.batch_rows.saturating_add(1))
         .with_strict_mode(!options.ignore_unknown_keys)
         .build_decoder()
         .map_err(|e| ImportError::InvalidArgument(format!("the JSON Lines schema: {e}")))
@@ -302,7 +301,7 @@ fn infer(files: &[InputFile], rows: usize) -> Result<SchemaRef, ImportError> {
         let mut buf = Vec::new();
         let mut line = 0;
         loop {
-            if lines == rows.max(1) {
+            if lines == rows.max(1) || sample.len() > SOURCE_INFER_BYTES_MAX {
                 break 'files;
             }
             buf.clear();

@@ -19,6 +19,7 @@ mod webdataset;
 
 pub use error::{ImportError, Position};
 pub use imagefolder::{IMAGE_EXTENSIONS, ImageFolderOptions, ImageFolderSource};
+pub use input_files::{SOURCE_BATCH_ROWS_MAX, SOURCE_INFER_BYTES_MAX};
 pub use jsonl::{JSONL_BATCH_BYTES_MAX, JSONL_LINE_BYTES_MAX, JsonlOptions, JsonlSource};
 pub use source::Source;
 pub use webdataset::{KEY_COLUMN, WebDatasetOptions, WebDatasetSource, expand_braces};

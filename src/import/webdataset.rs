@@ -29,7 +29,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use crate::io::{FileKind, VfsFile, read_exact_at};
 
 use super::error::{ImportError, Position};
-use super::input_files::{self, Fingerprint, InputFile};
+use super::input_files::{self, Fingerprint, InputFile, SOURCE_INFER_BYTES_MAX};
 use super::source::Source;
 
 /// Extensions (their last dot-separated part) whose member is an integer.
@@ -61,7 +61,8 @@ pub struct WebDatasetOptions {
     /// The columns (extensions) and their types; `None` decides them from
     /// the first samples.
     pub schema: Option<SchemaRef>,
-    /// Samples the columns are decided from.
+    /// Samples the columns are decided from (fewer if they pass
+    /// `SOURCE_INFER_BYTES_MAX`).
     pub infer_samples: usize,
     /// Rows in a batch at most.
     pub batch_rows: usize,
@@ -341,9 +342,7 @@ impl WebDatasetSource {
     /// Reads the tar shards `inputs` name (paths, directories of `.tar`
     /// files, or brace patterns such as `shard-{000..009}.tar`), in order.
     pub fn open(inputs: &[String], options: WebDatasetOptions) -> Result<WebDatasetSource, ImportError> {
-        if options.batch_rows == 0 {
-            return Err(ImportError::InvalidArgument("batch_rows is 0: give at least 1".into()));
-        }
+        input_files::check_batch_rows(options.batch_rows)?;
         let shards = shard_files(inputs)?;
         let mut source = WebDatasetSource {
             shards,
@@ -385,10 +384,11 @@ impl WebDatasetSource {
 
     /// Reads the first samples ahead and decides the columns from them.
     fn decide_columns(&mut self) -> Result<Vec<(String, DataType)>, ImportError> {
-        let mut exts = std::collections::BTreeSet::new();
-        while self.buffered.len() < self.options.infer_samples.max(1) {
+        let (mut exts, mut bytes) = (std::collections::BTreeSet::new(), 0);
+        while self.buffered.len() < self.options.infer_samples.max(1) && bytes <= SOURCE_INFER_BYTES_MAX {
             let Some(sample) = self.read_sample(true)? else { break };
             exts.extend(sample.members.iter().map(|(ext, ..)| ext.clone()));
+            bytes += sample.members.iter().map(|(_, _, b)| b.len()).sum::<usize>();
             self.buffered.push_back(sample);
         }
         Ok(exts
