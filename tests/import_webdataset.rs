@@ -186,6 +186,18 @@ fn a_torn_member_names_the_tar_and_the_member() {
         }
         other => panic!("expected a torn header at byte 1024, got {other:?}"),
     }
+    // A directory whose header claims more bytes than the tar holds is torn too.
+    let mut dir_header = tar::Header::new_gnu();
+    dir_header.set_entry_type(tar::EntryType::Directory);
+    dir_header.set_size(1 << 40);
+    dir_header.set_path("d/").unwrap();
+    dir_header.set_cksum();
+    let mut bytes = tar.clone();
+    bytes[..512].copy_from_slice(dir_header.as_bytes()); // over a.cls's header
+    let path = write(dir.path(), "huge-dir.tar", &bytes);
+    let error = WebDatasetSource::open(&[path], WebDatasetOptions::default()).unwrap_err();
+    let (_, member, reason) = member_error(error);
+    assert_eq!(member, "d/", "{reason}");
     // Cut inside the last member's padding: its bytes are whole, the tar reads as complete.
     let path = write(dir.path(), "short-padding.tar", &tar[..tar.len() - 1024 - 100]);
     let mut source = WebDatasetSource::open(&[path], WebDatasetOptions::default()).unwrap();

@@ -187,7 +187,8 @@ impl TarReader {
         })
     }
 
-    fn read(&self, offset: u64, len: u64, member: &str) -> Result<Vec<u8>, ImportError> {
+    /// Refuses a member whose `len` bytes at `offset` run past the tar's end.
+    fn within(&self, offset: u64, len: u64, member: &str) -> Result<(), ImportError> {
         if offset.checked_add(len).is_none_or(|end| end > self.len) {
             return Err(bad(
                 &self.path,
@@ -198,6 +199,11 @@ impl TarReader {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    fn read(&self, offset: u64, len: u64, member: &str) -> Result<Vec<u8>, ImportError> {
+        self.within(offset, len, member)?;
         let mut buf = vec![0; len as usize];
         read_exact_at(&*self.file, &mut buf, offset).map_err(|source| ImportError::Io {
             path: self.path.clone(),
@@ -205,6 +211,22 @@ impl TarReader {
             source,
         })?;
         Ok(buf)
+    }
+
+    /// The size of the member whose header, at byte `at`, is `block`, once
+    /// its checksum holds.
+    fn checked_size(&self, header: &tar::Header, block: &[u8], at: u64) -> Result<u64, ImportError> {
+        let header_bad = |reason: String| bad(&self.path, Position::Byte(at), reason);
+        let stored = header.cksum().map_err(|e| header_bad(format!("a header's checksum field: {e}")))?;
+        let sum: u32 =
+            block.iter().enumerate().map(|(k, &b)| if (148..156).contains(&k) { 32 } else { u32::from(b) }).sum();
+        if stored != sum {
+            return Err(header_bad(format!(
+                "a header whose checksum is {stored}, its bytes sum to {sum}: not a tar, or a corrupt one"
+            )));
+        }
+        let size = header.entry_size().map_err(|e| header_bad(format!("a header's size field: {e}")))?;
+        Ok(size)
     }
 
     /// The next regular file's member, or `None` at the end of the tar.
@@ -225,21 +247,11 @@ impl TarReader {
                 return Ok(None);
             }
             let header = tar::Header::from_byte_slice(&block);
-            let header_bad = |reason: String| bad(&self.path, Position::Byte(at), reason);
-            let stored = header.cksum().map_err(|e| header_bad(format!("a header's checksum field: {e}")))?;
-            let sum: u32 =
-                block.iter().enumerate().map(|(k, &b)| if (148..156).contains(&k) { 32 } else { u32::from(b) }).sum();
-            if stored != sum {
-                return Err(header_bad(format!(
-                    "a header whose checksum is {stored}, its bytes sum to {sum}: not a tar, or a corrupt one"
-                )));
-            }
-            let size = header.entry_size().map_err(|e| header_bad(format!("a header's size field: {e}")))?;
+            let size = self.checked_size(header, &block, at)?;
             let name = long_name.take().unwrap_or_else(|| String::from_utf8_lossy(&header.path_bytes()).into_owned());
             let data = at + 512;
-            let padded =
-                size.checked_add(511).map(|s| s / 512 * 512).ok_or_else(|| header_bad("a size too large".into()))?;
-            self.pos = data.saturating_add(padded);
+            self.within(data, size, &name)?;
+            self.pos = data + size.div_ceil(512) * 512;
             let kind = header.entry_type();
             let member_bad = |reason: String| bad(&self.path, Position::Member(name.clone()), reason);
             if kind.is_file() || kind.is_contiguous() {
@@ -247,9 +259,6 @@ impl TarReader {
                     return Err(member_bad(format!(
                         "{size} bytes, more than the {WDS_MEMBER_BYTES_MAX} a member may hold"
                     )));
-                }
-                if data.saturating_add(size) > self.len {
-                    self.read(data, size, &name)?;
                 }
                 return Ok(Some(Member { name, offset: data, size }));
             } else if kind.is_dir() || kind.is_pax_global_extensions() {
