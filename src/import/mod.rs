@@ -13,9 +13,17 @@
 mod arrow_types;
 mod error;
 mod export;
+mod imagefolder;
+mod input_files;
+mod jsonl;
 mod source;
+mod webdataset;
 
 pub use arrow_types::TENSOR_EXTENSION;
 pub use error::{ImportError, Position};
 pub use export::{ExportFormat, ExportOptions, ExportSummary, ParquetCodec, TableBatches, export_file};
+pub use imagefolder::{IMAGE_EXTENSIONS, ImageFolderOptions, ImageFolderSource};
+pub use input_files::{SOURCE_BATCH_ROWS_MAX, SOURCE_INFER_BYTES_MAX};
+pub use jsonl::{JSONL_BATCH_BYTES_MAX, JSONL_LINE_BYTES_MAX, JsonlOptions, JsonlSource};
 pub use source::Source;
+pub use webdataset::{KEY_COLUMN, WebDatasetOptions, WebDatasetSource, expand_braces};

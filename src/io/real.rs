@@ -131,6 +131,15 @@ impl RealFs {
     pub fn remove_dir_all(path: &Path) -> io::Result<()> {
         fs::remove_dir_all(path)
     }
+
+    /// The modification time of the file at `path`, in nanoseconds since
+    /// the Unix epoch (0 for a time before it): what an import's
+    /// fingerprint records of its input files (`src/import/input_files.rs`).
+    /// Not part of the `Vfs`: only imports from the real filesystem ask.
+    pub fn modified_nanos(path: &Path) -> io::Result<u128> {
+        let modified = fs::metadata(path)?.modified()?;
+        Ok(modified.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()))
+    }
 }
 
 impl Vfs for RealFs {
