@@ -15,3 +15,9 @@ mod source;
 
 pub use error::{ImportError, Position};
 pub use source::Source;
+mod mapping;
+
+pub use mapping::{ColumnOptions, Converted, Cut, Mapping};
+mod importer;
+
+pub use importer::{ImportOptions, ImportSummary, Progress, import};

@@ -1,0 +1,266 @@
+//! [`import`]: the engine every source goes through (`docs/import.md`,
+//! "Resumption and the commit point"). One thread reads batches from the
+//! source into a bounded channel (a few batches: bounded memory), the
+//! caller's thread converts and appends them, and commits every
+//! [`ImportOptions::commit_rows`] rows or [`ImportOptions::commit_bytes`]
+//! bytes with the import's progress as the commit's mark: the input's
+//! fingerprint, the table's rows before the import began (`base`), and
+//! whether it finished. The mark is committed with the rows it counts, so
+//! a rerun of the same input skips exactly `rows - base` input rows.
+
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::Instant;
+
+use arrow_array::RecordBatch;
+use serde_json::json;
+
+use super::error::ImportError;
+use super::mapping::{ColumnOptions, Cut, Mapping};
+use super::source::Source;
+use crate::dataset::WriteOptions;
+use crate::format::TABLE_FILE;
+use crate::table::{ColumnSpec, Table, TableColumn, TableWriter};
+
+/// Batches read ahead of the writer: the reader's memory bound.
+const READ_AHEAD: usize = 4;
+
+/// How an import maps its columns, writes them, and how often it commits.
+#[derive(Clone, Debug)]
+pub struct ImportOptions {
+    /// Column selection, names, codecs and null fills.
+    pub columns: ColumnOptions,
+    /// The table's write options (its default codec, ...).
+    pub write: WriteOptions,
+    /// A commit at least every this many rows.
+    pub commit_rows: u64,
+    /// A commit at least every this many bytes of column values.
+    pub commit_bytes: u64,
+}
+
+impl Default for ImportOptions {
+    fn default() -> ImportOptions {
+        ImportOptions {
+            columns: ColumnOptions::default(),
+            write: WriteOptions::default(),
+            commit_rows: 1 << 20,
+            commit_bytes: 256 << 20,
+        }
+    }
+}
+
+/// Where an import is, for a progress bar.
+#[derive(Clone, Debug, Default)]
+pub struct Progress {
+    /// Input rows taken, counting those a resumed import skipped.
+    pub rows: u64,
+    /// Input rows in all, if the source knows.
+    pub rows_hint: Option<u64>,
+    /// Input bytes read.
+    pub bytes: u64,
+    /// Input bytes in all, if the source knows.
+    pub bytes_hint: Option<u64>,
+    /// The table's committed rows.
+    pub committed: u64,
+}
+
+/// What an import did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ImportSummary {
+    /// Rows this run added to the table.
+    pub rows: u64,
+    /// Input rows a resumed import skipped (an earlier run committed them).
+    pub skipped: u64,
+    /// The table's rows now.
+    pub table_rows: u64,
+    /// Input bytes this run read.
+    pub bytes: u64,
+    /// Column value bytes this run appended.
+    pub value_bytes: u64,
+    /// The same input was imported before, to its end: nothing was done.
+    pub already_done: bool,
+    /// Seconds the run took.
+    pub seconds: f64,
+}
+
+/// An import's progress, as the commit's mark records it.
+#[derive(Clone, Debug, PartialEq)]
+struct Mark {
+    fingerprint: String,
+    /// The table's rows before the import began.
+    base: u64,
+    done: bool,
+}
+
+impl Mark {
+    fn to_json(&self) -> String {
+        json!({"import": {"fingerprint": self.fingerprint, "base": self.base, "done": self.done}}).to_string()
+    }
+
+    /// The mark `text` records, `None` if it is no import's.
+    fn parse(text: &str) -> Option<Mark> {
+        let value: serde_json::Value = serde_json::from_str(text).ok()?;
+        let import = value.get("import")?;
+        Some(Mark {
+            fingerprint: import.get("fingerprint")?.as_str()?.to_string(),
+            base: import.get("base")?.as_u64()?,
+            done: import.get("done")?.as_bool()?,
+        })
+    }
+}
+
+/// Imports `source` into the table at `dest`: created from the source's
+/// schema, or appended to (its columns must match). A rerun of the same
+/// input after a failure or a kill resumes at its last commit; after a
+/// finished import, it is a no-op ([`ImportSummary::already_done`]).
+/// `progress` is called after every batch; an error it returns stops the
+/// import at its last commit and is returned. An error leaves the table
+/// at its last commit.
+pub fn import(
+    source: &mut dyn Source,
+    dest: &Path,
+    opts: &ImportOptions,
+    progress: &mut dyn FnMut(&Progress) -> Result<(), ImportError>,
+) -> Result<ImportSummary, ImportError> {
+    let started = Instant::now();
+    let mapping = Mapping::new(&source.schema(), &opts.columns)?;
+    let specs = mapping.specs();
+    let mut writer = if dest.join(TABLE_FILE).exists() {
+        let writer = TableWriter::open(dest, &opts.write)?;
+        check_columns(dest, &specs)?;
+        writer
+    } else {
+        TableWriter::create(dest, &specs, &opts.write)?
+    };
+    let fingerprint = source.fingerprint();
+    let rows = writer.rows();
+    let earlier = writer.mark().and_then(Mark::parse).filter(|m| m.fingerprint == fingerprint);
+    let mut mark = match earlier {
+        Some(m) if m.base <= rows => m,
+        _ => Mark { fingerprint, base: rows, done: false },
+    };
+    let skipped = rows - mark.base;
+    let mut summary = ImportSummary {
+        rows: 0,
+        skipped,
+        table_rows: rows,
+        bytes: 0,
+        value_bytes: 0,
+        already_done: mark.done,
+        seconds: 0.0,
+    };
+    if mark.done {
+        summary.seconds = started.elapsed().as_secs_f64();
+        return Ok(summary);
+    }
+    let mut state = Progress {
+        rows: skipped,
+        rows_hint: source.rows_hint(),
+        bytes: 0,
+        bytes_hint: source.bytes_hint(),
+        committed: rows,
+    };
+    let (tx, rx) = mpsc::sync_channel::<Result<(RecordBatch, u64), ImportError>>(READ_AHEAD);
+    std::thread::scope(|scope| {
+        scope.spawn(move || read(source, skipped, tx));
+        let mut since_commit = (0u64, 0u64);
+        for message in rx {
+            let (batch, bytes_read) = message?;
+            let value_bytes = append(&mapping, &mut writer, &batch, state.rows)?;
+            let n = batch.num_rows() as u64;
+            (state.rows, state.bytes) = (state.rows + n, bytes_read);
+            (summary.rows, summary.value_bytes, summary.bytes) =
+                (summary.rows + n, summary.value_bytes + value_bytes, bytes_read);
+            since_commit = (since_commit.0 + n, since_commit.1 + value_bytes);
+            if since_commit.0 >= opts.commit_rows || since_commit.1 >= opts.commit_bytes {
+                state.committed = writer.commit_marked(Some(mark.to_json()))?;
+                since_commit = (0, 0);
+            }
+            progress(&state)?;
+        }
+        mark.done = true;
+        state.committed = writer.commit_marked(Some(mark.to_json()))?;
+        progress(&state)
+    })?;
+    summary.table_rows = writer.rows();
+    summary.seconds = started.elapsed().as_secs_f64();
+    Ok(summary)
+}
+
+/// The reader thread: skips `skip` rows, then sends every batch with the
+/// bytes read so far, or the error that stopped it. A closed channel (the
+/// writer stopped) ends it.
+fn read(source: &mut dyn Source, skip: u64, tx: mpsc::SyncSender<Result<(RecordBatch, u64), ImportError>>) {
+    if let Err(e) = source.skip(skip) {
+        let _ = tx.send(Err(e));
+        return;
+    }
+    loop {
+        let message = match source.next_batch() {
+            Ok(Some(batch)) => Ok((batch, source.bytes_read())),
+            Ok(None) => return,
+            Err(e) => Err(e),
+        };
+        let failed = message.is_err();
+        if tx.send(message).is_err() || failed {
+            return;
+        }
+    }
+}
+
+/// Converts `batch` (its first row the input's `first_row`) and appends
+/// it; returns the bytes of column values appended.
+fn append(mapping: &Mapping, writer: &mut TableWriter, batch: &RecordBatch, first_row: u64) -> Result<u64, ImportError> {
+    if batch.num_rows() == 0 {
+        return Ok(0);
+    }
+    let converted = mapping.convert(batch, first_row)?;
+    let cuts = mapping.cut(&converted);
+    let bytes = cuts
+        .iter()
+        .map(|c| match c {
+            Cut::Fixed(b) => b.len(),
+            Cut::Items(items) => items.iter().map(|i| i.len()).sum(),
+        })
+        .sum::<usize>() as u64;
+    let values: Vec<_> = cuts.iter().map(Cut::values).collect();
+    writer.append(&values)?;
+    Ok(bytes)
+}
+
+/// The table at `dest` has the columns `specs` describes (names, kinds,
+/// element types and shapes, in order): an import into it appends.
+fn check_columns(dest: &Path, specs: &[ColumnSpec]) -> Result<(), ImportError> {
+    let table = Table::open(dest)?;
+    let held: Vec<_> = table.columns().collect();
+    if held.len() != specs.len() || held.iter().zip(specs).any(|((name, _, _), s)| *name != s.name) {
+        let names: Vec<&str> = held.iter().map(|(n, _, _)| *n).collect();
+        let given: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+        return Err(ImportError::InvalidArgument(format!(
+            "the table at {} has the columns {names:?}, the source gives {given:?}: import into a new table, \
+             or select and rename the source's columns to match",
+            dest.display()
+        )));
+    }
+    for ((name, kind, column), spec) in held.iter().zip(specs) {
+        let schema = match column {
+            TableColumn::Fixed(d) => d.schema(),
+            TableColumn::Ragged(d) => d.schema(),
+        };
+        if *kind != spec.kind || schema.dtype != spec.dtype || schema.shape() != spec.shape.as_slice() {
+            return Err(ImportError::ColumnType {
+                column: name.to_string(),
+                reason: format!(
+                    "the table at {} holds {} of {}, the source gives {} of {} {:?}",
+                    dest.display(),
+                    kind.name(),
+                    schema.describe(),
+                    spec.kind.name(),
+                    spec.dtype,
+                    spec.shape
+                ),
+            });
+        }
+    }
+    Ok(())
+}
