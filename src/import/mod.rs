@@ -21,3 +21,6 @@ pub use mapping::{ColumnOptions, Converted, Cut, Mapping};
 mod importer;
 
 pub use importer::{ImportOptions, ImportSummary, Progress, import};
+mod parquet;
+
+pub use parquet::{BATCH_ROWS_DEFAULT, ParquetSource};
