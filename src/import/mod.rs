@@ -24,3 +24,6 @@ pub use importer::{ImportOptions, ImportSummary, Progress, import};
 mod parquet;
 
 pub use parquet::{BATCH_ROWS_DEFAULT, ParquetSource};
+mod ipc;
+
+pub use ipc::IpcSource;
