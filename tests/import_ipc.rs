@@ -95,7 +95,8 @@ fn a_save_to_disk_directory_reads_its_state_files_in_their_order_and_resumes_mid
     import(&mut IpcSource::open(std::slice::from_ref(&hf)).unwrap(), &dest2, &opts, &mut stop).unwrap_err();
     assert_eq!(Table::open(&dest2).unwrap().rows(), 6);
     for dest in [&dest, &dest2] {
-        let summary = import(&mut IpcSource::open(std::slice::from_ref(&hf)).unwrap(), dest, &opts, &mut |_| Ok(())).unwrap();
+        let summary =
+            import(&mut IpcSource::open(std::slice::from_ref(&hf)).unwrap(), dest, &opts, &mut |_| Ok(())).unwrap();
         assert_eq!(summary.table_rows, 21);
         assert_eq!(xs(dest), (0..21).collect::<Vec<_>>());
     }
@@ -109,9 +110,17 @@ fn a_truncated_stream_is_bad_input_naming_the_file() {
     let bytes = std::fs::read(&file).unwrap();
     std::fs::write(&file, &bytes[..bytes.len() - 300]).unwrap();
     let dest = dir.path().join("t");
-    let err = import(&mut IpcSource::open(std::slice::from_ref(&file)).unwrap(), &dest, &ImportOptions::default(), &mut |_| Ok(()))
-        .unwrap_err();
-    assert!(matches!(&err, ImportError::BadInput { path, at: loaderx::import::Position::Row(100), .. } if *path == file), "{err}");
+    let err = import(
+        &mut IpcSource::open(std::slice::from_ref(&file)).unwrap(),
+        &dest,
+        &ImportOptions::default(),
+        &mut |_| Ok(()),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, ImportError::BadInput { path, at: loaderx::import::Position::Row(100), .. } if *path == file),
+        "{err}"
+    );
     assert_eq!(Table::open(&dest).unwrap().rows(), 0, "nothing of the failed import is committed");
 }
 
@@ -123,7 +132,12 @@ fn a_file_of_another_schema_is_refused_naming_it() {
     let other = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, false)]));
     let b_batch = RecordBatch::try_new(other, vec![Arc::new(arrow_array::Int64Array::from(vec![1]))]).unwrap();
     write_stream(&b, &[b_batch]);
-    let err = import(&mut IpcSource::open(&[dir.path().to_path_buf()]).unwrap(), &dir.path().join("t"), &ImportOptions::default(), &mut |_| Ok(()))
-        .unwrap_err();
+    let err = import(
+        &mut IpcSource::open(&[dir.path().to_path_buf()]).unwrap(),
+        &dir.path().join("t"),
+        &ImportOptions::default(),
+        &mut |_| Ok(()),
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("b.arrow"), "{err}");
 }

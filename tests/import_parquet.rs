@@ -11,8 +11,8 @@ use arrow_array::builder::{FixedSizeListBuilder, Int16Builder};
 use arrow_array::types::{Int32Type, UInt8Type};
 use arrow_array::{
     Array, ArrayRef, BinaryArray, BooleanArray, DictionaryArray, FixedSizeBinaryArray, FixedSizeListArray,
-    Float32Array, Float64Array, Int8Array, Int32Array, Int64Array, LargeBinaryArray, LargeListArray,
-    LargeStringArray, ListArray, RecordBatch, StringArray, StructArray, UInt16Array, UInt64Array,
+    Float32Array, Float64Array, Int8Array, Int32Array, Int64Array, LargeBinaryArray, LargeListArray, LargeStringArray,
+    ListArray, RecordBatch, StringArray, StructArray, UInt16Array, UInt64Array,
 };
 use arrow_schema::{DataType, Field, Schema};
 use loaderx::import::{ImportError, ImportOptions, ParquetSource, import};
@@ -73,14 +73,16 @@ fn all_types(start: usize, n: usize) -> RecordBatch {
     let inner = Arc::new(Field::new("item", DataType::Float32, false));
     let flat: Vec<f32> = r.iter().flat_map(|&i| (0..6).map(move |j| (i * 6 + j) as f32)).collect();
     let mat = FixedSizeListArray::new(inner.clone(), 2, Arc::new(Float32Array::from(flat.clone())), None);
-    let mat = FixedSizeListArray::new(Arc::new(Field::new("item", mat.data_type().clone(), false)), 3, Arc::new(mat), None);
+    let mat =
+        FixedSizeListArray::new(Arc::new(Field::new("item", mat.data_type().clone(), false)), 3, Arc::new(mat), None);
     let tensor = FixedSizeListArray::new(inner, 6, Arc::new(Float32Array::from(flat)), None);
     let tokens = ListArray::from_iter_primitive::<Int32Type, _, _>(
         r.iter().map(|&i| Some((0..i % 5).map(|j| Some((i * 10 + j) as i32)).collect::<Vec<_>>())),
     );
     let pair_field = Arc::new(Field::new("item", DataType::UInt8, false));
     let pairs_flat: Vec<u8> = r.iter().flat_map(|&i| (0..2 * (i % 3)).map(move |j| (i + j) as u8)).collect();
-    let pairs_values = FixedSizeListArray::new(pair_field, 2, Arc::new(arrow_array::UInt8Array::from(pairs_flat)), None);
+    let pairs_values =
+        FixedSizeListArray::new(pair_field, 2, Arc::new(arrow_array::UInt8Array::from(pairs_flat)), None);
     let mut offsets = vec![0i64];
     for &i in &r {
         offsets.push(offsets.last().unwrap() + (i % 3) as i64);
@@ -98,11 +100,15 @@ fn all_types(start: usize, n: usize) -> RecordBatch {
     let large_texts = LargeStringArray::from_iter_values(r.iter().map(|&i| "日".repeat(i % 3)));
     let labels: DictionaryArray<Int32Type> = r.iter().map(|&i| ["cat", "dog", "eel"][i % 3]).collect();
     let codes: DictionaryArray<UInt8Type> = r.iter().map(|&i| ["x", "yy"][i % 2]).collect();
-    let nested = StructArray::from(vec![
-        (Arc::new(Field::new("c", DataType::Utf8, false)), Arc::new(StringArray::from_iter_values(r.iter().map(|&i| format!("c{i}")))) as ArrayRef),
-    ]);
+    let nested = StructArray::from(vec![(
+        Arc::new(Field::new("c", DataType::Utf8, false)),
+        Arc::new(StringArray::from_iter_values(r.iter().map(|&i| format!("c{i}")))) as ArrayRef,
+    )]);
     let meta = StructArray::from(vec![
-        (Arc::new(Field::new("a", DataType::Int32, false)), Arc::new(Int32Array::from(r.iter().map(|&i| i as i32 * 2).collect::<Vec<_>>())) as ArrayRef),
+        (
+            Arc::new(Field::new("a", DataType::Int32, false)),
+            Arc::new(Int32Array::from(r.iter().map(|&i| i as i32 * 2).collect::<Vec<_>>())) as ArrayRef,
+        ),
         (Arc::new(Field::new("b", nested.data_type().clone(), false)), Arc::new(nested) as ArrayRef),
     ]);
     let tensor_meta = HashMap::from([
@@ -154,10 +160,27 @@ fn every_mapped_type_lands_with_its_exact_values() {
     assert_eq!(
         kinds,
         [
-            ("i8", Fixed), ("u16", Fixed), ("i64", Fixed), ("u64", Fixed), ("f32", Fixed), ("f64", Fixed),
-            ("flag", Fixed), ("vec3", Fixed), ("mat", Fixed), ("tensor", Fixed), ("tokens", Ragged),
-            ("pairs", Ragged), ("blob", Bytes), ("large_blob", Bytes), ("fixed_blob", Bytes), ("text", Utf8),
-            ("large_text", Utf8), ("label", Utf8), ("code", Utf8), ("meta.a", Fixed), ("meta.b.c", Utf8),
+            ("i8", Fixed),
+            ("u16", Fixed),
+            ("i64", Fixed),
+            ("u64", Fixed),
+            ("f32", Fixed),
+            ("f64", Fixed),
+            ("flag", Fixed),
+            ("vec3", Fixed),
+            ("mat", Fixed),
+            ("tensor", Fixed),
+            ("tokens", Ragged),
+            ("pairs", Ragged),
+            ("blob", Bytes),
+            ("large_blob", Bytes),
+            ("fixed_blob", Bytes),
+            ("text", Utf8),
+            ("large_text", Utf8),
+            ("label", Utf8),
+            ("code", Utf8),
+            ("meta.a", Fixed),
+            ("meta.b.c", Utf8),
         ]
     );
     let want = all_types(0, 20);
@@ -181,7 +204,8 @@ fn every_mapped_type_lands_with_its_exact_values() {
     assert_eq!(m.shape(), &[3, 2]);
     let Some(TableColumn::Fixed(t)) = table.column("tensor") else { panic!() };
     assert_eq!(t.shape(), &[2, 3]);
-    let tokens: Vec<Vec<u8>> = r.iter().map(|&i| (0..i % 5).flat_map(|j| ((i * 10 + j) as i32).to_le_bytes()).collect()).collect();
+    let tokens: Vec<Vec<u8>> =
+        r.iter().map(|&i| (0..i % 5).flat_map(|j| ((i * 10 + j) as i32).to_le_bytes()).collect()).collect();
     assert_eq!(items(&table, "tokens"), tokens);
     let pairs: Vec<Vec<u8>> = r.iter().map(|&i| (0..2 * (i % 3)).map(|j| (i + j) as u8).collect()).collect();
     assert_eq!(items(&table, "pairs"), pairs);
@@ -280,7 +304,10 @@ fn a_column_whose_type_changes_between_files_is_refused_naming_the_file() {
     write_parquet(&dir.path().join("p-1.parquet"), &[b]);
     let glob = dir.path().join("p-*.parquet");
     let Err(err) = ParquetSource::open(&[glob], 16) else { panic!("files of two types opened") };
-    assert!(matches!(&err, ImportError::ColumnType { column, reason } if column == "x" && reason.contains("p-1.parquet")), "{err}");
+    assert!(
+        matches!(&err, ImportError::ColumnType { column, reason } if column == "x" && reason.contains("p-1.parquet")),
+        "{err}"
+    );
 }
 
 #[test]
@@ -291,7 +318,10 @@ fn an_unmapped_type_names_the_column_and_the_type() {
     let batch = RecordBatch::try_new(schema, vec![Arc::new(arrow_array::Date32Array::from(vec![1]))]).unwrap();
     write_parquet(&file, &[batch]);
     let err = run(&[file], &dir.path().join("t"), &ImportOptions::default()).unwrap_err();
-    assert!(matches!(&err, ImportError::ColumnType { column, reason } if column == "day" && reason.contains("Date32")), "{err}");
+    assert!(
+        matches!(&err, ImportError::ColumnType { column, reason } if column == "day" && reason.contains("Date32")),
+        "{err}"
+    );
 }
 
 #[test]

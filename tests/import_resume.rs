@@ -104,7 +104,8 @@ fn a_source_failing_after_k_batches_then_a_rerun_gives_exactly_its_rows() {
         let dest = dir.path().join("t");
         // Commits every 2 batches of 5 rows: a failure at an odd batch
         // leaves a batch appended and not committed.
-        let err = import(&mut Memory::new("a", 5, 10, Some(fail_after)), &dest, &opts(10), &mut |_| Ok(())).unwrap_err();
+        let err =
+            import(&mut Memory::new("a", 5, 10, Some(fail_after)), &dest, &opts(10), &mut |_| Ok(())).unwrap_err();
         assert!(err.to_string().contains("failed at batch"), "{err}");
         let committed = if dest.join("table.json").exists() { Table::open(&dest).unwrap().rows() } else { 0 };
         assert_eq!(committed, fail_after / 2 * 10, "fail after {fail_after}");

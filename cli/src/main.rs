@@ -394,8 +394,7 @@ fn main() -> ExitCode {
                 .map(|()| Done::Ok)
         }
         Command::Import { paths, format, columns, rename, codec, fill_null, batch_rows, commit_rows, json } => {
-            let request =
-                import::Request { format, columns, rename, codec, fill_null, batch_rows, commit_rows, json };
+            let request = import::Request { format, columns, rename, codec, fill_null, batch_rows, commit_rows, json };
             import::run(&paths, request).map(|()| Done::Ok)
         }
         Command::Cat { store, indices, range, out, npy, text, to_terminal } => {

@@ -65,8 +65,21 @@ fn import_options_select_rename_set_codecs_and_fill_nulls() {
     assert_eq!(Table::open(&dest).unwrap().rows(), 0, "nothing of the failed import is committed");
     let dest = dir.path().join("u");
     let out = loaderx(&[
-        "import", path_str(&file), path_str(&dest), "--columns", "text,id", "--rename", "id=key",
-        "--codec", "raw", "--codec", "text=zstd", "--fill-null", "id=-1", "--batch-rows", "2",
+        "import",
+        path_str(&file),
+        path_str(&dest),
+        "--columns",
+        "text,id",
+        "--rename",
+        "id=key",
+        "--codec",
+        "raw",
+        "--codec",
+        "text=zstd",
+        "--fill-null",
+        "id=-1",
+        "--batch-rows",
+        "2",
     ]);
     let line = ok(&out);
     assert!(line.starts_with("imported 6 rows") && line.lines().count() == 1, "{line}");
@@ -112,4 +125,57 @@ fn import_refuses_bad_input_naming_the_file() {
         "unknown codec",
     );
     assert_usage(&loaderx(&["import", path_str(&file)]));
+}
+
+#[test]
+fn import_killed_at_any_point_then_rerun_gives_exactly_the_input_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 40_000i64;
+    for k in 0..4 {
+        let batches: Vec<RecordBatch> = (0..10).map(|b| batch(k * n + b * n / 10, n / 10, None)).collect();
+        write_parquet(&dir.path().join(format!("part-{k}.parquet")), &batches);
+    }
+    let dest = dir.path().join("t");
+    let args = [
+        "import",
+        path_str(dir.path()),
+        path_str(&dest),
+        "--commit-rows",
+        "5000",
+        "--batch-rows",
+        "1000",
+        "--codec",
+        "raw",
+    ];
+    // Each run is killed once the table holds `target` rows, `extra` ms
+    // later: at a commit, within an append, between the two.
+    let mut killed_with_rows = Vec::new();
+    for (target, extra) in [(0, 2), (5_000, 0), (20_000, 3), (45_000, 1), (90_000, 7), (130_000, 0)] {
+        let mut child = spawning(|| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_loaderx"))
+                .args(args)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        });
+        let rows = || Table::open(&dest).map(|t| t.rows()).unwrap_or(0);
+        while rows() < target && child.try_wait().unwrap().is_none() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(extra));
+        let _ = child.kill();
+        child.wait().unwrap();
+        killed_with_rows.push(rows());
+    }
+    assert!(killed_with_rows.windows(2).all(|w| w[0] <= w[1]), "a rerun lost committed rows: {killed_with_rows:?}");
+    assert!(killed_with_rows[5] < 4 * n as u64, "the last run was to be killed before its end: {killed_with_rows:?}");
+    let json = ok_json(&loaderx(&[&args[..], &["--json"]].concat()));
+    let rows = json["table_rows"].as_u64().unwrap();
+    assert_eq!(rows, 4 * n as u64, "killed with {killed_with_rows:?}");
+    assert_eq!(json["skipped"].as_u64().unwrap() + json["rows"].as_u64().unwrap(), rows);
+    assert_eq!(ids(&dest, "id"), (0..4 * n).collect::<Vec<_>>(), "killed with {killed_with_rows:?}");
+    let table = Table::open(&dest).unwrap();
+    let last = rows - 1;
+    assert_eq!(table.strings("text", &[0, last]).unwrap(), ["t0".to_string(), format!("t{last}")]);
 }

@@ -8,6 +8,7 @@
 //! whether it finished. The mark is committed with the rows it counts, so
 //! a rerun of the same input skips exactly `rows - base` input rows.
 
+use std::borrow::Cow;
 use std::path::Path;
 use std::sync::mpsc;
 use std::time::Instant;
@@ -16,14 +17,16 @@ use arrow_array::RecordBatch;
 use serde_json::json;
 
 use super::error::ImportError;
-use super::mapping::{ColumnOptions, Cut, Mapping};
+use super::mapping::{ColumnOptions, Converted, Cut, Mapping};
 use super::source::Source;
 use crate::dataset::WriteOptions;
 use crate::format::TABLE_FILE;
-use crate::table::{ColumnSpec, Table, TableColumn, TableWriter};
+use crate::table::{ColumnSpec, Table, TableColumn, TableWriter, Values};
 
 /// Batches read ahead of the writer: the reader's memory bound.
 const READ_AHEAD: usize = 4;
+/// Column value bytes gathered into one append (with a commit due, fewer).
+const APPEND_BYTES: u64 = 16 << 20;
 
 /// How an import maps its columns, writes them, and how often it commits.
 #[derive(Clone, Debug)]
@@ -163,21 +166,33 @@ pub fn import(
     let (tx, rx) = mpsc::sync_channel::<Result<(RecordBatch, u64), ImportError>>(READ_AHEAD);
     std::thread::scope(|scope| {
         scope.spawn(move || read(source, skipped, tx));
+        let mut pending = Pending::default();
         let mut since_commit = (0u64, 0u64);
         for message in rx {
             let (batch, bytes_read) = message?;
-            let value_bytes = append(&mapping, &mut writer, &batch, state.rows)?;
             let n = batch.num_rows() as u64;
-            (state.rows, state.bytes) = (state.rows + n, bytes_read);
-            (summary.rows, summary.value_bytes, summary.bytes) =
-                (summary.rows + n, summary.value_bytes + value_bytes, bytes_read);
-            since_commit = (since_commit.0 + n, since_commit.1 + value_bytes);
-            if since_commit.0 >= opts.commit_rows || since_commit.1 >= opts.commit_bytes {
+            if n > 0 {
+                let converted = mapping.convert(&batch, state.rows)?;
+                pending.bytes += value_bytes(&mapping.cut(&converted));
+                pending.rows += n;
+                pending.converted.push(converted);
+            }
+            (state.rows, state.bytes, summary.bytes) = (state.rows + n, bytes_read, bytes_read);
+            let due = since_commit.0 + pending.rows >= opts.commit_rows
+                || since_commit.1 + pending.bytes >= opts.commit_bytes;
+            if due || pending.bytes >= APPEND_BYTES {
+                let (rows, bytes) = pending.append(&mapping, &mut writer)?;
+                (summary.rows, summary.value_bytes) = (summary.rows + rows, summary.value_bytes + bytes);
+                since_commit = (since_commit.0 + rows, since_commit.1 + bytes);
+            }
+            if due {
                 state.committed = writer.commit_marked(Some(mark.to_json()))?;
                 since_commit = (0, 0);
             }
             progress(&state)?;
         }
+        let (rows, bytes) = pending.append(&mapping, &mut writer)?;
+        (summary.rows, summary.value_bytes) = (summary.rows + rows, summary.value_bytes + bytes);
         mark.done = true;
         state.committed = writer.commit_marked(Some(mark.to_json()))?;
         progress(&state)
@@ -208,24 +223,86 @@ fn read(source: &mut dyn Source, skip: u64, tx: mpsc::SyncSender<Result<(RecordB
     }
 }
 
-/// Converts `batch` (its first row the input's `first_row`) and appends
-/// it; returns the bytes of column values appended.
-fn append(mapping: &Mapping, writer: &mut TableWriter, batch: &RecordBatch, first_row: u64) -> Result<u64, ImportError> {
-    if batch.num_rows() == 0 {
-        return Ok(0);
+/// Converted batches not yet appended: appended together, as one call
+/// per column, once they hold [`APPEND_BYTES`] or a commit is due (each
+/// append is durable on return: its syncs are paid per call, not per batch).
+#[derive(Default)]
+struct Pending {
+    converted: Vec<Converted>,
+    rows: u64,
+    bytes: u64,
+}
+
+impl Pending {
+    /// Appends the batches held, emptying it; returns the rows and value bytes.
+    fn append(&mut self, mapping: &Mapping, writer: &mut TableWriter) -> Result<(u64, u64), ImportError> {
+        if self.converted.is_empty() {
+            return Ok((0, 0));
+        }
+        let cuts: Vec<Vec<Cut<'_>>> = self.converted.iter().map(|c| mapping.cut(c)).collect();
+        let merged: Vec<Merged<'_>> = (0..cuts[0].len()).map(|k| Merged::of(cuts.iter().map(|c| &c[k]))).collect();
+        let values: Vec<Values<'_>> = merged.iter().map(Merged::values).collect();
+        writer.append(&values)?;
+        let done = (self.rows, self.bytes);
+        drop(merged);
+        drop(cuts);
+        *self = Pending::default();
+        Ok(done)
     }
-    let converted = mapping.convert(batch, first_row)?;
-    let cuts = mapping.cut(&converted);
-    let bytes = cuts
-        .iter()
+}
+
+/// One column's cuts of several batches, as one append's values.
+enum Merged<'a> {
+    Fixed(Cow<'a, [u8]>),
+    Items(Vec<&'a [u8]>),
+}
+
+impl<'a> Merged<'a> {
+    /// The column's cuts, in order, joined: one batch's records borrowed,
+    /// several batches' copied back to back; items gathered.
+    fn of(mut cuts: impl Iterator<Item = &'a Cut<'a>>) -> Merged<'a> {
+        let first = cuts.next().expect("a batch");
+        match first {
+            Cut::Fixed(bytes) => {
+                let Some(second) = cuts.next() else {
+                    return Merged::Fixed(Cow::Borrowed(bytes));
+                };
+                let mut all = bytes.to_vec();
+                for cut in std::iter::once(second).chain(cuts) {
+                    if let Cut::Fixed(more) = cut {
+                        all.extend_from_slice(more);
+                    }
+                }
+                Merged::Fixed(Cow::Owned(all))
+            }
+            Cut::Items(items) => {
+                let mut all = items.clone();
+                for cut in cuts {
+                    if let Cut::Items(more) = cut {
+                        all.extend_from_slice(more);
+                    }
+                }
+                Merged::Items(all)
+            }
+        }
+    }
+
+    fn values(&self) -> Values<'_> {
+        match self {
+            Merged::Fixed(bytes) => Values::Fixed(bytes),
+            Merged::Items(items) => Values::Items(items),
+        }
+    }
+}
+
+/// The bytes of column values a batch's cuts hold.
+fn value_bytes(cuts: &[Cut<'_>]) -> u64 {
+    cuts.iter()
         .map(|c| match c {
             Cut::Fixed(b) => b.len(),
             Cut::Items(items) => items.iter().map(|i| i.len()).sum(),
         })
-        .sum::<usize>() as u64;
-    let values: Vec<_> = cuts.iter().map(Cut::values).collect();
-    writer.append(&values)?;
-    Ok(bytes)
+        .sum::<usize>() as u64
 }
 
 /// The table at `dest` has the columns `specs` describes (names, kinds,

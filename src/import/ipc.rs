@@ -235,12 +235,14 @@ fn hf_data_files(dir: &Path) -> Result<Option<Vec<PathBuf>>, ImportError> {
         op: "read",
         source,
     })?;
-    let bad = |reason: &str| ImportError::BadInput { path: state.clone(), at: Position::File, reason: reason.to_string() };
+    let bad =
+        |reason: &str| ImportError::BadInput { path: state.clone(), at: Position::File, reason: reason.to_string() };
     let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(&format!("not JSON: {e}")))?;
     let files = json.get("_data_files").and_then(|f| f.as_array()).ok_or_else(|| bad("no _data_files list"))?;
     let mut out = Vec::with_capacity(files.len());
     for entry in files {
-        let name = entry.get("filename").and_then(|n| n.as_str()).ok_or_else(|| bad("a data file without a filename"))?;
+        let name =
+            entry.get("filename").and_then(|n| n.as_str()).ok_or_else(|| bad("a data file without a filename"))?;
         if name.contains('/') || name.contains('\\') || name == ".." {
             return Err(bad(&format!("a data file outside the directory: {name:?}")));
         }

@@ -118,7 +118,10 @@ impl Mapping {
             ))
         };
         for (name, what) in opts.rename.iter().map(|(n, _)| (n, "--rename")).chain(
-            opts.codecs.iter().map(|(n, _)| (n, "--codec")).chain(opts.fill_null.iter().map(|(n, _)| (n, "--fill-null"))),
+            opts.codecs
+                .iter()
+                .map(|(n, _)| (n, "--codec"))
+                .chain(opts.fill_null.iter().map(|(n, _)| (n, "--fill-null"))),
         ) {
             if !names.contains(&name.as_str()) {
                 return Err(unknown(what, name));
@@ -202,12 +205,13 @@ impl Mapped {
         }
         let elements: usize = spec.shape.iter().product();
         let row_bytes = spec.dtype.itemsize() * elements;
-        let fill = match lookup(&opts.fill_null) {
-            None => None,
-            Some(text) => Some(parse_fill(&spec, &text).map_err(|reason| {
-                ImportError::InvalidArgument(format!("--fill-null {source}={text:?}: {reason}"))
-            })?),
-        };
+        let fill =
+            match lookup(&opts.fill_null) {
+                None => None,
+                Some(text) => Some(parse_fill(&spec, &text).map_err(|reason| {
+                    ImportError::InvalidArgument(format!("--fill-null {source}={text:?}: {reason}"))
+                })?),
+            };
         Ok(Mapped { source: source.to_string(), path, spec, row_bytes, fill })
     }
 
@@ -241,7 +245,12 @@ impl Mapped {
 
     /// A fixed column's records (nulls filled), or a ragged column's item
     /// rows back to back; `None` for bytes and text.
-    fn records(&self, leaf: &ArrayRef, nulls: Option<&NullBuffer>, first_row: u64) -> Result<Option<Buffer>, ImportError> {
+    fn records(
+        &self,
+        leaf: &ArrayRef,
+        nulls: Option<&NullBuffer>,
+        first_row: u64,
+    ) -> Result<Option<Buffer>, ImportError> {
         match self.spec.kind {
             ColumnType::Fixed => {
                 self.check_inside(&null_inside(leaf.as_ref(), 0, leaf.len()), nulls, first_row)?;
@@ -271,12 +280,7 @@ impl Mapped {
 
     /// The column cut for the writer: records, or one value per row (a
     /// null row's the fill; [`Mapping::convert`] refused nulls without one).
-    fn cut<'a>(
-        &'a self,
-        leaf: &'a ArrayRef,
-        nulls: Option<&NullBuffer>,
-        built: Option<&'a Buffer>,
-    ) -> Cut<'a> {
+    fn cut<'a>(&'a self, leaf: &'a ArrayRef, nulls: Option<&NullBuffer>, built: Option<&'a Buffer>) -> Cut<'a> {
         let fill = self.fill.as_deref().unwrap_or_default();
         let is_null = |row: usize| nulls.is_some_and(|n| n.is_null(row));
         let rows = 0..leaf.len();

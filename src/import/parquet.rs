@@ -152,7 +152,8 @@ impl Source for ParquetSource {
                 Some(Err(e)) => return Err(bad(&file.path, Position::Row(reading.row), e)),
                 None => {
                     if reading.row != file.rows() {
-                        let reason = format!("the footer counts {} rows, the row groups gave {}", file.rows(), reading.row);
+                        let reason =
+                            format!("the footer counts {} rows, the row groups gave {}", file.rows(), reading.row);
                         return Err(ImportError::BadInput { path: file.path.clone(), at: Position::File, reason });
                     }
                     self.bytes_done += file.size;
