@@ -14,6 +14,7 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
 use serde_json::json;
 
 use super::error::ImportError;
@@ -126,80 +127,118 @@ pub fn import(
     progress: &mut dyn FnMut(&Progress) -> Result<(), ImportError>,
 ) -> Result<ImportSummary, ImportError> {
     let started = Instant::now();
-    let mapping = Mapping::new(&source.schema(), &opts.columns)?;
-    let specs = mapping.specs();
-    let mut writer = if dest.join(TABLE_FILE).exists() {
-        let writer = TableWriter::open(dest, &opts.write)?;
-        check_columns(dest, &specs)?;
-        writer
-    } else {
-        TableWriter::create(dest, &specs, &opts.write)?
-    };
-    let fingerprint = source.fingerprint();
+    let (mapping, writer) = open_table(&source.schema(), dest, opts)?;
     let rows = writer.rows();
+    let fingerprint = source.fingerprint();
     let earlier = writer.mark().and_then(Mark::parse).filter(|m| m.fingerprint == fingerprint);
-    let mut mark = match earlier {
+    let mark = match earlier {
         Some(m) if m.base <= rows => m,
         _ => Mark { fingerprint, base: rows, done: false },
     };
     let skipped = rows - mark.base;
-    let mut summary = ImportSummary {
-        rows: 0,
-        skipped,
-        table_rows: rows,
-        bytes: 0,
-        value_bytes: 0,
-        already_done: mark.done,
-        seconds: 0.0,
-    };
-    if mark.done {
-        summary.seconds = started.elapsed().as_secs_f64();
-        return Ok(summary);
-    }
-    let mut state = Progress {
+    let state = Progress {
         rows: skipped,
         rows_hint: source.rows_hint(),
         bytes: 0,
         bytes_hint: source.bytes_hint(),
         committed: rows,
     };
-    let (tx, rx) = mpsc::sync_channel::<Result<(RecordBatch, u64), ImportError>>(READ_AHEAD);
-    std::thread::scope(|scope| {
-        scope.spawn(move || read(source, skipped, tx));
-        let mut pending = Pending::default();
-        let mut since_commit = (0u64, 0u64);
-        for message in rx {
-            let (batch, bytes_read) = message?;
-            let n = batch.num_rows() as u64;
-            if n > 0 {
-                let converted = mapping.convert(&batch, state.rows)?;
-                pending.bytes += value_bytes(&mapping.cut(&converted));
-                pending.rows += n;
-                pending.converted.push(converted);
+    let already_done = mark.done;
+    let mut run =
+        Run { mapping, writer, mark, opts, state, pending: Pending::default(), added: (0, 0), since_commit: (0, 0) };
+    if !already_done {
+        let (tx, rx) = mpsc::sync_channel::<Result<(RecordBatch, u64), ImportError>>(READ_AHEAD);
+        std::thread::scope(|scope| {
+            scope.spawn(move || read(source, skipped, tx));
+            for message in rx {
+                let (batch, bytes_read) = message?;
+                run.take(&batch, bytes_read)?;
+                progress(&run.state)?;
             }
-            (state.rows, state.bytes, summary.bytes) = (state.rows + n, bytes_read, bytes_read);
-            let due = since_commit.0 + pending.rows >= opts.commit_rows
-                || since_commit.1 + pending.bytes >= opts.commit_bytes;
-            if due || pending.bytes >= APPEND_BYTES {
-                let (rows, bytes) = pending.append(&mapping, &mut writer)?;
-                (summary.rows, summary.value_bytes) = (summary.rows + rows, summary.value_bytes + bytes);
-                since_commit = (since_commit.0 + rows, since_commit.1 + bytes);
-            }
-            if due {
-                state.committed = writer.commit_marked(Some(mark.to_json()))?;
-                since_commit = (0, 0);
-            }
-            progress(&state)?;
+            run.finish()?;
+            progress(&run.state)
+        })?;
+    }
+    Ok(ImportSummary {
+        rows: run.added.0,
+        skipped,
+        table_rows: run.writer.rows(),
+        bytes: run.state.bytes,
+        value_bytes: run.added.1,
+        already_done,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// The mapping of `schema` and the table at `dest`: created with its
+/// columns, or opened and checked to have them.
+fn open_table(schema: &SchemaRef, dest: &Path, opts: &ImportOptions) -> Result<(Mapping, TableWriter), ImportError> {
+    let mapping = Mapping::new(schema, &opts.columns)?;
+    let specs = mapping.specs();
+    let writer = if dest.join(TABLE_FILE).exists() {
+        let writer = TableWriter::open(dest, &opts.write)?;
+        check_columns(dest, &specs)?;
+        writer
+    } else {
+        TableWriter::create(dest, &specs, &opts.write)?
+    };
+    Ok((mapping, writer))
+}
+
+/// The writing side of an import: batches converted as they come, gathered
+/// into appends, committed with the mark.
+struct Run<'a> {
+    mapping: Mapping,
+    writer: TableWriter,
+    mark: Mark,
+    opts: &'a ImportOptions,
+    state: Progress,
+    pending: Pending,
+    /// Rows and value bytes appended by this run.
+    added: (u64, u64),
+    /// Rows and value bytes appended since the last commit.
+    since_commit: (u64, u64),
+}
+
+impl Run<'_> {
+    /// Takes a batch (the input's bytes read after it): converted (a null
+    /// refused now), appended when enough are gathered, committed when due.
+    fn take(&mut self, batch: &RecordBatch, bytes_read: u64) -> Result<(), ImportError> {
+        let n = batch.num_rows() as u64;
+        if n > 0 {
+            let converted = self.mapping.convert(batch, self.state.rows)?;
+            self.pending.bytes += value_bytes(&self.mapping.cut(&converted));
+            self.pending.rows += n;
+            self.pending.converted.push(converted);
         }
-        let (rows, bytes) = pending.append(&mapping, &mut writer)?;
-        (summary.rows, summary.value_bytes) = (summary.rows + rows, summary.value_bytes + bytes);
-        mark.done = true;
-        state.committed = writer.commit_marked(Some(mark.to_json()))?;
-        progress(&state)
-    })?;
-    summary.table_rows = writer.rows();
-    summary.seconds = started.elapsed().as_secs_f64();
-    Ok(summary)
+        (self.state.rows, self.state.bytes) = (self.state.rows + n, bytes_read);
+        let due = self.since_commit.0 + self.pending.rows >= self.opts.commit_rows
+            || self.since_commit.1 + self.pending.bytes >= self.opts.commit_bytes;
+        if due || self.pending.bytes >= APPEND_BYTES {
+            self.append()?;
+        }
+        if due {
+            self.state.committed = self.writer.commit_marked(Some(self.mark.to_json()))?;
+            self.since_commit = (0, 0);
+        }
+        Ok(())
+    }
+
+    /// Appends the batches gathered.
+    fn append(&mut self) -> Result<(), ImportError> {
+        let (rows, bytes) = self.pending.append(&self.mapping, &mut self.writer)?;
+        self.added = (self.added.0 + rows, self.added.1 + bytes);
+        self.since_commit = (self.since_commit.0 + rows, self.since_commit.1 + bytes);
+        Ok(())
+    }
+
+    /// The input's end: the rest appended, committed with the mark done.
+    fn finish(&mut self) -> Result<(), ImportError> {
+        self.append()?;
+        self.mark.done = true;
+        self.state.committed = self.writer.commit_marked(Some(self.mark.to_json()))?;
+        Ok(())
+    }
 }
 
 /// The reader thread: skips `skip` rows, then sends every batch with the
