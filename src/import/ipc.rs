@@ -4,49 +4,30 @@
 //! `.arrow` files (stream format) in order; and a bare `.arrow` file from
 //! the `datasets` cache. Read a batch at a time, in the order given.
 
-use std::fs::File;
-use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use arrow_array::RecordBatch;
 use arrow_ipc::reader::{FileReader, StreamReader};
 use arrow_schema::{ArrowError, SchemaRef};
 
 use super::error::{ImportError, Position};
-use super::parquet::{input_files, open_file, same_schema};
+use super::input::{FileReader as InputReader, InputFile, input_files, same_schema};
 use super::source::Source;
+use crate::io::{FileKind, Vfs, read_file};
 
 /// The Arrow IPC file format's leading magic.
 const FILE_MAGIC: &[u8; 6] = b"ARROW1";
 /// The file of a `save_to_disk` directory that lists its data files.
 const HF_STATE: &str = "state.json";
-
-/// A file handle that counts the bytes read through it (for progress).
-struct Counting {
-    file: File,
-    read: Arc<AtomicU64>,
-}
-
-impl Read for Counting {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.file.read(buf)?;
-        self.read.fetch_add(n as u64, Ordering::Relaxed);
-        Ok(n)
-    }
-}
-
-impl Seek for Counting {
-    fn seek(&mut self, pos: SeekFrom) -> std::io::Result<u64> {
-        self.file.seek(pos)
-    }
-}
+/// The largest `state.json` read (it lists one file name per shard).
+const HF_STATE_BYTES_MAX: u64 = 16 << 20;
 
 /// An open IPC file of either format.
 enum Reader {
-    File(FileReader<BufReader<Counting>>),
-    Stream(StreamReader<BufReader<Counting>>),
+    File(FileReader<BufReader<InputReader>>),
+    Stream(StreamReader<BufReader<InputReader>>),
 }
 
 impl Reader {
@@ -74,7 +55,7 @@ struct Reading {
 
 /// Arrow IPC files as a [`Source`].
 pub struct IpcSource {
-    files: Vec<(PathBuf, u64)>,
+    files: Vec<InputFile>,
     schema: SchemaRef,
     fingerprint: String,
     reading: Option<Reading>,
@@ -84,8 +65,6 @@ pub struct IpcSource {
     to_skip: u64,
     /// Bytes of the files read to their end.
     bytes_done: u64,
-    /// Bytes read of the file being read.
-    bytes_in_file: Arc<AtomicU64>,
 }
 
 impl IpcSource {
@@ -93,22 +72,26 @@ impl IpcSource {
     /// directories (their `state.json`'s data files), or directories of
     /// `.arrow` files. The first file's schema is every file's.
     pub fn open(inputs: &[PathBuf]) -> Result<IpcSource, ImportError> {
+        IpcSource::open_in(Arc::new(crate::io::real::RealFs), inputs)
+    }
+
+    /// [`IpcSource::open`] on any filesystem implementation.
+    pub fn open_in(vfs: Arc<dyn Vfs>, inputs: &[PathBuf]) -> Result<IpcSource, ImportError> {
         let mut paths = Vec::new();
         for input in inputs {
-            match hf_data_files(input)? {
+            match hf_data_files(&*vfs, input)? {
                 Some(files) => paths.extend(files),
-                None => paths.extend(input_files(std::slice::from_ref(input), "arrow")?),
+                None => paths.extend(input_files(&*vfs, std::slice::from_ref(input), "arrow")?),
             }
         }
         let mut files = Vec::with_capacity(paths.len());
         let mut fingerprint = String::from("ipc\n");
         for path in paths {
-            let (_, size, stamp) = open_file(&path)?;
-            fingerprint.push_str(&format!("{}\t{size}\t{stamp}\n", path.display()));
-            files.push((path, size));
+            let input = InputFile::open(&*vfs, &path)?;
+            fingerprint.push_str(&input.fingerprint()?);
+            files.push(input);
         }
-        let bytes_in_file = Arc::new(AtomicU64::new(0));
-        let first = open_reader(&files[0].0, bytes_in_file.clone())?;
+        let first = open_reader(&files[0])?;
         let schema = first.schema();
         Ok(IpcSource {
             files,
@@ -118,7 +101,6 @@ impl IpcSource {
             next: 1,
             to_skip: 0,
             bytes_done: 0,
-            bytes_in_file,
         })
     }
 
@@ -126,17 +108,16 @@ impl IpcSource {
     fn next_raw(&mut self) -> Result<Option<RecordBatch>, ImportError> {
         loop {
             if self.reading.is_none() {
-                let Some((path, _)) = self.files.get(self.next) else {
+                let Some(file) = self.files.get(self.next) else {
                     return Ok(None);
                 };
-                self.bytes_in_file.store(0, Ordering::Relaxed);
-                let reader = open_reader(path, self.bytes_in_file.clone())?;
-                same_schema(&self.schema, &reader.schema(), &self.files[0].0, path)?;
+                let reader = open_reader(file)?;
+                same_schema(&self.schema, &reader.schema(), &self.files[0].path, &file.path)?;
                 self.reading = Some(Reading { file: self.next, reader, row: 0 });
                 self.next += 1;
             }
             let reading = self.reading.as_mut().expect("a file is open");
-            let (path, size) = &self.files[reading.file];
+            let (path, size) = (&self.files[reading.file].path, self.files[reading.file].len);
             match reading.reader.next() {
                 Some(Ok(batch)) => {
                     reading.row += batch.num_rows() as u64;
@@ -165,11 +146,11 @@ impl Source for IpcSource {
     }
 
     fn bytes_hint(&self) -> Option<u64> {
-        Some(self.files.iter().map(|(_, size)| size).sum())
+        Some(self.files.iter().map(|f| f.len).sum())
     }
 
     fn bytes_read(&self) -> u64 {
-        let within = if self.reading.is_some() { self.bytes_in_file.load(Ordering::Relaxed) } else { 0 };
+        let within = self.reading.as_ref().map_or(0, |r| self.files[r.file].bytes_read().min(self.files[r.file].len));
         self.bytes_done + within
     }
 
@@ -199,20 +180,19 @@ impl Source for IpcSource {
     }
 }
 
-/// `path` opened as an IPC file of the format its first bytes say.
-fn open_reader(path: &Path, counter: Arc<AtomicU64>) -> Result<Reader, ImportError> {
-    let (mut file, _, _) = open_file(path)?;
-    let io = |op| move |source| ImportError::Io { path: path.to_path_buf(), op, source };
+/// `file` opened as an IPC file of the format its first bytes say.
+fn open_reader(file: &InputFile) -> Result<Reader, ImportError> {
+    let path = &file.path;
     let mut magic = [0u8; 6];
-    let is_file = match file.read_exact(&mut magic) {
+    let mut head = file.reader(0);
+    let is_file = match head.read_exact(&mut magic) {
         Ok(()) => &magic == FILE_MAGIC,
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => false,
-        Err(e) => return Err(io("read")(e)),
+        Err(source) => return Err(ImportError::Io { path: path.clone(), op: "read", source }),
     };
-    file.seek(SeekFrom::Start(0)).map_err(io("seek"))?;
-    let input = BufReader::new(Counting { file, read: counter });
+    let input = BufReader::new(file.reader(0));
     let bad = |e: ArrowError| ImportError::BadInput {
-        path: path.to_path_buf(),
+        path: path.clone(),
         at: Position::File,
         reason: format!("not a readable Arrow IPC file: {e}"),
     };
@@ -225,15 +205,17 @@ fn open_reader(path: &Path, counter: Arc<AtomicU64>) -> Result<Reader, ImportErr
 
 /// The data files a `save_to_disk` directory's `state.json` lists, in
 /// order; `None` if `dir` is no such directory.
-fn hf_data_files(dir: &Path) -> Result<Option<Vec<PathBuf>>, ImportError> {
+fn hf_data_files(vfs: &dyn Vfs, dir: &Path) -> Result<Option<Vec<PathBuf>>, ImportError> {
     let state = dir.join(HF_STATE);
-    if !dir.is_dir() || !state.is_file() {
+    if vfs.kind(&state).ok().flatten() != Some(FileKind::File) {
         return Ok(None);
     }
-    let text = std::fs::read_to_string(&state).map_err(|source| ImportError::Io {
+    let io = |source| ImportError::Io { path: state.clone(), op: "read", source };
+    let bytes = read_file(vfs, &state, HF_STATE_BYTES_MAX).map_err(io)?;
+    let text = String::from_utf8(bytes).map_err(|_| ImportError::BadInput {
         path: state.clone(),
-        op: "read",
-        source,
+        at: Position::File,
+        reason: "not UTF-8".to_string(),
     })?;
     let bad =
         |reason: &str| ImportError::BadInput { path: state.clone(), at: Position::File, reason: reason.to_string() };

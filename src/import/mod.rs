@@ -11,19 +11,16 @@
 //! [docs/import.md]: https://github.com/loaderx/loaderx/blob/main/docs/import.md
 
 mod error;
+mod importer;
+mod input;
+mod ipc;
+mod mapping;
+mod parquet;
 mod source;
 
 pub use error::{ImportError, Position};
-pub use source::Source;
-mod mapping;
-
-pub use mapping::{ColumnOptions, Converted, Cut, Mapping};
-mod importer;
-
 pub use importer::{ImportOptions, ImportSummary, Progress, import};
-mod parquet;
-
-pub use parquet::{BATCH_ROWS_DEFAULT, ParquetSource};
-mod ipc;
-
 pub use ipc::IpcSource;
+pub use mapping::{ColumnOptions, Converted, Cut, Mapping};
+pub use parquet::{BATCH_ROWS_DEFAULT, ParquetSource};
+pub use source::Source;
