@@ -23,6 +23,7 @@ mod compact;
 mod convert;
 mod delete;
 mod export;
+mod import;
 mod out;
 #[cfg(feature = "remote")]
 mod publish;
@@ -197,6 +198,49 @@ enum Command {
         /// (default zstd, level 1).
         #[arg(long, value_name = "CODEC")]
         compression: Option<String>,
+        /// Print one JSON object instead of a summary.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Import Parquet or Arrow IPC files into a table (docs/import.md).
+    ///
+    /// SOURCE is a file, a directory of them, a glob (`dir/*.parquet`) or a
+    /// Hugging Face `save_to_disk` directory; several are read in order.
+    /// DEST is a table directory: created from the source's columns, or
+    /// appended to if it exists (its columns must match). The table commits
+    /// as it goes; an import stopped at any point (an error, Ctrl-C, a kill)
+    /// and run again resumes after its committed rows, and a rerun of a
+    /// finished one does nothing.
+    #[command(after_help = EXIT_CODES)]
+    Import {
+        /// The inputs, then the table directory.
+        #[arg(value_name = "SOURCE... DEST", num_args = 2.., required = true)]
+        paths: Vec<PathBuf>,
+        /// The inputs' format (default: from the first one's extension).
+        #[arg(long, value_enum)]
+        format: Option<import::FormatArg>,
+        /// The columns to import, in this order (a struct's fields are
+        /// `a.b`); default: all.
+        #[arg(long, value_name = "A,B", value_delimiter = ',')]
+        columns: Option<Vec<String>>,
+        /// A column's name in the table (repeatable).
+        #[arg(long, value_name = "SOURCE=NAME")]
+        rename: Vec<String>,
+        /// The table's codec (`zstd`, `raw`, `zstd_dict`), or a column's with
+        /// COLUMN=CODEC (repeatable): e.g. `--codec text=zstd_dict`.
+        #[arg(long, value_name = "[COLUMN=]CODEC")]
+        codec: Vec<String>,
+        /// The value that fills a column's nulls (repeatable); without one,
+        /// a null is an error naming the column and row.
+        #[arg(long, value_name = "COLUMN=VALUE")]
+        fill_null: Vec<String>,
+        /// Rows per batch read from a Parquet file.
+        #[arg(long, value_name = "N", default_value_t = loaderx::import::BATCH_ROWS_DEFAULT,
+              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+        batch_rows: usize,
+        /// Commit at least every N rows (default: 1048576, or every 256 MiB).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        commit_rows: Option<u64>,
         /// Print one JSON object instead of a summary.
         #[arg(long)]
         json: bool,
@@ -383,6 +427,9 @@ fn main() -> ExitCode {
         Command::Export { table, dest, columns, batch_rows, compression, json } => {
             let target = export::Target { columns, batch_rows: batch_rows as usize, compression };
             export::run(&table, &dest, target, json).map(|()| Done::Ok)
+        Command::Import { paths, format, columns, rename, codec, fill_null, batch_rows, commit_rows, json } => {
+            let request = import::Request { format, columns, rename, codec, fill_null, batch_rows, commit_rows, json };
+            import::run(&paths, request).map(|()| Done::Ok)
         }
         Command::Cat { store, indices, range, out, npy, text, to_terminal } => {
             let to_terminal = to_terminal || !std::io::IsTerminal::is_terminal(&std::io::stdout());

@@ -16,6 +16,11 @@ mod export;
 mod imagefolder;
 mod input_files;
 mod jsonl;
+mod importer;
+mod input;
+mod ipc;
+mod mapping;
+mod parquet;
 mod source;
 mod webdataset;
 
@@ -25,5 +30,9 @@ pub use export::{ExportFormat, ExportOptions, ExportSummary, ParquetCodec, Table
 pub use imagefolder::{IMAGE_EXTENSIONS, ImageFolderOptions, ImageFolderSource};
 pub use input_files::{SOURCE_BATCH_ROWS_MAX, SOURCE_INFER_BYTES_MAX};
 pub use jsonl::{JSONL_BATCH_BYTES_MAX, JSONL_LINE_BYTES_MAX, JsonlOptions, JsonlSource};
+pub use importer::{ImportOptions, ImportSummary, Progress, import};
+pub use ipc::IpcSource;
+pub use mapping::{ColumnOptions, Converted, Cut, Mapping};
+pub use parquet::{BATCH_ROWS_DEFAULT, ParquetSource};
 pub use source::Source;
 pub use webdataset::{KEY_COLUMN, WebDatasetOptions, WebDatasetSource, expand_braces};

@@ -1,0 +1,233 @@
+//! The input files of the file sources, through the crate's I/O boundary
+//! ([`Vfs`]): which files a source's inputs name (files, directories,
+//! globs), their fingerprints, a file read positionally as the Parquet
+//! crate's [`ChunkReader`] and as `Read + Seek` for Arrow IPC, and one
+//! schema across files.
+
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use arrow_schema::SchemaRef;
+use bytes::Bytes;
+use parquet::errors::ParquetError;
+use parquet::file::reader::{ChunkReader, Length};
+
+use super::error::ImportError;
+use crate::io::{FileKind, OpenMode, Vfs, VfsFile, read_exact_at};
+
+/// Bytes of a file's end that its fingerprint hashes (a Parquet file's
+/// footer, an IPC file's tail).
+const TAIL_BYTES: u64 = 64 << 10;
+
+/// An input file open for positional reads, and its length.
+#[derive(Clone, Debug)]
+pub(crate) struct InputFile {
+    pub(crate) path: PathBuf,
+    file: Arc<dyn VfsFile>,
+    pub(crate) len: u64,
+    /// Bytes read through [`InputFile::reader`]s (for progress).
+    read: Arc<AtomicU64>,
+}
+
+impl InputFile {
+    /// `path` opened for reading.
+    pub(crate) fn open(vfs: &dyn Vfs, path: &Path) -> Result<InputFile, ImportError> {
+        let io = |op| move |source| ImportError::Io { path: path.to_path_buf(), op, source };
+        if vfs.kind(path).map_err(io("stat"))? != Some(FileKind::File) {
+            let source = io::Error::new(io::ErrorKind::InvalidInput, "not a regular file");
+            return Err(io("open")(source));
+        }
+        let file: Arc<dyn VfsFile> = Arc::from(vfs.open(path, OpenMode::Read).map_err(io("open"))?);
+        let len = file.stat().map_err(io("stat"))?.len;
+        Ok(InputFile { path: path.to_path_buf(), file, len, read: Arc::new(AtomicU64::new(0)) })
+    }
+
+    /// The file's line of a source's fingerprint: its path, length, and a
+    /// hash (FNV-1a, stable across builds) of its last [`TAIL_BYTES`].
+    pub(crate) fn fingerprint(&self) -> Result<String, ImportError> {
+        let n = self.len.min(TAIL_BYTES);
+        let mut tail = vec![0u8; n as usize];
+        read_exact_at(&*self.file, &mut tail, self.len - n).map_err(|source| ImportError::Io {
+            path: self.path.clone(),
+            op: "read",
+            source,
+        })?;
+        let hash = tail.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+        Ok(format!("{}\t{}\t{hash:016x}\n", self.path.display(), self.len))
+    }
+
+    /// A reader from byte `start`, counting what it reads into [`InputFile::bytes_read`].
+    pub(crate) fn reader(&self, start: u64) -> FileReader {
+        FileReader { file: self.file.clone(), pos: start, len: self.len, read: self.read.clone() }
+    }
+
+    /// Bytes read so far through this file's readers.
+    pub(crate) fn bytes_read(&self) -> u64 {
+        self.read.load(Ordering::Relaxed)
+    }
+}
+
+/// `Read + Seek` over an [`InputFile`] by positional reads.
+pub(crate) struct FileReader {
+    file: Arc<dyn VfsFile>,
+    pos: u64,
+    len: u64,
+    read: Arc<AtomicU64>,
+}
+
+impl Read for FileReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.file.read_at(buf, self.pos)?;
+        self.pos += n as u64;
+        self.read.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+impl Seek for FileReader {
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        let pos = match to {
+            SeekFrom::Start(p) => Some(p),
+            SeekFrom::End(d) => self.len.checked_add_signed(d),
+            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+        };
+        self.pos = pos.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "a seek before the start"))?;
+        Ok(self.pos)
+    }
+}
+
+impl Length for InputFile {
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl ChunkReader for InputFile {
+    type T = io::BufReader<FileReader>;
+
+    fn get_read(&self, start: u64) -> Result<Self::T, ParquetError> {
+        Ok(io::BufReader::new(self.reader(start)))
+    }
+
+    /// `length` bytes at `start`, checked to lie in the file first (the
+    /// footer that asks is untrusted: it never sizes an allocation past
+    /// the file).
+    fn get_bytes(&self, start: u64, length: usize) -> Result<Bytes, ParquetError> {
+        let end = start.checked_add(length as u64).filter(|&e| e <= self.len);
+        if end.is_none() {
+            return Err(ParquetError::EOF(format!("{length} bytes at {start} asked of a file of {} bytes", self.len)));
+        }
+        let mut buf = vec![0u8; length];
+        read_exact_at(&*self.file, &mut buf, start).map_err(|e| ParquetError::External(Box::new(e)))?;
+        self.read.fetch_add(length as u64, Ordering::Relaxed);
+        Ok(Bytes::from(buf))
+    }
+}
+
+/// Schema `other` (of file `path`) equal to `first` (of `first_path`) in
+/// column names and types; else [`ImportError::ColumnType`] naming both.
+pub(crate) fn same_schema(
+    first: &SchemaRef,
+    other: &SchemaRef,
+    first_path: &Path,
+    path: &Path,
+) -> Result<(), ImportError> {
+    let names = |s: &SchemaRef| s.fields().iter().map(|f| f.name().clone()).collect::<Vec<_>>();
+    if names(first) != names(other) {
+        let column = names(first).into_iter().find(|n| !names(other).contains(n)).unwrap_or_default();
+        return Err(ImportError::ColumnType {
+            column,
+            reason: format!(
+                "{} has the columns {:?}, {} has {:?}: every file of an import has the same columns",
+                path.display(),
+                names(other),
+                first_path.display(),
+                names(first)
+            ),
+        });
+    }
+    for (a, b) in first.fields().iter().zip(other.fields()) {
+        if a.data_type() != b.data_type() {
+            return Err(ImportError::ColumnType {
+                column: a.name().clone(),
+                reason: format!(
+                    "is {} in {}, {} in {}: a column keeps its type across the files",
+                    b.data_type(),
+                    path.display(),
+                    a.data_type(),
+                    first_path.display()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The files `inputs` name, each input in turn: a file as is, a directory's
+/// files ending in `.ext` in sorted order, a glob (`*` and `?` in the last
+/// component) its matches in sorted order. None at all is an error.
+pub(crate) fn input_files(vfs: &dyn Vfs, inputs: &[PathBuf], ext: &str) -> Result<Vec<PathBuf>, ImportError> {
+    let mut out = Vec::new();
+    for input in inputs {
+        let name = input.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let io = |op| move |source| ImportError::Io { path: input.clone(), op, source };
+        let (dir, pattern) = if name.contains(['*', '?']) {
+            (input.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")), name.to_string())
+        } else if vfs.kind(input).map_err(io("stat"))? == Some(FileKind::Dir) {
+            (input.as_path(), format!("*.{ext}"))
+        } else {
+            out.push(input.clone());
+            continue;
+        };
+        let names = vfs.list_dir(dir).map_err(io("list the directory"))?;
+        let mut found: Vec<PathBuf> = names
+            .iter()
+            .filter(|n| matches(pattern.as_bytes(), n.as_bytes()))
+            .map(|n| dir.join(n))
+            .filter(|p| vfs.kind(p).ok().flatten() == Some(FileKind::File))
+            .collect();
+        if found.is_empty() {
+            return Err(ImportError::InvalidArgument(format!("no {} matches {}", pattern, dir.display())));
+        }
+        found.sort();
+        out.extend(found);
+    }
+    if out.is_empty() {
+        return Err(ImportError::InvalidArgument("no input file given".to_string()));
+    }
+    Ok(out)
+}
+
+/// A file name matches a pattern of `*` (any run) and `?` (any one byte).
+fn matches(pattern: &[u8], name: &[u8]) -> bool {
+    let (mut p, mut n, mut star, mut mark) = (0, 0, None, 0);
+    while n < name.len() {
+        if p < pattern.len() && (pattern[p] == b'?' || pattern[p] == name[n]) {
+            (p, n) = (p + 1, n + 1);
+        } else if p < pattern.len() && pattern[p] == b'*' {
+            (star, mark, p) = (Some(p), n, p + 1);
+        } else if let Some(s) = star {
+            (p, mark) = (s + 1, mark + 1);
+            n = mark;
+        } else {
+            return false;
+        }
+    }
+    pattern[p..].iter().all(|&c| c == b'*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::matches;
+
+    #[test]
+    fn globs_match_runs_and_single_bytes() {
+        assert!(matches(b"*.parquet", b"a.parquet"));
+        assert!(matches(b"part-?.parquet", b"part-1.parquet"));
+        assert!(!matches(b"part-?.parquet", b"part-12.parquet"));
+        assert!(!matches(b"*.parquet", b"a.parquet.tmp"));
+        assert!(matches(b"*", b""));
+    }
+}
