@@ -6,7 +6,8 @@
 //! A `zstd_dict` dataset without a dictionary has one trained on the first
 //! non-empty append (an evenly spaced sample of a fixed batch, the first
 //! records of a ragged one), as the `write_*` functions do. Each append is
-//! durable when it returns. [`DatasetAppender::truncate`] drops the last
+//! durable when it returns: the store's own appends are (SYNC A1-A3 of
+//! `docs/crash-safety.md`), so no further sync follows them. [`DatasetAppender::truncate`] drops the last
 //! records, across shards: how a table's writer drops an uncommitted tail.
 
 use std::path::Path;
@@ -144,7 +145,6 @@ impl DatasetAppender {
             target.append(&Batch::Fixed { data, n, item: row_bytes })?;
             start += n as u64;
         }
-        target.finish()?;
         Ok(count)
     }
 
@@ -224,7 +224,6 @@ impl DatasetAppender {
         let target = self.target();
         target.prepare(dict)?;
         target.append(&Batch::Var { data: block, offsets: &offsets, lens })?;
-        target.finish()?;
         Ok(lens.len() as u64)
     }
 
