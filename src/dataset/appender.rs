@@ -245,21 +245,22 @@ impl DatasetAppender {
     /// (`docs/crash-safety.md`, "Deleting in a sealed shard"). A crash part
     /// way leaves the first `rows` records where they were and a shorter
     /// tail, which a truncate again drops. Shards it empties stay in the
-    /// shard table, empty. Returns the records dropped.
+    /// shard table, empty. Returns the records dropped. The indices listed
+    /// are one shard's at a time (at most a store's records).
     pub fn truncate(&mut self, rows: u64) -> Result<u64, DatasetError> {
         let holds = self.len();
         if holds <= rows {
             return Ok(0);
         }
-        let tail: Vec<u64> = (rows..holds).collect();
         let mut target = self.target.take().expect("a target between calls");
         if target.shard_table().is_none() {
+            let tail: Vec<u64> = (rows..holds).collect();
             let result = target.last_mut().expect("a dataset holding records is open").delete(&tail);
             self.target = Some(target);
             result?;
         } else {
             let mut mutation = ShardedMutation::of(target);
-            let result = mutation.delete(&tail);
+            let result = truncate_shards(&mut mutation, rows);
             self.target = Some(mutation.into_target());
             result?;
         }
@@ -271,4 +272,19 @@ impl DatasetAppender {
     pub fn finish(&mut self) -> Result<(), DatasetError> {
         self.target().finish()
     }
+}
+
+/// A sharded dataset's records past the first `rows` deleted, each shard's
+/// local tail in shard order.
+fn truncate_shards(mutation: &mut ShardedMutation, rows: u64) -> Result<(), DatasetError> {
+    let mut start = 0u64;
+    for (k, count) in mutation.counts().into_iter().enumerate() {
+        let keep = rows.saturating_sub(start).min(count);
+        if keep < count {
+            let tail: Vec<u64> = (keep..count).collect();
+            mutation.delete_in(k, &tail)?;
+        }
+        start += count;
+    }
+    Ok(())
 }
