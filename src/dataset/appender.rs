@@ -228,14 +228,14 @@ impl DatasetAppender {
     }
 
     /// Records the dataset holds, across its shards.
-    pub fn len(&mut self) -> u64 {
-        let target = self.target();
+    pub fn len(&self) -> u64 {
+        let target = self.target_ref();
         let sealed: u64 = target.shard_table().map_or(0, |t| t.sealed.iter().sum());
-        sealed + target.last_mut().map_or(0, |s| u64::from(s.len()))
+        sealed + target.last().map_or(0, |s| u64::from(s.len()))
     }
 
     /// True if the dataset holds no record.
-    pub fn is_empty(&mut self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
