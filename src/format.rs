@@ -51,6 +51,9 @@ pub const TABLE_LOCK_FILE: &str = "table.lock";
 pub const TABLE_FILE_BYTES_MAX: u64 = 4 << 20;
 /// Most columns a table has.
 pub const COLUMNS_MAX: usize = 4096;
+/// Most rows a table holds: a column is a sharded dataset of at most
+/// [`SHARDS_MAX`] shards of [`RECORDS_MAX`] records (2^44).
+pub const TABLE_ROWS_MAX: u64 = SHARDS_MAX as u64 * RECORDS_MAX as u64;
 /// Longest column name, in bytes of UTF-8.
 pub const COLUMN_NAME_BYTES_MAX: usize = 255;
 

@@ -30,7 +30,11 @@ fn damaged_commit_files_are_refused_by_readers_and_writers() {
         (String::new(), |e| matches!(e, TableError::Commit { .. })),
         (good.replace("col-0001", "../../elsewhere"), |e| matches!(e, TableError::Commit { .. })),
         (good.replace("col-0001", "/tmp"), |e| matches!(e, TableError::Commit { .. })),
-        (good.replace("\"rows\": 3", "\"rows\": 99999999999"), |e| matches!(e, TableError::Commit { .. })),
+        // Past a table's most rows (2^44: a column's most shards, full).
+        (good.replace("\"rows\": 3", "\"rows\": 17592186044417"), |e| matches!(e, TableError::Commit { .. })),
+        (good.replace("\"rows\": 3", "\"rows\": 99999999999"), |e| {
+            matches!(e, TableError::ColumnShort { holds: 3, rows: 99_999_999_999, .. })
+        }),
         (good.replace("\"rows\": 3", "\"rows\": 4"), |e| {
             matches!(e, TableError::ColumnShort { holds: 3, rows: 4, .. })
         }),

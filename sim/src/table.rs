@@ -1,13 +1,21 @@
 //! Tables crashed at every I/O operation: a table of three columns of
-//! different kinds (fixed `<u4[2]`, ragged `<u2`, UTF-8 text) is created
-//! and appended to in steps, each step a writer's open (the create, for
-//! the first), one batch appended to every column and one commit. A crash
-//! is injected at each I/O operation of one step in turn; after the
-//! reboot a reader must see exactly the rows before that step or after it,
-//! every column the same committed rows, each the oracle's; a writer's
-//! open must then leave every column holding exactly those rows (the
-//! uncommitted tail trimmed), and the steps that remain, run by it, end
-//! in the whole oracle. The campaign crashes one step at random per seed
+//! different kinds (fixed `<u4[2]`, ragged `<u2`, UTF-8 text), each a
+//! sharded dataset of [`SHARD_RECORDS`] rows a shard, is created and
+//! appended to in steps, each step a writer's open (the create, for the
+//! first), one batch appended to every column and one commit; the batches
+//! roll the columns over into new shards (steps 1 and 2 seal shards, step
+//! 2 twice). A crash is injected at each I/O operation of one step in
+//! turn; after the reboot a reader must see exactly the rows before that
+//! step or after it, every column the same committed rows, each the
+//! oracle's; a writer's open must then leave every column holding exactly
+//! those rows (the uncommitted tail trimmed, across shards), and the steps
+//! that remain, run by it, end in the whole oracle.
+//!
+//! The trim itself is crashed too (`run_trim`): a step's batch appended
+//! and not committed (its tail spanning rollovers, reaching into a sealed
+//! shard), then a writer's open crashed at each of its I/O operations;
+//! after the reboot a reader sees the committed rows, and a writer's open
+//! trims what is left. The campaign crashes one step at random per seed
 //! ([`run_random`]).
 
 use std::path::Path;
@@ -26,8 +34,17 @@ use crate::workload::Violation;
 
 /// The table's root on the simulated filesystem.
 const ROOT: &str = "/data/table";
-/// Rows per step, in order.
-const STEPS: [usize; 3] = [3, 1, 4];
+/// Rows per step, in order: with two rows a shard, step 0 leaves shards
+/// of 2 and 1 rows, step 1 fills shard 1 and starts shard 2, step 2 fills
+/// it and rolls over twice more.
+const STEPS: [usize; 3] = [3, 2, 4];
+/// Rows per shard of every column.
+pub const SHARD_RECORDS: u64 = 2;
+
+/// The writer's options: columns that roll over every two rows.
+fn opts() -> WriteOptions {
+    WriteOptions { shard_records: Some(SHARD_RECORDS), ..WriteOptions::default() }
+}
 
 /// Row `i` of the oracle: its three values.
 fn row(i: usize) -> [Vec<u8>; 3] {
@@ -49,8 +66,14 @@ fn columns() -> Vec<ColumnSpec> {
 /// Step `k`: rows `start..start + STEPS[k]` by a new writer (the create
 /// when `create`), appended and committed.
 fn step(vfs: &Arc<dyn Vfs>, create: bool, start: usize, n: usize) -> Result<u64, TableError> {
+    let mut writer = append(vfs, create, start, n)?;
+    writer.commit()
+}
+
+/// Rows `start..start + n` appended by a new writer, not committed.
+fn append(vfs: &Arc<dyn Vfs>, create: bool, start: usize, n: usize) -> Result<TableWriter, TableError> {
     let root = Path::new(ROOT);
-    let opts = WriteOptions::default();
+    let opts = opts();
     let mut writer = if create {
         TableWriter::create_in(vfs.clone(), root, &columns(), &opts)?
     } else {
@@ -61,7 +84,7 @@ fn step(vfs: &Arc<dyn Vfs>, create: bool, start: usize, n: usize) -> Result<u64,
     let tokens: Vec<&[u8]> = rows.iter().map(|r| r[1].as_slice()).collect();
     let text: Vec<&[u8]> = rows.iter().map(|r| r[2].as_slice()).collect();
     writer.append(&[Values::Fixed(&x), Values::Items(&tokens), Values::Items(&text)])?;
-    writer.commit()
+    Ok(writer)
 }
 
 /// The rows a reader sees (`None`: no table yet).
@@ -165,7 +188,6 @@ fn run_once(crashed: Option<(usize, u64)>, persist: Persist, seed: u64) -> Resul
 /// After a crash in step `k`, which started at `done` rows: the reader's
 /// view, a writer's trim, and the rest of the steps.
 fn recover(fs: &SimFs, vfs: &Arc<dyn Vfs>, k: usize, done: usize, total: usize) -> Result<(), Violation> {
-    let v = |what: String| Violation { what, trace: fs.trace() };
     // The create's crash may leave no table, or one of 0 rows.
     let seen = if k == 0 {
         match check(fs, vfs, None, STEPS[0])? {
@@ -176,17 +198,27 @@ fn recover(fs: &SimFs, vfs: &Arc<dyn Vfs>, k: usize, done: usize, total: usize) 
         check(fs, vfs, Some(done), done + STEPS[k])?
     };
     if let Some(n) = seen {
-        // A writer's open trims every column to the committed rows.
-        drop(
-            TableWriter::open_in(vfs.clone(), Path::new(ROOT), &WriteOptions::default())
-                .map_err(|e| v(format!("writer open: {e}")))?,
-        );
-        let held = stored(vfs).map_err(|e| v(format!("a column does not open: {e}")))?;
-        if held.iter().any(|&h| h != n as u64) {
-            return Err(v(format!("after a writer's open the columns hold {held:?}, committed {n}")));
-        }
-        check(fs, vfs, Some(n), n)?;
+        trimmed(fs, vfs, n)?;
     }
+    finish(fs, vfs, seen, total)
+}
+
+/// A writer's open leaves every column holding exactly the `n` committed
+/// rows, the oracle's.
+fn trimmed(fs: &SimFs, vfs: &Arc<dyn Vfs>, n: usize) -> Result<(), Violation> {
+    let v = |what: String| Violation { what, trace: fs.trace() };
+    drop(TableWriter::open_in(vfs.clone(), Path::new(ROOT), &opts()).map_err(|e| v(format!("writer open: {e}")))?);
+    let held = stored(vfs).map_err(|e| v(format!("a column does not open: {e}")))?;
+    if held.iter().any(|&h| h != n as u64) {
+        return Err(v(format!("after a writer's open the columns hold {held:?}, committed {n}")));
+    }
+    check(fs, vfs, Some(n), n).map(|_| ())
+}
+
+/// The steps from the committed `seen` rows on (`None`: no table, or an
+/// empty one), ending in the whole oracle.
+fn finish(fs: &SimFs, vfs: &Arc<dyn Vfs>, seen: Option<usize>, total: usize) -> Result<(), Violation> {
+    let v = |what: String| Violation { what, trace: fs.trace() };
     let mut at = seen.unwrap_or(0);
     let exists = seen.is_some() || read(vfs).map_err(|e| v(format!("{e}")))?.is_some();
     let mut first = true;
@@ -215,9 +247,72 @@ fn ops_of(k: usize) -> Result<u64, Violation> {
     unreachable!("step {k} of {}", STEPS.len())
 }
 
-/// Crashes every step at every I/O operation.
+/// Steps before `k` committed, step `k`'s batch appended and left
+/// uncommitted (the writer gone, the machine rebooted), then a writer's
+/// open crashed at its I/O operation `at` (`None`: no crash) and recovered
+/// with `persist`; returns the open's I/O operations.
+fn run_trim_once(k: usize, at: Option<u64>, persist: Persist, seed: u64) -> Result<u64, Violation> {
+    let fs = SimFs::new(Rng::new(seed), Faults::default());
+    let vfs: Arc<dyn Vfs> = Arc::new(fs.clone());
+    let v = |fs: &SimFs, what: String| Violation { what, trace: fs.trace() };
+    let done: usize = STEPS[..k].iter().sum();
+    for j in 0..k {
+        let start = STEPS[..j].iter().sum();
+        step(&vfs, j == 0, start, STEPS[j]).map_err(|e| v(&fs, format!("step {j}: {e}")))?;
+    }
+    drop(append(&vfs, false, done, STEPS[k]).map_err(|e| v(&fs, format!("step {k}'s append: {e}")))?);
+    fs.reboot(Persist::Nothing);
+    let held = stored(&vfs).map_err(|e| v(&fs, format!("a column does not open: {e}")))?;
+    if held.iter().any(|&h| h != (done + STEPS[k]) as u64) {
+        return Err(v(&fs, format!("the appended tail is not durable: the columns hold {held:?}")));
+    }
+    let start = fs.ops();
+    fs.arm_crash(at.map(|at| start + at));
+    let result = TableWriter::open_in(vfs.clone(), Path::new(ROOT), &opts()).map(drop);
+    fs.arm_crash(None);
+    let ops = fs.ops() - start;
+    match (result, at) {
+        (Err(e), _) if !fs.crashed() => return Err(v(&fs, format!("the trim failed without a crash: {e}"))),
+        (_, Some(_)) if fs.crashed() => fs.reboot(persist),
+        _ => {}
+    }
+    check(&fs, &vfs, Some(done), done)?;
+    trimmed(&fs, &vfs, done)?;
+    finish(&fs, &vfs, Some(done), STEPS.iter().sum())?;
+    Ok(ops)
+}
+
+/// Crashes the trim of every step's uncommitted batch (but the create's)
+/// at every I/O operation.
+fn run_trim() -> Result<Explored, (String, Violation)> {
+    let name = "table: a trim across shards, crashed";
+    let mut explored = Explored::default();
+    for k in 1..STEPS.len() {
+        let total = run_trim_once(k, None, Persist::Nothing, 0).map_err(|v| (format!("{name}, step {k}"), v))?;
+        for at in 1..=total {
+            for (persist, seed) in CRASH_KEEPS {
+                run_trim_once(k, Some(at), persist, seed).map_err(|v| {
+                    (format!("{name}: step {k}'s tail, crash at the open's I/O {at}, keeping {persist:?} (#{seed})"), v)
+                })?;
+                explored.states += 1;
+            }
+        }
+        explored.crash_points += total;
+    }
+    println!("  {name:<45} {:>4} crash points", explored.crash_points);
+    Ok(explored)
+}
+
+/// Both sweeps: every step's crash points, then the trim's.
 pub fn run() -> Result<Explored, (String, Violation)> {
-    let name = "table: create, two appends, three columns";
+    let steps = run_steps()?;
+    let trim = run_trim()?;
+    Ok(Explored { crash_points: steps.crash_points + trim.crash_points, states: steps.states + trim.states })
+}
+
+/// Crashes every step at every I/O operation.
+fn run_steps() -> Result<Explored, (String, Violation)> {
+    let name = "table: create, two appends, rolling over";
     let mut explored = Explored::default();
     run_once(None, Persist::Nothing, 0).map_err(|v| (format!("{name} without a crash"), v))?;
     for k in 0..STEPS.len() {

@@ -33,6 +33,7 @@
 //! open on first use ([`Shards`]). [`ShardedMutation`] deletes from and
 //! compacts the shards.
 
+mod appender;
 mod column;
 mod dtype;
 mod error;
@@ -50,6 +51,7 @@ mod target;
 mod tensor;
 mod write;
 
+pub use appender::DatasetAppender;
 pub use column::{ColumnKind, DatasetOf};
 pub use dtype::{ByteOrder, DType, Element, Kind};
 pub use error::DatasetError;

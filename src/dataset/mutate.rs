@@ -52,6 +52,16 @@ impl ShardedMutation {
         Ok(ShardedMutation { target })
     }
 
+    /// The mutation of the sharded dataset `target` is open on.
+    pub(crate) fn of(target: Target) -> ShardedMutation {
+        ShardedMutation { target }
+    }
+
+    /// The target back, for appends after the mutation.
+    pub(crate) fn into_target(self) -> Target {
+        self.target
+    }
+
     fn shard_table(&self) -> &ShardTable {
         self.target.shard_table().expect("a sharded dataset")
     }

@@ -29,8 +29,8 @@ pub struct Shards {
     /// True if the dataset has a shard table.
     sharded: bool,
     table: RwLock<Arc<Table>>,
-    /// The records a reader may see at most (a table column's committed
-    /// rows), for a single store; `None`: all of them.
+    /// The records a reader may see at most, the first ones across the
+    /// shards (a table column's committed rows); `None`: all of them.
     limit: Option<u64>,
     /// Held while a shard opens, so that it opens once.
     opening: Mutex<()>,
@@ -39,7 +39,10 @@ pub struct Shards {
 /// The index and the shards' stores, each opened on first use.
 #[derive(Debug)]
 struct Table {
+    /// The records a reader sees: every shard's, or the first `limit`.
     index: ShardIndex,
+    /// What each shard holds (a sealed shard is checked against it).
+    counts: Vec<u64>,
     stores: Vec<Arc<OnceLock<Zrecord>>>,
 }
 
@@ -68,8 +71,9 @@ impl Shards {
         let Some(shard_table) = ShardTable::read(&*vfs, root)? else {
             let schema = Schema::read(&*vfs, root)?;
             let store = Zrecord::open_in(vfs.clone(), root, read_only(read_mode))?;
-            let index = ShardIndex::new(&[u64::from(store.len())])?;
-            let table = Table { index, stores: vec![Arc::new(OnceLock::from(store))] };
+            let counts = vec![u64::from(store.len())];
+            let table =
+                Table { index: ShardIndex::new(&counts)?, counts, stores: vec![Arc::new(OnceLock::from(store))] };
             return Ok(Shards::new(vfs, root, schema, read_mode, false, table));
         };
         let shards =
@@ -117,7 +121,7 @@ impl Shards {
                 return Err(self.length_error(k, store.len(), counts[k]));
             }
         }
-        Ok(Table { index: ShardIndex::new(&counts)?, stores })
+        Ok(Table { index: self.visible(&counts)?, counts, stores })
     }
 
     /// The schema every shard holds.
@@ -173,7 +177,7 @@ impl Shards {
             table.stores.get(k).cloned().ok_or_else(|| {
                 DatasetError::InvalidArgument(format!("shard {k} of {} shards", table.index.shards()))
             })?;
-        let count = table.index.count(k);
+        let count = table.counts[k];
         let last = k + 1 == table.index.shards();
         self.opened(&store, k, (!last).then_some(count))?;
         Ok(ShardRef(store))
@@ -245,8 +249,8 @@ impl Shards {
             self.table_for(&shard_table, Some(&old))?
         } else {
             let store = old.stores[0].get().expect("a single store opens at open");
-            let len = self.limited(u64::from(store.refresh()?));
-            Table { index: ShardIndex::new(&[len])?, stores: old.stores.clone() }
+            let counts = vec![u64::from(store.refresh()?)];
+            Table { index: self.visible(&counts)?, counts, stores: old.stores.clone() }
         };
         let len = table.index.len();
         *self.table.write().expect("not poisoned") = Arc::new(table);
@@ -360,27 +364,31 @@ impl Shards {
         table.stores[0].get().expect("a single store opens at open")
     }
 
-    /// A single store's records past `limit`, if any, out of sight:
-    /// [`Shards::len`] is at most `limit` from now on, and an index at or
-    /// past it is out of range. A sharded dataset is refused.
+    /// The records past the first `limit`, if any, out of sight, across
+    /// the shards: [`Shards::len`] is at most `limit` from now on, and an
+    /// index at or past it is out of range; a shard's extent is what it
+    /// shows of the first `limit`.
     pub(crate) fn limit(&mut self, limit: u64) -> Result<(), DatasetError> {
-        if self.sharded {
-            return Err(DatasetError::InvalidArgument(format!(
-                "{} is sharded: it cannot be limited",
-                self.root.display()
-            )));
-        }
         self.limit = Some(limit);
         let table = self.table();
-        let store = self.single(&table);
-        let index = ShardIndex::new(&[self.limited(u64::from(store.len()))])?;
-        *self.table.write().expect("not poisoned") = Arc::new(Table { index, stores: table.stores.clone() });
+        let index = self.visible(&table.counts)?;
+        let table = Table { index, counts: table.counts.clone(), stores: table.stores.clone() };
+        *self.table.write().expect("not poisoned") = Arc::new(table);
         Ok(())
     }
 
-    /// `len`, at most the limit.
-    fn limited(&self, len: u64) -> u64 {
-        self.limit.map_or(len, |limit| len.min(limit))
+    /// The index of shards holding `counts`, cut at the limit if there is one.
+    fn visible(&self, counts: &[u64]) -> Result<ShardIndex, DatasetError> {
+        let Some(mut left) = self.limit else { return ShardIndex::new(counts) };
+        let cut: Vec<u64> = counts
+            .iter()
+            .map(|&n| {
+                let seen = n.min(left);
+                left -= seen;
+                seen
+            })
+            .collect();
+        ShardIndex::new(&cut)
     }
 
     /// A single store's `indices`, each below the limit if there is one.
@@ -398,7 +406,7 @@ impl Shards {
 impl Table {
     /// A table of `n` shards not opened, before the first is built.
     fn empty(n: usize) -> Table {
-        Table { index: ShardIndex::new(&vec![0; n]).expect("zeros"), stores: Vec::new() }
+        Table { index: ShardIndex::new(&vec![0; n]).expect("zeros"), counts: vec![0; n], stores: Vec::new() }
     }
 }
 

@@ -136,6 +136,11 @@ impl Target {
     }
 
     /// The last shard's store (open once the dataset exists).
+    pub(crate) fn last(&self) -> Option<&Zrecord> {
+        self.store.as_ref()
+    }
+
+    /// The last shard's store, to delete from (open once the dataset exists).
     pub(crate) fn last_mut(&mut self) -> Option<&mut Zrecord> {
         self.store.as_mut()
     }

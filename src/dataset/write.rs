@@ -11,13 +11,13 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::appender::DatasetAppender;
 use super::dtype::{DType, Element};
 use super::error::DatasetError;
 use super::mode::{WriteMode, check_in, write_with_mode};
 use super::npy::NpyFile;
 use super::schema::Schema;
-use super::target::{Batch, Target};
-use crate::format::{Codec, RECORD_BYTES_MAX};
+use crate::format::Codec;
 use crate::io::Vfs;
 use crate::io::real::RealFs;
 use crate::{Options, Zrecord, default_dict_size};
@@ -77,7 +77,12 @@ impl WriteOptions {
 
 /// Trains a dictionary on `samples` (concatenated, of `sizes`) for the
 /// dataset at `path`; zero-length samples are left out (they teach nothing).
-fn train(path: &Path, samples: &[u8], sizes: &[usize], opts: &WriteOptions) -> Result<Vec<u8>, DatasetError> {
+pub(crate) fn train(
+    path: &Path,
+    samples: &[u8],
+    sizes: &[usize],
+    opts: &WriteOptions,
+) -> Result<Vec<u8>, DatasetError> {
     let sizes: Vec<usize> = sizes.iter().copied().filter(|&s| s > 0).collect();
     let target = opts.dict_size.unwrap_or_else(|| default_dict_size(samples.len()));
     Zrecord::train_dict_bytes(samples, &sizes, target).map_err(|e| match e {
@@ -89,16 +94,6 @@ fn train(path: &Path, samples: &[u8], sizes: &[usize], opts: &WriteOptions) -> R
         },
         e => e.into(),
     })
-}
-
-/// The target at `path` for records of `wanted`.
-fn open_target(vfs: Arc<dyn Vfs>, path: &Path, wanted: Schema, opts: &WriteOptions) -> Result<Target, DatasetError> {
-    Target::open(vfs, path, wanted, &opts.store, opts.shard_records)
-}
-
-/// Records per append call.
-fn step(target: &Target, opts: &WriteOptions) -> usize {
-    (opts.chunk_bytes / target.row_bytes.max(1)).max(1)
 }
 
 /// The reference's dictionary sample: `k = min(count, 8192, max(1, 256 MiB
@@ -159,23 +154,11 @@ pub fn write_dataset_bytes_in(
     data: &[u8],
     opts: &WriteOptions,
 ) -> Result<u64, DatasetError> {
-    let schema = Schema::fixed(dtype, shape.to_vec(), opts.codec).map_err(|e| e.at(path))?;
-    let row_bytes = schema.row_bytes().map_err(|e| e.at(path))?;
-    if row_bytes == 0 {
-        return Err(DatasetError::ShapeMismatch(format!(
-            "records of {dtype}{shape:?} are 0 bytes: their count cannot be told from a slice"
-        )));
-    }
-    if !data.len().is_multiple_of(row_bytes) {
-        return Err(DatasetError::ShapeMismatch(format!(
-            "{} bytes are not a whole number of {row_bytes}-byte records of {dtype}{shape:?}",
-            data.len()
-        )));
-    }
-    let count = (data.len() / row_bytes) as u64;
     check_in(&vfs, path, opts.mode)?;
-    let mut target = open_target(vfs, path, schema, opts)?;
-    write_fixed(&mut target, count, &SliceSource { data, row_bytes }, opts)
+    let mut appender = DatasetAppender::fixed_in(vfs, path, dtype, shape, opts)?;
+    let count = appender.append_fixed(data)?;
+    appender.finish()?;
+    Ok(count)
 }
 
 /// Writes the `.npy` file at `npy` as a fixed-shape dataset at `path`: one
@@ -202,10 +185,12 @@ pub fn write_dataset_npy_in(
     opts: &WriteOptions,
 ) -> Result<u64, DatasetError> {
     let file = NpyFile::open(&*vfs, npy)?;
-    let schema = Schema::fixed(file.dtype, file.record_shape.clone(), opts.codec).map_err(|e| e.at(npy))?;
+    Schema::fixed(file.dtype, file.record_shape.clone(), opts.codec).map_err(|e| e.at(npy))?;
     check_in(&vfs, path, opts.mode)?;
-    let mut target = open_target(vfs, path, schema, opts)?;
-    write_fixed(&mut target, file.count, &file, opts)
+    let mut appender = DatasetAppender::fixed_in(vfs, path, file.dtype, &file.record_shape, opts)?;
+    let count = appender.append_source(file.count, &file)?;
+    appender.finish()?;
+    Ok(count)
 }
 
 /// Writes fixed-shape records from an iterator, each item one record of
@@ -239,10 +224,9 @@ where
     R: AsRef<[T]>,
     I: IntoIterator<Item = R>,
 {
-    let schema = Schema::fixed(T::DTYPE, shape.to_vec(), opts.codec).map_err(|e| e.at(path))?;
-    let row_bytes = schema.row_bytes().map_err(|e| e.at(path))?;
-    let mut target = open_target(Arc::new(RealFs), path, schema, opts)?;
-    let step = step(&target, opts);
+    let mut appender = DatasetAppender::fixed_in(Arc::new(RealFs), path, T::DTYPE, shape, opts)?;
+    let row_bytes = appender.row_bytes();
+    let step = (opts.chunk_bytes / row_bytes.max(1)).max(1);
     let mut block: Vec<u8> = Vec::with_capacity(step * row_bytes);
     let mut written = 0u64;
     let mut records = records.into_iter().peekable();
@@ -251,7 +235,7 @@ where
         let mut n = 0usize;
         // While the dictionary is still to be trained, the first call takes
         // a whole dictionary sample's worth of records.
-        let take = if target.needs_dict() { step.max(dict_sample_records(row_bytes)) } else { step };
+        let take = if appender.needs_dict() { step.max(dict_sample_records(row_bytes)) } else { step };
         for record in records.by_ref().take(take) {
             let bytes: &[u8] = bytemuck::cast_slice(record.as_ref());
             if bytes.len() != row_bytes {
@@ -265,9 +249,9 @@ where
             block.extend_from_slice(bytes);
             n += 1;
         }
-        written += write_fixed(&mut target, n as u64, &SliceSource { data: &block, row_bytes }, opts)?;
+        written += appender.append_source(n as u64, &SliceSource { data: &block, row_bytes })?;
     }
-    target.finish()?;
+    appender.finish()?;
     Ok(written)
 }
 
@@ -279,9 +263,9 @@ pub(crate) trait FixedSource {
 }
 
 /// Records back to back in memory.
-struct SliceSource<'d> {
-    data: &'d [u8],
-    row_bytes: usize,
+pub(crate) struct SliceSource<'d> {
+    pub(crate) data: &'d [u8],
+    pub(crate) row_bytes: usize,
 }
 
 impl FixedSource for SliceSource<'_> {
@@ -294,40 +278,6 @@ impl FixedSource for NpyFile {
     fn records<'a>(&'a self, start: u64, n: usize, scratch: &'a mut Vec<u8>) -> Result<&'a [u8], DatasetError> {
         NpyFile::records(self, start, n, scratch)
     }
-}
-
-/// Appends the `count` records of `records`; trains the dictionary first
-/// if needed.
-fn write_fixed(
-    target: &mut Target,
-    count: u64,
-    records: &dyn FixedSource,
-    opts: &WriteOptions,
-) -> Result<u64, DatasetError> {
-    let row_bytes = target.row_bytes;
-    let dict = if count > 0 && target.needs_dict() {
-        let indices = dict_sample_indices(count, row_bytes);
-        let mut sample = Vec::with_capacity(indices.len() * row_bytes);
-        let mut scratch = Vec::new();
-        for &i in &indices {
-            sample.extend_from_slice(records.records(i, 1, &mut scratch)?);
-        }
-        Some(train(target.path(), &sample, &vec![row_bytes; indices.len()], opts)?)
-    } else {
-        None
-    };
-    target.prepare(dict)?;
-    let step = step(target, opts) as u64;
-    let mut scratch = Vec::new();
-    let mut start = 0u64;
-    while start < count {
-        let n = step.min(count - start) as usize;
-        let data = records.records(start, n, &mut scratch)?;
-        target.append(&Batch::Fixed { data, n, item: row_bytes })?;
-        start += n as u64;
-    }
-    target.finish()?;
-    Ok(count)
 }
 
 /// Writes variable-length records as a ragged dataset at `path` (created, or
@@ -416,59 +366,26 @@ where
     R: AsRef<[u8]>,
     I: IntoIterator<Item = Result<R, DatasetError>>,
 {
-    let schema = Schema::ragged(dtype, item_shape.to_vec(), opts.codec).map_err(|e| e.at(path))?;
     check_in(&vfs, path, opts.mode)?;
-    let mut target = open_target(vfs, path, schema, opts)?;
-    let row_bytes = target.row_bytes;
+    let mut appender = DatasetAppender::ragged_in(vfs, path, dtype, item_shape, opts)?;
     let mut block: Vec<u8> = Vec::new();
     let mut lens: Vec<u32> = Vec::new();
     let mut written = 0u64;
-    let flush = |target: &mut Target, block: &mut Vec<u8>, lens: &mut Vec<u32>, written: &mut u64| {
-        if lens.is_empty() {
-            return Ok::<(), DatasetError>(());
-        }
-        let dict = if target.needs_dict() {
-            let k = lens.len().min(DICT_SAMPLES_MAX);
-            let sizes: Vec<usize> = lens[..k].iter().map(|&l| l as usize).collect();
-            Some(train(target.path(), &block[..sizes.iter().sum()], &sizes, opts)?)
-        } else {
-            None
-        };
-        target.prepare(dict)?;
-        let mut offsets = Vec::with_capacity(lens.len());
-        let mut at = 0u64;
-        for &l in lens.iter() {
-            offsets.push(at);
-            at += u64::from(l);
-        }
-        target.append(&Batch::Var { data: block, offsets: &offsets, lens })?;
-        *written += lens.len() as u64;
-        block.clear();
-        lens.clear();
-        Ok(())
-    };
     for record in records {
         let record = record?;
         let bytes = record.as_ref();
-        let position = written + lens.len() as u64;
-        if bytes.len() > RECORD_BYTES_MAX as usize {
-            return Err(DatasetError::RecordTooLarge { path: Some(path.to_path_buf()), bytes: bytes.len() as u64 });
-        }
-        if !bytes.len().is_multiple_of(row_bytes) {
-            return Err(DatasetError::ShapeMismatch(format!(
-                "record {position} has {} bytes, not a whole number of {row_bytes}-byte rows of {dtype}{item_shape:?}",
-                bytes.len()
-            )));
-        }
+        appender.check_item(written + lens.len() as u64, bytes)?;
         block.extend_from_slice(bytes);
         lens.push(bytes.len() as u32);
-        let sampling = target.needs_dict() && lens.len() < DICT_SAMPLES_MAX && block.len() < DICT_SAMPLE_BYTES_MAX;
+        let sampling = appender.needs_dict() && lens.len() < DICT_SAMPLES_MAX && block.len() < DICT_SAMPLE_BYTES_MAX;
         if block.len() >= opts.chunk_bytes && !sampling {
-            flush(&mut target, &mut block, &mut lens, &mut written)?;
+            written += appender.append_packed(&block, &lens)?;
+            block.clear();
+            lens.clear();
         }
     }
-    flush(&mut target, &mut block, &mut lens, &mut written)?;
-    target.finish()?;
+    written += appender.append_packed(&block, &lens)?;
+    appender.finish()?;
     Ok(written)
 }
 

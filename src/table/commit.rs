@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::error::TableError;
 use crate::format::{
-    COLUMN_NAME_BYTES_MAX, COLUMNS_MAX, RECORDS_MAX, TABLE_FILE, TABLE_FILE_BYTES_MAX, TABLE_MARK_BYTES_MAX,
+    COLUMN_NAME_BYTES_MAX, COLUMNS_MAX, TABLE_FILE, TABLE_FILE_BYTES_MAX, TABLE_MARK_BYTES_MAX, TABLE_ROWS_MAX,
     TABLE_TMP_FILE, column_dir_name,
 };
 use crate::io::{OpenMode, SyncKind, Vfs, read_file, write_all_at};
@@ -134,7 +134,8 @@ impl Commit {
     }
 
     /// Parses a commit file's text; `path` is for messages. The row count
-    /// is at most a store's [`RECORDS_MAX`], every column where
+    /// is at most [`TABLE_ROWS_MAX`] (a column's most shards of a store's
+    /// most records), every column where
     /// [`column_dir_name`] puts it, every name a column name, once.
     pub fn parse(text: &str, path: &Path) -> Result<Commit, TableError> {
         let bad = |reason: String| TableError::Commit { path: path.to_path_buf(), reason };
@@ -148,7 +149,7 @@ impl Commit {
             return Err(bad(format!("version {} is not supported (this crate reads 1)", field("version")?)));
         }
         let rows = field("rows")?;
-        let rows = rows.as_u64().filter(|&n| n <= u64::from(RECORDS_MAX)).ok_or_else(|| bad(format!("rows {rows}")))?;
+        let rows = rows.as_u64().filter(|&n| n <= TABLE_ROWS_MAX).ok_or_else(|| bad(format!("rows {rows}")))?;
         let list = field("columns")?.as_array().ok_or_else(|| bad("\"columns\" must be a list".into()))?;
         if list.is_empty() || list.len() > COLUMNS_MAX {
             return Err(bad(format!("{} columns (1 to {COLUMNS_MAX} expected)", list.len())));
@@ -231,6 +232,8 @@ mod tests {
             assert_eq!(ColumnType::from_name(kind.name()), Some(kind));
         }
         assert_eq!(ColumnType::from_name("Fixed"), None);
+        let most = Commit { rows: TABLE_ROWS_MAX, ..good() };
+        assert_eq!(Commit::parse(&most.to_json(), Path::new("t")).unwrap(), most);
     }
 
     #[test]
@@ -238,7 +241,7 @@ mod tests {
         let good = good().to_json();
         let long = "n".repeat(COLUMN_NAME_BYTES_MAX + 1);
         let cases = [
-            good.replace("\"rows\": 5", "\"rows\": 16777217"),
+            good.replace("\"rows\": 5", "\"rows\": 17592186044417"),
             good.replace("\"rows\": 5", "\"rows\": -1"),
             good.replace("\"rows\": 5", "\"rows\": \"5\""),
             good.replace("\"rows\": 5,\n", ""),

@@ -56,11 +56,6 @@ pub enum TableError {
         /// What it holds and what was expected.
         reason: String,
     },
-    /// A column is a sharded dataset, which tables do not take yet.
-    Sharded {
-        /// The column's directory.
-        path: PathBuf,
-    },
     /// Another writer holds the table's writer lock.
     Locked {
         /// The table's directory.
@@ -117,12 +112,6 @@ impl fmt::Display for TableError {
                 path.display()
             ),
             TableError::ColumnKind { path, reason } => write!(f, "{}: {reason}", path.display()),
-            TableError::Sharded { path } => write!(
-                f,
-                "{}: the column is a sharded dataset, which tables do not support yet (a column holds at most \
-                 2^24 rows)",
-                path.display()
-            ),
             TableError::Locked { path } => {
                 write!(f, "{}: another writer has the table open; close it first", path.display())
             }

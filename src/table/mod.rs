@@ -12,8 +12,11 @@
 //! committed rows of each ([`Table`]); a writer's open trims every column
 //! back to them (`docs/crash-safety.md`, "Table commit").
 //!
-//! Columns are single stores for now (at most 2^24 rows): a sharded
-//! column is refused ([`TableError::Sharded`]).
+//! A column is a dataset like any other, sharded past
+//! [`WriteOptions::shard_records`](crate::dataset::WriteOptions) rows (or a
+//! store's capacity): a table holds up to
+//! [`TABLE_ROWS_MAX`](crate::format::TABLE_ROWS_MAX) rows, and the reader's
+//! limit and the writer's trim work across a column's shards.
 
 mod commit;
 mod error;

@@ -5,20 +5,26 @@
 //! back to the committed count (K3), so the tail a crash left is dropped.
 //!
 //! One writer at a time: the writer holds the exclusive `flock` of the
-//! table's own `table.lock` (a column's store lock is taken and released
-//! per append, so it cannot stand for the table's).
+//! table's own `table.lock`, taken before any column is touched (a
+//! column's own writer lock, held by its [`DatasetAppender`] while the
+//! writer lives, comes and goes with the column, and a sharded column's
+//! moves to each new shard).
+//!
+//! Each column is a dataset kept open for appending ([`DatasetAppender`]),
+//! sharded as [`WriteOptions::shard_records`] says (or at a store's
+//! capacity): a table holds up to [`TABLE_ROWS_MAX`] rows.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::commit::{ColumnType, Commit, bad_columns};
 use super::error::TableError;
-use crate::dataset::{DType, Schema, WriteOptions, write_dataset_bytes_in, write_ragged_results_in};
+use crate::Codec;
+use crate::dataset::{DType, DatasetAppender, Schema, WriteOptions};
 use crate::format::{
-    RECORD_BYTES_MAX, RECORDS_MAX, SHARDS_FILE, TABLE_FILE, TABLE_LOCK_FILE, TABLE_MARK_BYTES_MAX, column_dir_name,
+    RECORD_BYTES_MAX, TABLE_FILE, TABLE_LOCK_FILE, TABLE_MARK_BYTES_MAX, TABLE_ROWS_MAX, column_dir_name,
 };
 use crate::io::{LockKind, OpenMode, Vfs, VfsFile};
-use crate::{Codec, Options, Zrecord};
 
 /// A column of a table to create: its name, kind, dtype and shape (of a
 /// record for [`ColumnType::Fixed`], of an item row for the others).
@@ -84,8 +90,8 @@ pub struct TableWriter {
     vfs: Arc<dyn Vfs>,
     root: PathBuf,
     commit: Commit,
-    schemas: Vec<Schema>,
-    opts: WriteOptions,
+    /// Column `k`'s dataset, open for appending.
+    columns: Vec<DatasetAppender>,
     /// Rows appended to every column since the last commit.
     pending: u64,
     /// An append failed part way.
@@ -100,20 +106,10 @@ impl TableWriter {
         vfs: Arc<dyn Vfs>,
         root: &Path,
         commit: Commit,
-        schemas: Vec<Schema>,
-        opts: &WriteOptions,
+        columns: Vec<DatasetAppender>,
         lock: Box<dyn VfsFile>,
     ) -> TableWriter {
-        TableWriter {
-            vfs,
-            root: root.to_path_buf(),
-            commit,
-            schemas,
-            opts: opts.clone(),
-            pending: 0,
-            broken: false,
-            _lock: lock,
-        }
+        TableWriter { vfs, root: root.to_path_buf(), commit, columns, pending: 0, broken: false, _lock: lock }
     }
 
     /// Creates a table of `columns` at `path` (an empty directory or none).
@@ -147,29 +143,24 @@ impl TableWriter {
         if vfs.kind(&root.join(TABLE_FILE)).map_err(io("stat table.json"))?.is_some() {
             return Err(TableError::Exists { path: root.to_path_buf() });
         }
-        let mut schemas = Vec::with_capacity(columns.len());
+        let mut appenders = Vec::with_capacity(columns.len());
         for (k, spec) in columns.iter().enumerate() {
             let dir = root.join(column_dir_name(k));
-            let (dtype, shape) = (spec.dtype, spec.shape.as_slice());
+            if matches!(spec.kind, ColumnType::Bytes | ColumnType::Utf8)
+                && (spec.dtype != u1() || !spec.shape.is_empty())
+            {
+                return Err(TableError::InvalidArgument(format!("column {:?}: bytes and text are |u1[]", spec.name)));
+            }
             // A column keeps the codec it is created with (its schema names it).
             let opts = &WriteOptions { codec: spec.codec.unwrap_or(opts.codec), ..opts.clone() };
-            if spec.kind == ColumnType::Fixed {
-                write_dataset_bytes_in(vfs.clone(), &dir, dtype, shape, &[], opts)?;
-            } else {
-                if matches!(spec.kind, ColumnType::Bytes | ColumnType::Utf8) && (dtype != u1() || !shape.is_empty()) {
-                    return Err(TableError::InvalidArgument(format!(
-                        "column {:?}: bytes and text are |u1[]",
-                        spec.name
-                    )));
-                }
-                write_ragged_results_in(vfs.clone(), &dir, dtype, shape, std::iter::empty::<Result<&[u8], _>>(), opts)?;
-            }
-            schemas.push(Schema::read(&*vfs, &dir)?);
+            let mut column = appender(vfs.clone(), &dir, spec.kind, spec.dtype, &spec.shape, opts)?;
+            column.finish()?;
+            appenders.push(column);
         }
         let columns = columns.iter().map(|c| (c.name.clone(), c.kind)).collect();
         let commit = Commit { rows: 0, columns, mark: None };
         commit.write(&*vfs, root)?;
-        Ok(TableWriter::new(vfs, root, commit, schemas, opts, lock))
+        Ok(TableWriter::new(vfs, root, commit, appenders, lock))
     }
 
     /// Opens the table at `path` to append to it.
@@ -186,24 +177,21 @@ impl TableWriter {
         Commit::read(&*vfs, root)?;
         let lock = lock(&*vfs, root)?;
         let commit = Commit::read(&*vfs, root)?;
-        let mut schemas = Vec::with_capacity(commit.columns.len());
+        let mut appenders = Vec::with_capacity(commit.columns.len());
         for (k, (name, kind)) in commit.columns.iter().enumerate() {
             let dir = root.join(column_dir_name(k));
             let schema = column_schema(&*vfs, &dir, *kind)?;
-            let mut store = Zrecord::open_in(vfs.clone(), &dir, Options { read_only: false, ..opts.store.clone() })?;
-            let holds = u64::from(store.len());
+            let opts = &WriteOptions { codec: schema.codec, ..opts.clone() };
+            let mut column = appender(vfs.clone(), &dir, *kind, schema.dtype, schema.shape(), opts)?;
+            let holds = column.len();
             if holds < commit.rows {
                 return Err(TableError::ColumnShort { path: dir, column: name.clone(), holds, rows: commit.rows });
             }
-            if holds > commit.rows {
-                // K3: the uncommitted tail, the last records: no record
-                // moves, the store's length word alone changes.
-                let tail: Vec<u64> = (commit.rows..holds).collect();
-                store.delete(&tail)?;
-            }
-            schemas.push(schema);
+            // K3: the uncommitted tail, the last records, across shards.
+            column.truncate(commit.rows)?;
+            appenders.push(column);
         }
-        Ok(TableWriter::new(vfs, root, commit, schemas, opts, lock))
+        Ok(TableWriter::new(vfs, root, commit, appenders, lock))
     }
 
     /// Rows committed.
@@ -236,14 +224,17 @@ impl TableWriter {
         }
         let n = self.batch_rows(values)?;
         let total = self.commit.rows + self.pending + n;
-        if total > u64::from(RECORDS_MAX) {
+        if total > TABLE_ROWS_MAX {
             return Err(TableError::InvalidArgument(format!(
-                "{total} rows: a table holds at most {RECORDS_MAX} rows for now (its columns are single stores)"
+                "{total} rows: a table holds at most {TABLE_ROWS_MAX} rows"
             )));
         }
         self.broken = true;
-        for (k, v) in values.iter().enumerate() {
-            self.append_column(k, v)?;
+        for (column, v) in self.columns.iter_mut().zip(values) {
+            match v {
+                Values::Fixed(data) => column.append_fixed(data)?,
+                Values::Items(items) => column.append_items(items)?,
+            };
         }
         self.broken = false;
         self.pending += n;
@@ -261,7 +252,8 @@ impl TableWriter {
             )));
         }
         let mut rows = None;
-        for (((name, kind), schema), v) in self.commit.columns.iter().zip(&self.schemas).zip(values) {
+        for (((name, kind), column), v) in self.commit.columns.iter().zip(&self.columns).zip(values) {
+            let schema = column.schema();
             let n = match (kind, v) {
                 (ColumnType::Fixed, Values::Fixed(data)) => {
                     let row = schema.row_bytes()?;
@@ -299,28 +291,6 @@ impl TableWriter {
             rows = Some(n);
         }
         Ok(rows.unwrap_or(0))
-    }
-
-    /// K0: column `k`'s values, appended (durable on return).
-    fn append_column(&self, k: usize, values: &Values<'_>) -> Result<(), TableError> {
-        let dir = self.root.join(column_dir_name(k));
-        let schema = &self.schemas[k];
-        // A column never rolls over below a store's capacity (the caller's
-        // `shard_records` would make it a sharded dataset, which tables refuse).
-        let opts = WriteOptions { shard_records: Some(u64::from(RECORDS_MAX)), ..self.opts.clone() };
-        match values {
-            Values::Fixed(data) => {
-                write_dataset_bytes_in(self.vfs.clone(), &dir, schema.dtype, schema.shape(), data, &opts)?;
-            }
-            Values::Items(items) => {
-                let records = items.iter().map(Ok);
-                write_ragged_results_in(self.vfs.clone(), &dir, schema.dtype, schema.shape(), records, &opts)?;
-            }
-        }
-        if self.vfs.kind(&dir.join(SHARDS_FILE)).ok().flatten().is_some() {
-            return Err(TableError::Sharded { path: dir });
-        }
-        Ok(())
     }
 
     /// Commits the rows appended (K1-K2): a reader opening the table from
@@ -367,6 +337,21 @@ fn check_items(name: &str, items: &[&[u8]], row: usize) -> Result<(), TableError
     Ok(())
 }
 
+/// Column `dir`'s dataset of `kind`, opened to append.
+fn appender(
+    vfs: Arc<dyn Vfs>,
+    dir: &Path,
+    kind: ColumnType,
+    dtype: DType,
+    shape: &[usize],
+    opts: &WriteOptions,
+) -> Result<DatasetAppender, TableError> {
+    Ok(match kind {
+        ColumnType::Fixed => DatasetAppender::fixed_in(vfs, dir, dtype, shape, opts)?,
+        _ => DatasetAppender::ragged_in(vfs, dir, dtype, shape, opts)?,
+    })
+}
+
 /// `root/table.lock`, opened and locked exclusively, not waiting.
 fn lock(vfs: &dyn Vfs, root: &Path) -> Result<Box<dyn VfsFile>, TableError> {
     let path = root.join(TABLE_LOCK_FILE);
@@ -379,16 +364,9 @@ fn lock(vfs: &dyn Vfs, root: &Path) -> Result<Box<dyn VfsFile>, TableError> {
     Ok(file)
 }
 
-/// Column `dir`'s schema, checked against the kind `table.json` records
-/// for it; a sharded column is refused.
+/// Column `dir`'s schema (a sharded column's, from its first shard, the
+/// root), checked against the kind `table.json` records for it.
 pub(crate) fn column_schema(vfs: &dyn Vfs, dir: &Path, kind: ColumnType) -> Result<Schema, TableError> {
-    if vfs
-        .kind(&dir.join(SHARDS_FILE))
-        .map_err(|source| TableError::Io { path: dir.to_path_buf(), op: "stat shards.json", source })?
-        .is_some()
-    {
-        return Err(TableError::Sharded { path: dir.to_path_buf() });
-    }
     let schema = Schema::read(vfs, dir)?;
     let fits = match kind {
         ColumnType::Fixed => !schema.is_ragged(),
