@@ -427,6 +427,7 @@ fn main() -> ExitCode {
         Command::Export { table, dest, columns, batch_rows, compression, json } => {
             let target = export::Target { columns, batch_rows: batch_rows as usize, compression };
             export::run(&table, &dest, target, json).map(|()| Done::Ok)
+        }
         Command::Import { paths, format, columns, rename, codec, fill_null, batch_rows, commit_rows, json } => {
             let request = import::Request { format, columns, rename, codec, fill_null, batch_rows, commit_rows, json };
             import::run(&paths, request).map(|()| Done::Ok)
