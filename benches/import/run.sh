@@ -3,6 +3,8 @@
 # beside the bound and the peers, on the same input, alternating rounds,
 # each side a fresh process under /usr/bin/time (wall time, peak RSS), then
 # the time to the first batch of what it wrote, in another fresh process.
+# loaderx imports twice: with the default codec (zstd) and with --codec raw
+# (the peers write their records uncompressed by default).
 #
 #   benches/import/run.sh DATA_DIR [ROUNDS] [KINDS] [PEERS]
 #
@@ -58,8 +60,12 @@ side() {
             record "$kind" bound write -- "$bound" write "$bytes" "$dest"
             ;;
         loaderx)
-            record "$kind" loaderx import -- "$loaderx" import --quiet "$data/$kind" "$dest"
+            record "$kind" loaderx import -- "$loaderx" import "$data/$kind" "$dest"
             record "$kind" loaderx first -- "$py" benches/import/peers.py first loaderx "$kind" "$dest"
+            ;;
+        loaderx_raw)
+            record "$kind" loaderx_raw import -- "$loaderx" import --codec raw "$data/$kind" "$dest"
+            record "$kind" loaderx_raw first -- "$py" benches/import/peers.py first loaderx "$kind" "$dest"
             ;;
         *)
             record "$kind" "$side" import -- "$py" benches/import/peers.py import "$side" "$kind" "$data/$kind" "$dest"
@@ -69,7 +75,7 @@ side() {
     rm -rf "$dest" "$dest.cache"
 }
 
-sides=(bound loaderx $peers)
+sides=(bound loaderx loaderx_raw $peers)
 for round in $(seq 1 "$rounds"); do
     for kind in $kinds; do
         warm "$kind"

@@ -44,16 +44,17 @@ def main():
             t, rss, first = m(side, "import"), m(side, "import", "peak_rss_kb"), m(side, "first")
             if t is None:
                 continue
-            if side != "loaderx":
+            if not side.startswith("loaderx"):
                 peers[side] = t
             first_s = f"{first:.2f}" if first is not None else "-"
             print(f"{side:<10} {t:>9.2f} {size / t / 1e6:>8.0f} {rss / 1024:>12.0f} {first_s:>14}")
-        ours = m("loaderx", "import")
-        if ours is not None and bound is not None:
-            print(f"loaderx / bound (throughput): {bound / ours:.2f}")
-        if ours is not None and peers:
-            best = min(peers, key=peers.get)
-            print(f"loaderx / fastest peer ({best}): {peers[best] / ours:.2f}x")
+        for side in ("loaderx", "loaderx_raw"):
+            ours = m(side, "import")
+            if ours is not None and bound is not None:
+                print(f"{side} / bound (throughput): {bound / ours:.2f}")
+            if ours is not None and peers:
+                best = min(peers, key=peers.get)
+                print(f"{side} / fastest peer ({best}): {peers[best] / ours:.2f}x")
         if failed:
             print(f"failed: {', '.join(failed)}")
 
