@@ -147,7 +147,7 @@ def first_litdata(kind, out):
     from litdata import StreamingDataLoader, StreamingDataset
 
     ds = StreamingDataset(out, shuffle=True, seed=0)
-    return next(iter(StreamingDataLoader(ds, batch_size=BATCH, num_workers=WORKERS)))
+    return next(iter(StreamingDataLoader(ds, batch_size=BATCH, num_workers=WORKERS, collate_fn=list)))
 
 
 def first_mds(kind, out):
@@ -161,15 +161,18 @@ def first_mds(kind, out):
 def first_wds(kind, out):
     import webdataset as wds
 
-    ds = wds.WebDataset(tar_files(out), shardshuffle=True, seed=0).shuffle(1000).batched(BATCH, collation_fn=list)
+    ds = wds.WebDataset(tar_files(out), shardshuffle=100, seed=0).shuffle(1000).batched(BATCH, collation_fn=list)
     return next(iter(ds))
 
 
 def first_hf(kind, out):
     import datasets
 
-    ds = datasets.load_from_disk(out).shuffle(seed=0)
-    return ds[:BATCH]
+    ds = datasets.load_from_disk(out)
+    if kind == "images":
+        # The bytes as stored, as every other side gives them (no decode).
+        ds = ds.cast_column("jpg", datasets.Image(decode=False))
+    return ds.shuffle(seed=0)[:BATCH]
 
 
 def main():
