@@ -48,7 +48,8 @@ record() {
 }
 
 side() {
-    local kind=$1 side=$2 dest=$out/$side-$kind
+    local kind=$1 side=$2
+    local dest=$out/$side-$kind
     rm -rf "$dest" "$dest.cache"
     case $side in
         bound)
