@@ -6,7 +6,9 @@ module's."""
 import os
 from pathlib import Path
 from types import ModuleType, TracebackType
-from typing import Any, Callable, ClassVar, Iterable, Iterator, Literal, Mapping, Optional, Sequence, Union, final
+from typing import (
+    Any, Callable, ClassVar, Iterable, Iterator, Literal, Mapping, Optional, Sequence, TypedDict, Union, final
+)
 
 import numpy as np
 import numpy.typing as npt
@@ -342,15 +344,50 @@ class Table:
     def strings(self, name: str, idxs: _Indices) -> list[str]: ...
 
 def open_table(path: _Path) -> dict[str, _Column]: ...
+class _WriteSummary(TypedDict):
+    """What `write_table` did (not a runtime class: the dict's keys)."""
+    rows: int
+    skipped: int
+    table_rows: int
+    bytes: int
+    already_done: bool
+    seconds: float
+
 def write_table(
     dest: _Path,
     source: Union[
-        Mapping[str, Union[npt.ArrayLike, Sequence[npt.ArrayLike], Sequence[bytes], Sequence[str]]], Any
+        Mapping[str, Union[npt.ArrayLike, Sequence[npt.ArrayLike], Sequence[bytes], Sequence[str]]],
+        _Path,
+        Sequence[_Path],
+        Any,
     ],
     *,
     codec: _Codec = "zstd",
     codecs: Optional[Mapping[str, _Codec]] = None,
     mode: Optional[Literal["append", "error"]] = None,
-) -> int: ...
+    columns: Optional[Sequence[str]] = None,
+    rename: Optional[Mapping[str, str]] = None,
+    fill_null: Optional[Mapping[str, Union[int, float, bool, str, bytes, Sequence[Union[int, float]]]]] = None,
+    format: Optional[Literal["parquet", "arrow", "jsonl", "webdataset", "imagefolder"]] = None,
+    fingerprint: Optional[str] = None,
+    batch_rows: Optional[int] = None,
+    commit_rows: Optional[int] = None,
+) -> _WriteSummary: ...
+
+@final
+class ArrowStream:
+    """A table's committed rows as an Arrow C stream, read once
+    (`pyarrow.RecordBatchReader.from_stream`, `pyarrow.table`,
+    `polars.DataFrame`)."""
+    def __arrow_c_stream__(self, requested_schema: Optional[object] = None) -> object: ...
+    @property
+    def schema(self) -> Any: ...
+    @property
+    def rows(self) -> int: ...
+    def read_all(self) -> Any: ...
+
+def to_arrow(
+    table: Union[Table, _Path], columns: Optional[Sequence[str]] = None, batch_rows: Optional[int] = None
+) -> ArrowStream: ...
 def _table_column(table: _Path, column: str) -> _Column: ...
-def _arrow_stream_rows(obj: Any, skip: int = 0) -> tuple[str, list[int]]: ...
+def _arrow_stream_rows(obj: Any, skip: int = 0, fingerprint: Optional[str] = None) -> tuple[str, list[int]]: ...

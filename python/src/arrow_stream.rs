@@ -1,36 +1,33 @@
-//! Any Python object with `__arrow_c_stream__` (a pyarrow Table or
-//! RecordBatchReader, a polars DataFrame, a DuckDB result, a `datasets`
-//! Dataset) as an import [`Source`], through the Arrow C stream interface
-//! (the PyCapsule `arrow_array_stream`), and `write_table`'s Arrow path:
-//! the stream's batches into a table's columns, committed once at the end.
-//!
-//! The column mapping here is the small one the Python binding needs until
-//! the importer engine (`loaderx::import`) is called in its place: integer,
-//! float and bool scalars and fixed-size lists of them become fixed
-//! columns, lists and large lists of them ragged ones, binary bytes
-//! columns, strings text columns (views and dictionaries cast to those);
-//! a null is refused, naming the column and the row.
+//! The Arrow C stream interface (the PyCapsule `arrow_array_stream`), both
+//! ways. In: any Python object with `__arrow_c_stream__` (a pyarrow Table
+//! or RecordBatchReader, a polars DataFrame, a DuckDB result, a `datasets`
+//! Dataset) as an import [`Source`] (`StreamSource`), which `write_table`
+//! hands to the importer engine (`table_import.rs`). Out: `to_arrow`, a
+//! table's committed rows as an object with `__arrow_c_stream__`
+//! (`ArrowStream`) over the crate's `TableBatches`, which pyarrow, polars
+//! and any other consumer of the interface read.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use arrow_array::cast::AsArray;
 use arrow_array::ffi_stream::{FFI_ArrowArrayStream, RecordBatchStreamReader};
-use arrow_array::{Array, ArrayRef, RecordBatch, RecordBatchReader};
-use arrow_buffer::Buffer;
-use arrow_schema::{DataType, Field, SchemaRef};
-use loaderx::dataset::{DType, WriteOptions};
-use loaderx::import::{ImportError, Position, Source};
-use loaderx::table::{ColumnSpec, ColumnType, TableWriter};
+use arrow_array::{RecordBatch, RecordBatchReader};
+use arrow_schema::ffi::FFI_ArrowSchema;
+use arrow_schema::{ArrowError, SchemaRef};
+use loaderx::import::{ExportOptions, ImportError, Position, Source, TableBatches};
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 
-use crate::errors::{table_error, type_error, value_error};
+use crate::errors::{import_error, type_error, value_error};
 use crate::fork;
-use crate::table::{Part, append_rows, column_codecs, writer};
+use crate::table::table_of;
 
 /// The name the Arrow PyCapsule interface gives a stream's capsule.
 const STREAM_CAPSULE: &std::ffi::CStr = c"arrow_array_stream";
+
+/// The name the Arrow PyCapsule interface gives a schema's capsule.
+const SCHEMA_CAPSULE: &std::ffi::CStr = c"arrow_schema";
 
 /// The path an error names for a Python stream (it has no file).
 const STREAM_PATH: &str = "<__arrow_c_stream__>";
@@ -53,10 +50,15 @@ fn stream_reader(obj: &Bound<'_, PyAny>) -> PyResult<RecordBatchStreamReader> {
 }
 
 /// An Arrow C stream as a [`Source`]. A Python stream has no identity a
-/// rerun could check, so its fingerprint is its schema.
+/// rerun could check: its fingerprint is the caller's name for its input
+/// (`write_table(..., fingerprint=...)`) with its schema, so a rerun under
+/// the same name resumes after the rows committed from it; without a name,
+/// every stream is a new input (its fingerprint unique to this call), which
+/// an import appends whole.
 pub struct StreamSource {
     reader: RecordBatchStreamReader,
     schema: SchemaRef,
+    fingerprint: String,
     /// Rows read from the stream (for error positions).
     rows: u64,
     /// The rest of a batch `skip` cut.
@@ -64,9 +66,15 @@ pub struct StreamSource {
 }
 
 impl StreamSource {
-    fn new(reader: RecordBatchStreamReader) -> StreamSource {
+    /// The stream of `obj`, fingerprinted by `name` (see the type).
+    pub fn new(obj: &Bound<'_, PyAny>, name: Option<&str>) -> PyResult<StreamSource> {
+        let reader = stream_reader(obj)?;
         let schema = reader.schema();
-        StreamSource { reader, schema, rows: 0, pending: None }
+        let fingerprint = match name {
+            Some(name) => format!("arrow-c-stream {name:?} {:?}", schema.fields()),
+            None => unique_fingerprint(),
+        };
+        Ok(StreamSource { reader, schema, fingerprint, rows: 0, pending: None })
     }
 }
 
@@ -76,7 +84,7 @@ impl Source for StreamSource {
     }
 
     fn fingerprint(&self) -> String {
-        format!("arrow-c-stream {:?}", self.schema.fields())
+        self.fingerprint.clone()
     }
 
     fn next_batch(&mut self) -> Result<Option<RecordBatch>, ImportError> {
@@ -116,224 +124,25 @@ impl Source for StreamSource {
     }
 }
 
-/// The NumPy dtype of an Arrow scalar type, if a column can hold it.
-fn element(data_type: &DataType) -> Option<&'static str> {
-    Some(match data_type {
-        DataType::Boolean => "|b1",
-        DataType::Int8 => "|i1",
-        DataType::Int16 => "<i2",
-        DataType::Int32 => "<i4",
-        DataType::Int64 => "<i8",
-        DataType::UInt8 => "|u1",
-        DataType::UInt16 => "<u2",
-        DataType::UInt32 => "<u4",
-        DataType::UInt64 => "<u8",
-        DataType::Float16 => "<f2",
-        DataType::Float32 => "<f4",
-        DataType::Float64 => "<f8",
-        _ => return None,
-    })
-}
-
-/// The element dtype and shape of a scalar or (nested) fixed-size list.
-fn fixed_shape(data_type: &DataType) -> Option<(DType, Vec<usize>)> {
-    if let Some(e) = element(data_type) {
-        return Some((DType::parse(e).ok()?, Vec::new()));
-    }
-    let DataType::FixedSizeList(field, n) = data_type else { return None };
-    let (dtype, mut shape) = fixed_shape(field.data_type())?;
-    shape.insert(0, usize::try_from(*n).ok()?);
-    Some((dtype, shape))
-}
-
-/// A field's column: its spec, and the Arrow type its arrays are cast to.
-fn column(field: &Field) -> Result<(ColumnSpec, DataType), ImportError> {
-    let name = field.name().as_str();
-    let data_type = match field.data_type() {
-        DataType::Dictionary(_, values) => values.as_ref(),
-        other => other,
-    };
-    if let Some((dtype, shape)) = fixed_shape(data_type) {
-        return Ok((ColumnSpec::fixed(name, dtype, &shape), data_type.clone()));
-    }
-    Ok(match data_type {
-        DataType::List(f) | DataType::LargeList(f) | DataType::ListView(f) | DataType::LargeListView(f) => {
-            let Some((dtype, shape)) = fixed_shape(f.data_type()) else {
-                return Err(unsupported(name, data_type));
-            };
-            (ColumnSpec::ragged(name, dtype, &shape), DataType::LargeList(f.clone()))
-        }
-        DataType::Binary | DataType::LargeBinary | DataType::BinaryView | DataType::FixedSizeBinary(_) => {
-            (ColumnSpec::bytes(name), DataType::LargeBinary)
-        }
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => (ColumnSpec::utf8(name), DataType::LargeUtf8),
-        other => return Err(unsupported(name, other)),
-    })
-}
-
-/// An array the stream gave that breaks the Arrow format's rules.
-fn malformed(column: &str, reason: &str) -> ImportError {
-    ImportError::BadInput {
-        path: PathBuf::from(STREAM_PATH),
-        at: Position::File,
-        reason: format!("column {column:?}: not a valid Arrow array: {reason}"),
-    }
-}
-
-fn unsupported(name: &str, data_type: &DataType) -> ImportError {
-    ImportError::ColumnType {
-        column: name.to_string(),
-        reason: format!(
-            "Arrow type {data_type} has no column kind here (numbers, fixed-size lists and lists of numbers, binary, \
-             strings); select or cast the columns first"
-        ),
-    }
-}
-
-/// A column's values of one batch, owned, as the writer takes them.
-enum Owned {
-    Fixed(Buffer, usize),
-    Ragged { values: Buffer, offsets: Vec<usize> },
-    Binary(ArrayRef),
-    Text(ArrayRef),
-}
-
-impl Owned {
-    fn part(&self) -> Part<'_> {
-        match self {
-            Owned::Fixed(bytes, row_bytes) => Part::Fixed(bytes.as_slice(), *row_bytes),
-            Owned::Ragged { values, offsets } => {
-                Part::Items(offsets.windows(2).map(|w| &values.as_slice()[w[0]..w[1]]).collect())
-            }
-            Owned::Binary(a) => Part::Items(a.as_binary::<i64>().iter().map(|v| v.unwrap_or_default()).collect()),
-            Owned::Text(a) => {
-                Part::Items(a.as_string::<i64>().iter().map(|v| v.unwrap_or_default().as_bytes()).collect())
-            }
-        }
-    }
-}
-
-/// The bytes of a scalar or fixed-size-list array's elements, in row order.
-fn leaf_bytes(column: &str, array: &dyn Array) -> Result<Buffer, ImportError> {
-    if array.null_count() > 0 {
-        return Err(ImportError::ColumnType {
-            column: column.to_string(),
-            reason: "a null inside a list: give lists without nulls".to_string(),
-        });
-    }
-    match array.data_type() {
-        DataType::Boolean => Ok(Buffer::from_vec(array.as_boolean().values().iter().map(u8::from).collect())),
-        DataType::FixedSizeList(_, _) => leaf_bytes(column, array.as_fixed_size_list().values().as_ref()),
-        data_type => {
-            let width = data_type.primitive_width().ok_or_else(|| unsupported(column, data_type))?;
-            let data = array.to_data();
-            let (start, len) = (data.offset() * width, array.len() * width);
-            match data.buffers().first() {
-                Some(values) if start + len <= values.len() => Ok(values.slice_with_length(start, len)),
-                _ => Err(malformed(column, "its values buffer is shorter than its length")),
-            }
-        }
-    }
-}
-
-/// Batch column `array` (rows from `first` of the stream) of `spec`,
-/// cast to `target`; a null refused.
-fn owned(array: &ArrayRef, spec: &ColumnSpec, target: &DataType, first: u64) -> Result<Owned, ImportError> {
-    let column = spec.name.as_str();
-    if let Some(nulls) = array.logical_nulls().filter(|n| n.null_count() > 0) {
-        let row = nulls.iter().position(|valid| !valid).unwrap_or(0) as u64;
-        return Err(ImportError::Null { column: column.to_string(), row: first + row });
-    }
-    let array = if array.data_type() == target {
-        array.clone()
-    } else {
-        arrow_cast::cast(array, target)
-            .map_err(|e| ImportError::ColumnType { column: column.to_string(), reason: e.to_string() })?
-    };
-    let row_bytes = spec.shape.iter().product::<usize>() * spec.dtype.itemsize();
-    Ok(match spec.kind {
-        ColumnType::Fixed => Owned::Fixed(leaf_bytes(column, array.as_ref())?, row_bytes),
-        ColumnType::Ragged => {
-            let list = array.as_list::<i64>();
-            let given = list.value_offsets();
-            let (base, end) = (given.first().copied().unwrap_or(0), given.last().copied().unwrap_or(0));
-            if base < 0 || given.windows(2).any(|w| w[0] > w[1]) || end as usize > list.values().len() {
-                return Err(malformed(column, "its list offsets are not increasing within its values"));
-            }
-            let offsets = given.iter().map(|&o| (o - base) as usize * row_bytes).collect();
-            let values = list.values().slice(base as usize, (end - base) as usize);
-            Owned::Ragged { values: leaf_bytes(column, values.as_ref())?, offsets }
-        }
-        ColumnType::Bytes => Owned::Binary(array),
-        ColumnType::Utf8 => Owned::Text(array),
-    })
-}
-
-/// Every batch of `source` into `writer`, committed once at the end.
-/// Returns the rows written.
-// The importer engine (`loaderx::import::import`) takes this function's
-// place once it is in: resumable commits and the full type mapping.
-fn copy(
-    source: &mut dyn Source,
-    writer: &mut TableWriter,
-    columns: &[(ColumnSpec, DataType)],
-) -> Result<u64, ImportError> {
-    let mut rows = 0u64;
-    while let Some(batch) = source.next_batch()? {
-        let owned: Vec<Owned> = batch
-            .columns()
-            .iter()
-            .zip(columns)
-            .map(|(array, (spec, target))| owned(array, spec, target, rows))
-            .collect::<Result<_, _>>()?;
-        let parts: Vec<Part<'_>> = owned.iter().map(Owned::part).collect();
-        append_rows(writer, &parts, batch.num_rows())?;
-        rows += batch.num_rows() as u64;
-    }
-    writer.commit()?;
-    Ok(rows)
-}
-
-/// An import error as its Python exception.
-fn import_error(py: Python<'_>, e: &ImportError) -> PyErr {
-    match e {
-        ImportError::Table(e) => table_error(py, e),
-        ImportError::ColumnType { .. } => type_error(e.to_string()),
-        _ => value_error(e.to_string()),
-    }
-}
-
-/// `write_table` of an object with `__arrow_c_stream__`.
-pub fn write(
-    py: Python<'_>,
-    dest: &Path,
-    obj: &Bound<'_, PyAny>,
-    codecs: Option<HashMap<String, String>>,
-    mode: Option<&str>,
-    opts: &WriteOptions,
-) -> PyResult<u64> {
-    let mut source = StreamSource::new(stream_reader(obj)?);
-    let schema = source.schema();
-    let columns: Vec<(ColumnSpec, DataType)> =
-        schema.fields().iter().map(|f| column(f)).collect::<Result<_, _>>().map_err(|e| import_error(py, &e))?;
-    if columns.is_empty() {
-        return Err(value_error("the Arrow stream has no columns"));
-    }
-    let mut specs: Vec<ColumnSpec> = columns.iter().map(|(s, _)| s.clone()).collect();
-    column_codecs(py, &mut specs, codecs)?;
-    let columns: Vec<(ColumnSpec, DataType)> = specs.into_iter().zip(columns).map(|(s, (_, t))| (s, t)).collect();
-    let specs: Vec<ColumnSpec> = columns.iter().map(|(s, _)| s.clone()).collect();
-    let mut writer = writer(py, dest, &specs, mode, opts)?;
-    let rows = py.detach(|| fork::run(|| copy(&mut source, &mut writer, &columns)))?;
-    rows.map_err(|e| import_error(py, &e))
+/// A fingerprint no other stream has: this process, the time, a count.
+fn unique_fingerprint() -> String {
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let count = COUNT.fetch_add(1, Ordering::Relaxed);
+    format!("arrow-c-stream unnamed {}-{nanos}-{count}", std::process::id())
 }
 
 /// The row counts of the batches of `obj`'s Arrow stream read through the
 /// import source, after skipping `skip` rows (for the tests of the source).
 #[pyfunction]
-#[pyo3(signature = (obj, skip = 0))]
-pub fn _arrow_stream_rows(py: Python<'_>, obj: &Bound<'_, PyAny>, skip: u64) -> PyResult<(String, Vec<usize>)> {
-    let mut source = StreamSource::new(stream_reader(obj)?);
+#[pyo3(signature = (obj, skip = 0, fingerprint = None))]
+pub fn _arrow_stream_rows(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    skip: u64,
+    fingerprint: Option<&str>,
+) -> PyResult<(String, Vec<usize>)> {
+    let mut source = StreamSource::new(obj, fingerprint)?;
     let fingerprint = source.fingerprint();
     source.skip(skip).map_err(|e| import_error(py, &e))?;
     let mut rows = Vec::new();
@@ -341,4 +150,123 @@ pub fn _arrow_stream_rows(py: Python<'_>, obj: &Bound<'_, PyAny>, skip: u64) -> 
         rows.push(batch.num_rows());
     }
     Ok((fingerprint, rows))
+}
+
+/// A table's committed rows as an Arrow C stream, read once: what
+/// `to_arrow` returns. Any consumer of the Arrow PyCapsule interface reads
+/// it (`pyarrow.RecordBatchReader.from_stream(s)`, `pyarrow.table(s)`,
+/// `polars.DataFrame(s)`); `schema` is its pyarrow schema (with pyarrow).
+#[pyclass(frozen, module = "loaderx_rs")]
+pub struct ArrowStream {
+    schema: SchemaRef,
+    rows: u64,
+    /// The batches, until a consumer takes them.
+    batches: Mutex<Option<TableBatches>>,
+}
+
+/// [`TableBatches`] as the stream's reader: each batch read, in a fork
+/// child, on the child's own pool (`fork.rs`), an error as Arrow's.
+struct Batches(TableBatches);
+
+impl Iterator for Batches {
+    type Item = Result<RecordBatch, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match fork::run(|| self.0.next()) {
+            Ok(next) => Some(next?.map_err(|e| ArrowError::ExternalError(Box::new(e)))),
+            Err(e) => Some(Err(ArrowError::ExternalError(Box::new(e)))),
+        }
+    }
+}
+
+impl RecordBatchReader for Batches {
+    fn schema(&self) -> SchemaRef {
+        self.0.schema()
+    }
+}
+
+#[pymethods]
+impl ArrowStream {
+    /// The Arrow PyCapsule interface: the stream, taken over by the
+    /// consumer. A `requested_schema` is not applied (the interface lets a
+    /// producer give its own schema); a second call raises, the batches
+    /// having gone to the first.
+    #[pyo3(signature = (requested_schema = None))]
+    fn __arrow_c_stream__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyCapsule>> {
+        let _ = requested_schema;
+        let batches = self.batches.lock().map_err(|_| value_error("the stream's lock is poisoned"))?.take();
+        let Some(batches) = batches else {
+            return Err(value_error("this stream was read already: call to_arrow again for another"));
+        };
+        // The capsule owns the boxed `FFI_ArrowArrayStream`. A consumer
+        // moves the struct out (the interface's rule) and leaves a released
+        // one, whose drop does nothing; a capsule never consumed drops an
+        // unreleased one, whose drop releases the stream and frees the
+        // batches. So the destructor is `Drop`, and no `unsafe` is needed.
+        let stream = FFI_ArrowArrayStream::new(Box::new(Batches(batches)));
+        PyCapsule::new_with_value(py, stream, STREAM_CAPSULE)
+    }
+
+    /// The stream's schema as a `pyarrow.Schema` (pyarrow needed).
+    #[getter]
+    fn schema<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let schema = FFI_ArrowSchema::try_from(self.schema.as_ref())
+            .map_err(|e| value_error(format!("the schema has no Arrow C form: {e}")))?;
+        let capsule = PyCapsule::new_with_value(py, schema, SCHEMA_CAPSULE)?.unbind();
+        py.import("pyarrow")?.getattr("schema")?.call1((SchemaCapsule(capsule),))
+    }
+
+    /// Every batch as one `pyarrow.Table` (pyarrow needed), as
+    /// `pyarrow.RecordBatchReader.read_all` gives.
+    fn read_all<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        slf.py().import("pyarrow")?.getattr("table")?.call1((slf,))
+    }
+
+    /// The rows the stream gives in all.
+    #[getter]
+    fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    fn __repr__(&self) -> String {
+        let names: Vec<&str> = self.schema.fields().iter().map(|f| f.name().as_str()).collect();
+        format!("ArrowStream(rows={}, columns={names:?})", self.rows)
+    }
+}
+
+/// A schema capsule as an object with `__arrow_c_schema__`, for pyarrow.
+#[pyclass(frozen)]
+struct SchemaCapsule(Py<PyCapsule>);
+
+#[pymethods]
+impl SchemaCapsule {
+    fn __arrow_c_schema__(&self, py: Python<'_>) -> Py<PyCapsule> {
+        self.0.clone_ref(py)
+    }
+}
+
+/// `to_arrow(table_or_path, columns=None, batch_rows=None)`: the committed
+/// rows of a `Table` (those it saw when opened) or of the table at a path,
+/// as an [`ArrowStream`], of the columns `columns` names (all, in order, if
+/// None), in batches of at most `batch_rows` rows (default 65,536) and
+/// 64 MiB of values.
+#[pyfunction]
+#[pyo3(signature = (table, columns = None, batch_rows = None))]
+pub fn to_arrow(
+    py: Python<'_>,
+    table: &Bound<'_, PyAny>,
+    columns: Option<Vec<String>>,
+    batch_rows: Option<usize>,
+) -> PyResult<ArrowStream> {
+    let table = table_of(py, table)?;
+    let mut opts = ExportOptions { columns, ..ExportOptions::default() };
+    if let Some(rows) = batch_rows {
+        opts.batch_rows = rows;
+    }
+    let batches = TableBatches::new(&table, &opts).map_err(|e| import_error(py, &e))?;
+    Ok(ArrowStream { schema: batches.schema(), rows: batches.rows(), batches: Mutex::new(Some(batches)) })
 }

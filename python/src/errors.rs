@@ -10,6 +10,7 @@
 
 use loaderx::Error;
 use loaderx::dataset::DatasetError;
+use loaderx::import::ImportError;
 use loaderx::loader::LoaderError;
 use loaderx::sampler::SamplerError;
 use loaderx::table::TableError;
@@ -296,6 +297,20 @@ pub fn table_error(py: Python<'_>, e: &TableError) -> PyErr {
             make(py, "CorruptError", message, path_string(path), None)
         }
         _ => make(py, "DatasetError", message, None, None),
+    }
+}
+
+/// An import or export error as its Python exception, as `write_table`'s
+/// dict path reports the same failures: a table's error as
+/// [`table_error`] gives it, a column whose type cannot be a table column a
+/// `TypeError`, an input file that cannot be read a `StoreIOError`, bad
+/// input, a null and a bad argument a `ValueError`.
+pub fn import_error(py: Python<'_>, e: &ImportError) -> PyErr {
+    match e {
+        ImportError::Table(e) => table_error(py, e),
+        ImportError::ColumnType { .. } => PyTypeError::new_err(e.to_string()),
+        ImportError::Io { path, .. } => make(py, "StoreIOError", e.to_string(), path_string(path), None),
+        _ => PyValueError::new_err(e.to_string()),
     }
 }
 

@@ -11,7 +11,8 @@
 //! | `Mixture` | [`mixture`] |
 //! | `pack` | [`pack`] |
 //! | `open_table`, `Table`, `write_table` | [`table`] |
-//! | `write_table` of an object with `__arrow_c_stream__` | [`arrow_stream`] |
+//! | `write_table` of an Arrow stream or of files (the importer engine) | [`table_import`] |
+//! | the Arrow C stream in (a source) and out (`to_arrow`, `ArrowStream`) | [`arrow_stream`] |
 //! | `Zsampler` | [`sampler`] |
 //! | NumPy arrays in and out | [`array`] |
 //! | `write_ragged`'s dtype conversion (`casting`) | [`cast`] |
@@ -34,6 +35,7 @@ mod pickle;
 mod sampler;
 mod store;
 mod table;
+mod table_import;
 
 use pyo3::prelude::*;
 
@@ -59,6 +61,8 @@ fn loaderx_rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(table::write_table, m)?)?;
     m.add_function(wrap_pyfunction!(table::_table_column, m)?)?;
     m.add_function(wrap_pyfunction!(arrow_stream::_arrow_stream_rows, m)?)?;
+    m.add_class::<arrow_stream::ArrowStream>()?;
+    m.add_function(wrap_pyfunction!(arrow_stream::to_arrow, m)?)?;
     // Before the interpreter finalizes, stop every transform thread (they
     // would otherwise wait for the GIL of an interpreter going away).
     let shutdown = wrap_pyfunction!(loader::shutdown_loaders, m)?;

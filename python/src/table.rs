@@ -1,8 +1,9 @@
 //! Tables in Python (`loaderx::table`): `open_table` (a table's columns as
 //! the stream dict a `DataLoader` takes), the `Table` object (rows, columns,
 //! kinds, the commit's mark, a bytes or text column's values as `bytes` or
-//! `str`) and `write_table` (a dict of columns, or any Arrow stream through
-//! `arrow_stream.rs`, into a table).
+//! `str`) and `write_table` (a dict of columns through the table writer
+//! here; an Arrow stream or files through the importer engine,
+//! `table_import.rs`).
 //!
 //! A column is a `Dataset` (fixed) or a `RaggedDataset` (ragged, bytes and
 //! text: a bytes or text column is a ragged dataset of `uint8` items, so a
@@ -12,9 +13,11 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Instant;
 
 use loaderx::dataset::{DType, WriteOptions};
 use loaderx::format::{TABLE_FILE, column_dir_name};
+use loaderx::import::ImportSummary;
 use loaderx::table::{ColumnSpec, ColumnType, Table as RsTable, TableColumn, TableError, TableWriter, Values};
 use numpy::prelude::*;
 use numpy::{PyReadonlyArray1, PyUntypedArray};
@@ -27,6 +30,7 @@ use crate::dataset::{Dataset, RaggedDataset, WRITE_CHUNK_BYTES, pathlib};
 use crate::errors::{append_warning, table_error, type_error, value_error};
 use crate::fork;
 use crate::store::codec_of;
+use crate::table_import::{self, Request};
 
 /// A table open for reading: the rows committed when it was opened.
 #[pyclass(frozen, module = "loaderx_rs")]
@@ -324,6 +328,25 @@ pub fn writer(
     mode: Option<&str>,
     opts: &WriteOptions,
 ) -> PyResult<TableWriter> {
+    if check_dest(py, dest, specs, mode, None)? {
+        py.detach(|| TableWriter::open(dest, opts)).map_err(|e| table_error(py, &e))
+    } else {
+        py.detach(|| TableWriter::create(dest, specs, opts)).map_err(|e| table_error(py, &e))
+    }
+}
+
+/// Checks that a write of `specs` may go to `dest` under `mode`: a new
+/// table, or the one there if it has the same columns, dtypes and shapes
+/// and `mode` is not `"error"`; an `AppendWarning` if `mode` is None and
+/// the table holds rows, unless they are a commit of the import
+/// `fingerprint` names (a rerun resuming it). True if a table is there.
+pub fn check_dest(
+    py: Python<'_>,
+    dest: &Path,
+    specs: &[ColumnSpec],
+    mode: Option<&str>,
+    fingerprint: Option<&str>,
+) -> PyResult<bool> {
     match mode {
         None | Some("append") | Some("error") => {}
         Some("overwrite") => {
@@ -334,14 +357,21 @@ pub fn writer(
         Some(other) => return Err(value_error(format!("mode must be \"append\" or \"error\", not {other:?}"))),
     }
     if !dest.join(TABLE_FILE).exists() {
-        return py.detach(|| TableWriter::create(dest, specs, opts)).map_err(|e| table_error(py, &e));
+        return Ok(false);
     }
+    // A reader's open columns hold their stores' readers' lock, which the
+    // writer's trim of an uncommitted tail waits for: `table` is dropped
+    // (its columns closed) before the caller opens a writer.
     let table = open(py, dest)?;
     if mode == Some("error") {
         return Err(table_error(py, &TableError::Exists { path: dest.to_path_buf() }));
     }
     same_columns(dest, &table, specs)?;
-    if mode.is_none() && table.rows() > 0 {
+    let resumed = match fingerprint {
+        Some(f) => crate::table_import::resumes(py, &table, f)?,
+        None => false,
+    };
+    if mode.is_none() && table.rows() > 0 && !resumed {
         append_warning(
             py,
             &format!(
@@ -352,10 +382,7 @@ pub fn writer(
             ),
         )?;
     }
-    // A reader's open columns hold their stores' readers' lock, which the
-    // writer's trim of an uncommitted tail waits for: close them first.
-    drop(table);
-    py.detach(|| TableWriter::open(dest, opts)).map_err(|e| table_error(py, &e))
+    Ok(true)
 }
 
 /// A `ValueError` unless `table` has the columns `specs` describe.
@@ -391,11 +418,7 @@ fn describe(name: &str, kind: ColumnType, (dtype, shape): (DType, Vec<usize>)) -
 }
 
 /// `codecs` (`{column: codec}`) onto `specs`.
-pub fn column_codecs(
-    py: Python<'_>,
-    specs: &mut [ColumnSpec],
-    codecs: Option<HashMap<String, String>>,
-) -> PyResult<()> {
+fn column_codecs(py: Python<'_>, specs: &mut [ColumnSpec], codecs: Option<HashMap<String, String>>) -> PyResult<()> {
     for (name, codec) in codecs.unwrap_or_default() {
         let Some(spec) = specs.iter_mut().find(|s| s.name == name) else {
             return Err(value_error(format!("codecs names {name:?}, which is not a column of the source")));
@@ -406,40 +429,59 @@ pub fn column_codecs(
 }
 
 /// Writes `source` into the table at `dest` (created if there is none,
-/// else appended to) and commits it once, at the end: a failed write
-/// leaves the table as it was. Returns the rows written.
+/// else appended to). Returns a summary: `{"rows", "skipped",
+/// "table_rows", "bytes", "already_done", "seconds"}`.
 ///
-/// `source` is a dict of columns, each a NumPy array (a fixed column, rows
-/// along the first axis), a list of arrays (a ragged column), a list of
-/// `bytes` or a list of `str`; or any object with `__arrow_c_stream__` (a
-/// pyarrow Table or RecordBatchReader, a polars DataFrame, ...). `codec`
-/// is every new column's codec, `codecs` (`{column: codec}`) a column's
-/// own. `mode`: None (append, warning with `AppendWarning` if the table
-/// holds rows), `"append"`, or `"error"` (refuse a table already there).
+/// `source` is a dict of columns (each a NumPy array, a fixed column with
+/// rows along the first axis; a list of arrays, ragged; a list of `bytes`
+/// or of `str`), written through the table writer and committed once, at
+/// the end. Or it goes through the importer engine, which commits every
+/// `commit_rows` rows (or 256 MiB) and resumes a rerun of the same input:
+/// any object with `__arrow_c_stream__` (a pyarrow Table or
+/// RecordBatchReader, a polars DataFrame, ...; `fingerprint` names its
+/// input for a rerun to resume), or files: a path, a list of paths or a
+/// glob of Parquet, Arrow IPC, JSON Lines or WebDataset files, or an image
+/// folder (`format` names the format if the extension does not).
+/// `columns` selects and orders the source's columns, `rename` maps a
+/// source name to a table name, `fill_null` gives a column's null fill.
+/// `codec` is every new column's codec, `codecs` (`{column: codec}`) a
+/// column's own. `mode`: None (append, warning with `AppendWarning` if the
+/// table holds rows not of this import), `"append"`, or `"error"`.
 #[pyfunction]
 #[pyo3(
-    signature = (dest, source, *, codec = "zstd", codecs = None, mode = None),
-    text_signature = "(dest, source, *, codec='zstd', codecs=None, mode='append')"
+    signature = (dest, source, *, codec = "zstd".to_string(), codecs = None, mode = None, columns = None,
+                 rename = None, fill_null = None, format = None, fingerprint = None, batch_rows = None,
+                 commit_rows = None),
+    text_signature = "(dest, source, *, codec='zstd', codecs=None, mode=None, columns=None, rename=None, \
+                      fill_null=None, format=None, fingerprint=None, batch_rows=None, commit_rows=None)"
 )]
-pub fn write_table(
-    py: Python<'_>,
+#[allow(clippy::too_many_arguments)]
+pub fn write_table<'py>(
+    py: Python<'py>,
     dest: PathBuf,
-    source: &Bound<'_, PyAny>,
-    codec: &str,
+    source: &Bound<'py, PyAny>,
+    codec: String,
     codecs: Option<HashMap<String, String>>,
-    mode: Option<&str>,
-) -> PyResult<u64> {
-    let opts = WriteOptions::codec(codec_of(py, codec)?);
+    mode: Option<String>,
+    columns: Option<Vec<String>>,
+    rename: Option<HashMap<String, String>>,
+    fill_null: Option<Bound<'py, PyDict>>,
+    format: Option<String>,
+    fingerprint: Option<String>,
+    batch_rows: Option<usize>,
+    commit_rows: Option<u64>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let req = Request { codec, codecs, mode, columns, rename, fill_null, format, fingerprint, batch_rows, commit_rows };
     let Ok(dict) = source.cast::<PyDict>() else {
-        if source.hasattr("__arrow_c_stream__")? {
-            return crate::arrow_stream::write(py, &dest, source, codecs, mode, &opts);
-        }
-        let class = source.get_type().name()?;
-        return Err(type_error(format!(
-            "source is a {class}: give a dict of columns, or an object with __arrow_c_stream__ (a pyarrow Table, \
-             a polars DataFrame, ...)"
-        )));
+        return table_import::write(py, &dest, source, &req);
     };
+    if let Some(option) = req.engine_only() {
+        return Err(value_error(format!(
+            "{option}= is for an Arrow stream or files: a dict of columns is written as it is given"
+        )));
+    }
+    let started = Instant::now();
+    let opts = WriteOptions::codec(codec_of(py, &req.codec)?);
     if dict.is_empty() {
         return Err(value_error("source has no columns: give a dict of at least one column"));
     }
@@ -450,16 +492,38 @@ pub fn write_table(
     }
     let rows = rows_of(&columns)?;
     let mut specs: Vec<ColumnSpec> = columns.iter().map(|c| c.spec.clone()).collect();
-    column_codecs(py, &mut specs, codecs)?;
-    let mut writer = writer(py, &dest, &specs, mode, &opts)?;
+    column_codecs(py, &mut specs, req.codecs.clone())?;
+    let mut writer = writer(py, &dest, &specs, req.mode.as_deref(), &opts)?;
     let parts: Vec<Part<'_>> = columns.iter().map(Column::part).collect::<PyResult<_>>()?;
     let written = py.detach(|| fork::run(|| append_rows(&mut writer, &parts, rows).and_then(|_| writer.commit())))?;
-    written.map_err(|e| table_error(py, &e))?;
-    Ok(rows as u64)
+    let table_rows = written.map_err(|e| table_error(py, &e))?;
+    let done = ImportSummary {
+        rows: rows as u64,
+        skipped: 0,
+        table_rows,
+        bytes: parts.iter().map(|p| p.bytes() as u64).sum(),
+        value_bytes: parts.iter().map(|p| p.bytes() as u64).sum(),
+        already_done: false,
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    table_import::summary(py, &done)
+}
+
+/// The table a `Table` is (the rows it saw when opened), or the one at a
+/// path, opened now.
+pub fn table_of(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Arc<RsTable>> {
+    if let Ok(table) = obj.cast::<Table>() {
+        return Ok(table.get().inner.clone());
+    }
+    let path: PathBuf = obj.extract().map_err(|_| {
+        let class = obj.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+        type_error(format!("a {class} is no table: give a Table or a table's path"))
+    })?;
+    open(py, &path)
 }
 
 /// A column's values as the writer takes them.
-pub enum Part<'a> {
+enum Part<'a> {
     /// A fixed column's rows back to back, `row_bytes` each.
     Fixed(&'a [u8], usize),
     /// Each row's bytes.
@@ -486,7 +550,7 @@ impl Part<'_> {
 
 /// Appends the `rows` rows of `parts` (one per column) to `writer`, in
 /// calls of about `WRITE_CHUNK_BYTES`.
-pub fn append_rows(writer: &mut TableWriter, parts: &[Part<'_>], rows: usize) -> Result<(), TableError> {
+fn append_rows(writer: &mut TableWriter, parts: &[Part<'_>], rows: usize) -> Result<(), TableError> {
     let per_row = parts.iter().map(Part::bytes).sum::<usize>() / rows.max(1);
     let chunk = (WRITE_CHUNK_BYTES / per_row.max(1)).max(1);
     for lo in (0..rows).step_by(chunk) {
