@@ -30,7 +30,7 @@ pub use export::{ExportFormat, ExportOptions, ExportSummary, ParquetCodec, Table
 pub use imagefolder::{IMAGE_EXTENSIONS, ImageFolderOptions, ImageFolderSource};
 pub use input_files::{SOURCE_BATCH_ROWS_MAX, SOURCE_INFER_BYTES_MAX};
 pub use jsonl::{JSONL_BATCH_BYTES_MAX, JSONL_LINE_BYTES_MAX, JsonlOptions, JsonlSource};
-pub use importer::{ImportOptions, ImportSummary, Progress, import};
+pub use importer::{ImportOptions, ImportSummary, Progress, import, import_in};
 pub use ipc::IpcSource;
 pub use mapping::{ColumnOptions, Converted, Cut, Mapping};
 pub use parquet::{BATCH_ROWS_DEFAULT, ParquetSource};
