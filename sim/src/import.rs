@@ -163,7 +163,13 @@ fn read(vfs: &Arc<dyn Vfs>) -> Result<Option<Vec<[Vec<u8>; 3]>>, TableError> {
         return Err(TableError::InvalidArgument(format!("column {name} shows {} rows of {}", c.len(), table.rows())));
     }
     let rows = (0..all.len())
-        .map(|k| [x.as_bytes()[k * 8..][..8].to_vec(), tokens.record(k).expect("a record").to_vec(), text[k].clone().into_bytes()])
+        .map(|k| {
+            [
+                x.as_bytes()[k * 8..][..8].to_vec(),
+                tokens.record(k).expect("a record").to_vec(),
+                text[k].clone().into_bytes(),
+            ]
+        })
         .collect();
     Ok(Some(rows))
 }
@@ -203,7 +209,9 @@ fn check_crashed(
         (Some(n), _) => Some(n) == last || Some(n) == next,
     };
     if !ok {
-        return Err(v(format!("{n:?} rows seen after a crash; the import had confirmed {last:?}, next commit {next:?}")));
+        return Err(v(format!(
+            "{n:?} rows seen after a crash; the import had confirmed {last:?}, next commit {next:?}"
+        )));
     }
     Ok(n)
 }
@@ -219,9 +227,7 @@ fn check_rerun(fs: &SimFs, vfs: &Arc<dyn Vfs>, before: Option<u64>) -> Result<()
     let want = (before, total() - before, total());
     // The crash kept the last commit, marked done: nothing is left to do.
     let done = summary.already_done && before == total();
-    if (summary.skipped, summary.rows, summary.table_rows) != want && !done
-        || summary.already_done && !done
-    {
+    if (summary.skipped, summary.rows, summary.table_rows) != want && !done || summary.already_done && !done {
         return Err(v(format!("rerun after {before} rows: {summary:?}, expected skipped, added, held {want:?}")));
     }
     check_whole(fs, vfs)

@@ -74,7 +74,13 @@ fn parse() -> Result<Args, String> {
             other => return Err(format!("unknown argument {other}")),
         }
     }
-    if args.seeds == 0 && args.replay.is_none() && !args.exhaustive && !args.scenarios && !args.sharded && !args.table && !args.import
+    if args.seeds == 0
+        && args.replay.is_none()
+        && !args.exhaustive
+        && !args.scenarios
+        && !args.sharded
+        && !args.table
+        && !args.import
     {
         args.seeds = 100;
     }
