@@ -53,10 +53,14 @@ pub struct SeedRun {
 
 /// Runs one seed, turning a panic into a violation.
 pub fn run_guarded(seed: u64, settings: &Settings) -> Result<(Tally, u64), Violation> {
-    // Every fourth seed also crashes a table's steps once, at random.
+    // Every fourth seed also crashes a table's steps once, at random, and
+    // every fourth another an import (and maybe its rerun).
     let run = || {
-        run_seed(seed, settings)
-            .and_then(|r| if seed.is_multiple_of(4) { crate::table::run_random(seed).map(|_| r) } else { Ok(r) })
+        run_seed(seed, settings).and_then(|r| match seed % 4 {
+            0 => crate::table::run_random(seed).map(|_| r),
+            2 => crate::import::run_random(seed).map(|_| r),
+            _ => Ok(r),
+        })
     };
     match std::panic::catch_unwind(run) {
         Ok(result) => result,

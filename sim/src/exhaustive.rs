@@ -140,6 +140,9 @@ pub fn run() -> Result<Explored, (String, Violation)> {
         let table = crate::table::run()?;
         explored.crash_points += table.crash_points;
         explored.states += table.states;
+        let import = crate::import::run()?;
+        explored.crash_points += import.crash_points;
+        explored.states += import.states;
         Ok(explored)
     })
 }

@@ -14,6 +14,7 @@
 pub mod campaign;
 pub mod exhaustive;
 pub mod fs;
+pub mod import;
 pub mod point;
 pub mod rng;
 pub mod scenarios;

@@ -1,7 +1,8 @@
 //! `cargo run --release -p loaderx-sim -- --seeds N` runs N seeds of the
 //! random crash workload; `--seed S` replays one and prints its trace;
 //! `--exhaustive` crashes short workloads at every I/O operation;
-//! `--sharded` runs only its sharded-dataset part, `--table` only its table part;
+//! `--sharded` runs only its sharded-dataset part, `--table` only its table part,
+//! `--import` only its import part;
 //! `--lying-disk` makes syncs persist nothing (the checker must then fail);
 //! `--scenarios` runs the regression scenarios (`--scenario NAME` one, with
 //! its trace). Every run ends with the summary line
@@ -25,6 +26,7 @@ struct Args {
     scenario: Option<String>,
     sharded: bool,
     table: bool,
+    import: bool,
 }
 
 fn parse() -> Result<Args, String> {
@@ -40,6 +42,7 @@ fn parse() -> Result<Args, String> {
         scenario: None,
         sharded: false,
         table: false,
+        import: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -62,15 +65,23 @@ fn parse() -> Result<Args, String> {
             "--scenarios" => args.scenarios = true,
             "--sharded" => args.sharded = true,
             "--table" => args.table = true,
+            "--import" => args.import = true,
             "-h" | "--help" => {
                 return Err("usage: loaderx-sim [--seeds N [--start S]] [--seed S] [--exhaustive] [--lying-disk] \
-                            [--ops N] [--threads N] [--scenarios] [--scenario NAME] [--sharded] [--table]"
+                            [--ops N] [--threads N] [--scenarios] [--scenario NAME] [--sharded] [--table] [--import]"
                     .into());
             }
             other => return Err(format!("unknown argument {other}")),
         }
     }
-    if args.seeds == 0 && args.replay.is_none() && !args.exhaustive && !args.scenarios && !args.sharded && !args.table {
+    if args.seeds == 0
+        && args.replay.is_none()
+        && !args.exhaustive
+        && !args.scenarios
+        && !args.sharded
+        && !args.table
+        && !args.import
+    {
         args.seeds = 100;
     }
     Ok(args)
@@ -179,6 +190,11 @@ fn table(summary: &mut Summary) {
     sweep(summary, "table", loaderx_sim::table::run);
 }
 
+/// The import sweep alone (`--exhaustive` includes it).
+fn import(summary: &mut Summary) {
+    sweep(summary, "import", loaderx_sim::import::run);
+}
+
 /// One sweep of crash points, `name`d, alone.
 fn sweep(
     summary: &mut Summary,
@@ -221,6 +237,8 @@ fn main() -> ExitCode {
         sharded(&mut summary);
     } else if args.table {
         table(&mut summary);
+    } else if args.import {
+        import(&mut summary);
     }
 
     if args.seeds > 0 {

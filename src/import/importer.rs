@@ -10,7 +10,7 @@
 
 use std::borrow::Cow;
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::Instant;
 
 use arrow_array::RecordBatch;
@@ -22,6 +22,7 @@ use super::mapping::{ColumnOptions, Converted, Cut, Mapping};
 use super::source::Source;
 use crate::dataset::WriteOptions;
 use crate::format::TABLE_FILE;
+use crate::io::Vfs;
 use crate::table::{ColumnSpec, Table, TableColumn, TableWriter, Values};
 
 /// Batches read ahead of the writer: the reader's memory bound.
@@ -126,8 +127,20 @@ pub fn import(
     opts: &ImportOptions,
     progress: &mut dyn FnMut(&Progress) -> Result<(), ImportError>,
 ) -> Result<ImportSummary, ImportError> {
+    import_in(Arc::new(crate::io::real::RealFs), source, dest, opts, progress)
+}
+
+/// [`import`] into a table on any filesystem implementation (the source
+/// reads through its own).
+pub fn import_in(
+    vfs: Arc<dyn Vfs>,
+    source: &mut dyn Source,
+    dest: &Path,
+    opts: &ImportOptions,
+    progress: &mut dyn FnMut(&Progress) -> Result<(), ImportError>,
+) -> Result<ImportSummary, ImportError> {
     let started = Instant::now();
-    let (mapping, writer) = open_table(&source.schema(), dest, opts)?;
+    let (mapping, writer) = open_table(vfs, &source.schema(), dest, opts)?;
     let rows = writer.rows();
     let fingerprint = source.fingerprint();
     let earlier = writer.mark().and_then(Mark::parse).filter(|m| m.fingerprint == fingerprint);
@@ -172,15 +185,22 @@ pub fn import(
 
 /// The mapping of `schema` and the table at `dest`: created with its
 /// columns, or opened and checked to have them.
-fn open_table(schema: &SchemaRef, dest: &Path, opts: &ImportOptions) -> Result<(Mapping, TableWriter), ImportError> {
+fn open_table(
+    vfs: Arc<dyn Vfs>,
+    schema: &SchemaRef,
+    dest: &Path,
+    opts: &ImportOptions,
+) -> Result<(Mapping, TableWriter), ImportError> {
     let mapping = Mapping::new(schema, &opts.columns)?;
     let specs = mapping.specs();
-    let writer = if dest.join(TABLE_FILE).exists() {
-        let writer = TableWriter::open(dest, &opts.write)?;
-        check_columns(dest, &specs)?;
+    let table_file = dest.join(TABLE_FILE);
+    let exists = vfs.kind(&table_file).map_err(|source| ImportError::Io { path: table_file, op: "stat", source })?;
+    let writer = if exists.is_some() {
+        let writer = TableWriter::open_in(vfs.clone(), dest, &opts.write)?;
+        check_columns(vfs, dest, &specs)?;
         writer
     } else {
-        TableWriter::create(dest, &specs, &opts.write)?
+        TableWriter::create_in(vfs, dest, &specs, &opts.write)?
     };
     Ok((mapping, writer))
 }
@@ -346,8 +366,8 @@ fn value_bytes(cuts: &[Cut<'_>]) -> u64 {
 
 /// The table at `dest` has the columns `specs` describes (names, kinds,
 /// element types and shapes, in order): an import into it appends.
-fn check_columns(dest: &Path, specs: &[ColumnSpec]) -> Result<(), ImportError> {
-    let table = Table::open(dest)?;
+fn check_columns(vfs: Arc<dyn Vfs>, dest: &Path, specs: &[ColumnSpec]) -> Result<(), ImportError> {
+    let table = Table::open_in(vfs, dest)?;
     let held: Vec<_> = table.columns().collect();
     if held.len() != specs.len() || held.iter().zip(specs).any(|((name, _, _), s)| *name != s.name) {
         let names: Vec<&str> = held.iter().map(|(n, _, _)| *n).collect();

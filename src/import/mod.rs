@@ -28,7 +28,7 @@ pub use arrow_types::TENSOR_EXTENSION;
 pub use error::{ImportError, Position};
 pub use export::{ExportFormat, ExportOptions, ExportSummary, ParquetCodec, TableBatches, export_file};
 pub use imagefolder::{IMAGE_EXTENSIONS, ImageFolderOptions, ImageFolderSource};
-pub use importer::{ImportOptions, ImportSummary, Progress, import};
+pub use importer::{ImportOptions, ImportSummary, Progress, import, import_in};
 pub use input_files::{SOURCE_BATCH_ROWS_MAX, SOURCE_INFER_BYTES_MAX};
 pub use ipc::IpcSource;
 pub use jsonl::{JSONL_BATCH_BYTES_MAX, JSONL_LINE_BYTES_MAX, JsonlOptions, JsonlSource};
