@@ -347,3 +347,23 @@ fn selection_renaming_and_codecs_shape_the_table() {
     let err = run(&[file], &dir.path().join("u"), &opts).unwrap_err();
     assert!(matches!(err, ImportError::InvalidArgument(ref m) if m.contains("\"nope\"")), "{err}");
 }
+
+#[test]
+fn a_batch_of_large_rows_is_cut_to_about_64_mib() {
+    // 40 rows of 2 MiB binary (incompressible enough with no codec set):
+    // read 8,192 rows at a time, one batch would hold 80 MiB; the footer's
+    // sizes cut it to 32 rows (64 MiB), and every row still arrives once.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.parquet");
+    let rows: Vec<Vec<u8>> = (0..40u32).map(|i| (0..2u32 << 20).map(|j| (i * 7 + j * 13) as u8).collect()).collect();
+    let values = arrow_array::BinaryArray::from_iter_values(rows.iter());
+    let schema = Arc::new(Schema::new(vec![Field::new("blob", DataType::Binary, false)]));
+    write_parquet(&path, &[RecordBatch::try_new(schema, vec![Arc::new(values)]).unwrap()]);
+    let mut source = ParquetSource::open(&[path], loaderx::import::BATCH_ROWS_DEFAULT).unwrap();
+    let mut sizes = Vec::new();
+    while let Some(batch) = loaderx::import::Source::next_batch(&mut source).unwrap() {
+        sizes.push(batch.num_rows());
+    }
+    assert_eq!(sizes.iter().sum::<usize>(), 40);
+    assert!(sizes.iter().all(|&n| n <= 32), "batches of {sizes:?} rows");
+}

@@ -18,6 +18,8 @@ use crate::io::Vfs;
 
 /// Rows per batch unless the caller says.
 pub const BATCH_ROWS_DEFAULT: usize = 8192;
+/// The values a batch holds at most, about (see `batch_rows`).
+const BATCH_BYTES: u64 = 64 << 20;
 
 /// One input file and its footer.
 struct ParquetFile {
@@ -96,7 +98,7 @@ impl ParquetSource {
             }
             let mut builder =
                 ParquetRecordBatchReaderBuilder::new_with_metadata(file.input.clone(), file.metadata.clone())
-                    .with_batch_size(self.batch_rows);
+                    .with_batch_size(batch_rows(file, self.batch_rows));
             let (mut groups, mut row) = (Vec::new(), 0u64);
             for (k, group) in file.metadata.metadata().row_groups().iter().enumerate() {
                 let n = group.num_rows().max(0) as u64;
@@ -115,6 +117,18 @@ impl ParquetSource {
         }
         Ok(false)
     }
+}
+
+/// Rows in a batch of `file`: at most `rows`, and at most about
+/// [`BATCH_BYTES`] of values by the row groups' uncompressed sizes (a file
+/// of 100 KB images read 8,192 rows at a time would hold 800 MB a batch).
+/// The footer's sizes are untrusted: they only shrink a batch, never below
+/// one row.
+fn batch_rows(file: &ParquetFile, rows: usize) -> usize {
+    let groups = file.metadata.metadata().row_groups();
+    let bytes: u64 = groups.iter().map(|g| g.total_byte_size().max(0) as u64).fold(0, u64::saturating_add);
+    let per_row = bytes / file.rows().max(1);
+    rows.min((BATCH_BYTES / per_row.max(1)).max(1) as usize)
 }
 
 impl Source for ParquetSource {
