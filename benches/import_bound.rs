@@ -94,7 +94,10 @@ fn write(bytes: u64, dir: &Path) {
         k += 1;
     }
     let secs = start.elapsed().as_secs_f64();
-    println!("{{\"bound\": \"write\", \"bytes\": {bytes}, \"seconds\": {secs:.3}, \"mb_s\": {:.1}}}", bytes as f64 / secs / 1e6);
+    println!(
+        "{{\"bound\": \"write\", \"bytes\": {bytes}, \"seconds\": {secs:.3}, \"mb_s\": {:.1}}}",
+        bytes as f64 / secs / 1e6
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -106,7 +109,8 @@ fn main() {
         ["write", bytes, dir] => write(bytes.parse().expect("BYTES"), Path::new(dir)),
         [what @ ("read-parquet" | "read-tar"), dir] => {
             let start = Instant::now();
-            let (rows, bytes) = if *what == "read-parquet" { read_parquet(Path::new(dir)) } else { read_tar(Path::new(dir)) };
+            let (rows, bytes) =
+                if *what == "read-parquet" { read_parquet(Path::new(dir)) } else { read_tar(Path::new(dir)) };
             let secs = start.elapsed().as_secs_f64();
             println!(
                 "{{\"bound\": \"{what}\", \"rows\": {rows}, \"bytes\": {bytes}, \"seconds\": {secs:.3}, \"mb_s\": {:.1}}}",
