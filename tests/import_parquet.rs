@@ -367,3 +367,22 @@ fn a_batch_of_large_rows_is_cut_to_about_64_mib() {
     assert_eq!(sizes.iter().sum::<usize>(), 40);
     assert!(sizes.iter().all(|&n| n <= 32), "batches of {sizes:?} rows");
 }
+
+#[test]
+fn the_fingerprint_is_the_files_paths_lengths_and_modification_times() {
+    use loaderx::import::Source;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.parquet");
+    let batch = RecordBatch::try_from_iter([("x", Arc::new(Int64Array::from(vec![1, 2, 3])) as ArrayRef)]).unwrap();
+    write_parquet(&path, std::slice::from_ref(&batch));
+    let print = || ParquetSource::open(std::slice::from_ref(&path), 3).unwrap().fingerprint();
+    let first = print();
+    assert!(first.starts_with("parquet files=1 bytes="), "{first}");
+    assert_eq!(print(), first, "the same file gives the same fingerprint");
+    let file = std::fs::File::options().write(true).open(&path).unwrap();
+    file.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000)).unwrap();
+    drop(file);
+    let touched = print();
+    assert_ne!(touched, first, "the same bytes with another modification time are another input");
+    assert_eq!(print(), touched);
+}

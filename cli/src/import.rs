@@ -1,9 +1,12 @@
-//! `import`: Parquet or Arrow IPC files into a table through the
-//! library's [`import`] (`docs/import.md`): the format from the inputs'
-//! extension or `--format`, the column options parsed here, a progress bar
-//! on a terminal (bytes of input, rows, rate, time left) and a one-line
-//! summary. A rerun of an interrupted import resumes it.
+//! `import`: Parquet, Arrow IPC, JSON Lines, WebDataset tars or an image
+//! folder into a table through the library's [`import`] (`docs/import.md`):
+//! the format from the inputs' extension or `--format`, the column and
+//! source options parsed here, a progress bar on a terminal (bytes of
+//! input, rows, rate, time left) and a one-line summary. A rerun of an
+//! interrupted import resumes it. An image folder's class names go beside
+//! the table as `classes.json` once the import has committed.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -11,7 +14,10 @@ use clap::ValueEnum;
 use indicatif::{HumanCount, ProgressBar, ProgressStyle};
 use loaderx::Codec;
 use loaderx::dataset::WriteOptions;
-use loaderx::import::{ImportOptions, ImportSummary, IpcSource, ParquetSource, Progress, Source, import};
+use loaderx::import::{
+    BATCH_ROWS_DEFAULT, ImageFolderOptions, ImageFolderSource, ImportOptions, ImportSummary, IpcSource, JsonlOptions,
+    JsonlSource, ParquetSource, Progress, Source, WebDatasetOptions, WebDatasetSource, import,
+};
 
 use crate::CliResult;
 use crate::out::{CliError, Json, MIB, human, per_second, print};
@@ -24,7 +30,19 @@ pub enum FormatArg {
     /// Arrow IPC files or streams (`.arrow`, `.arrows`, `.ipc`, `.feather`),
     /// and Hugging Face `save_to_disk` directories.
     Arrow,
+    /// JSON Lines files (`.jsonl`, `.ndjson`), or directories of them.
+    Jsonl,
+    /// WebDataset tar shards (`.tar`), directories of them, or brace
+    /// patterns (`shard-{000..009}.tar`).
+    Webdataset,
+    /// A folder of class folders of images (`root/<class>/<image>`): by
+    /// `--format imagefolder` only.
+    Imagefolder,
 }
+
+/// The file an image-folder import writes beside its table: the class
+/// names, a JSON array indexed by label.
+pub const CLASSES_FILE: &str = "classes.json";
 
 /// What `import` was asked, beyond its paths.
 pub struct Request {
@@ -33,8 +51,10 @@ pub struct Request {
     pub rename: Vec<String>,
     pub codec: Vec<String>,
     pub fill_null: Vec<String>,
-    pub batch_rows: usize,
+    pub batch_rows: Option<usize>,
     pub commit_rows: Option<u64>,
+    pub infer_rows: Option<usize>,
+    pub path_column: bool,
     pub json: bool,
 }
 
@@ -45,10 +65,7 @@ pub fn run(paths: &[PathBuf], req: Request) -> CliResult<()> {
         None => detect(&inputs[0])?,
     };
     let opts = options(&req)?;
-    let mut source: Box<dyn Source> = match format {
-        FormatArg::Parquet => Box::new(ParquetSource::open(inputs, req.batch_rows)?),
-        FormatArg::Arrow => Box::new(IpcSource::open(inputs)?),
-    };
+    let (mut source, classes) = open(format, inputs, &req)?;
     let bar = progress_bar(source.bytes_hint());
     let mut on_progress = |p: &Progress| {
         if let Some(bar) = &bar {
@@ -62,7 +79,69 @@ pub fn run(paths: &[PathBuf], req: Request) -> CliResult<()> {
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
-    report(dest, &summary?, req.json)
+    let summary = summary?;
+    if let Some(classes) = classes {
+        write_classes(dest, &classes)?;
+    }
+    report(dest, &summary, req.json)
+}
+
+/// The source `inputs` name in `format`, and an image folder's class names
+/// as JSON.
+fn open(format: FormatArg, inputs: &[PathBuf], req: &Request) -> CliResult<(Box<dyn Source>, Option<String>)> {
+    let only = |given: bool, flag: &str, wanted: FormatArg| {
+        if given && format != wanted {
+            let (wanted, format) = (format!("{wanted:?}").to_lowercase(), format!("{format:?}").to_lowercase());
+            return Err(CliError::new(format!("{flag} is for --format {wanted}; this import is {format}")));
+        }
+        Ok(())
+    };
+    only(req.infer_rows.is_some(), "--infer-rows", FormatArg::Jsonl)?;
+    only(req.path_column, "--path-column", FormatArg::Imagefolder)?;
+    let source: Box<dyn Source> = match format {
+        FormatArg::Parquet => Box::new(ParquetSource::open(inputs, req.batch_rows.unwrap_or(BATCH_ROWS_DEFAULT))?),
+        FormatArg::Arrow => Box::new(IpcSource::open(inputs)?),
+        FormatArg::Jsonl => {
+            let mut options = JsonlOptions::default();
+            options.infer_rows = req.infer_rows.unwrap_or(options.infer_rows);
+            options.batch_rows = req.batch_rows.unwrap_or(options.batch_rows);
+            Box::new(JsonlSource::open(inputs, options)?)
+        }
+        FormatArg::Webdataset => {
+            let mut options = WebDatasetOptions::default();
+            options.batch_rows = req.batch_rows.unwrap_or(options.batch_rows);
+            let patterns: Vec<String> = inputs.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+            Box::new(WebDatasetSource::open(&patterns, options)?)
+        }
+        FormatArg::Imagefolder => {
+            let [root] = inputs else {
+                return Err(
+                    CliError::new("an image folder import takes one SOURCE, the folder of class folders").into()
+                );
+            };
+            let mut options = ImageFolderOptions { path_column: req.path_column, ..Default::default() };
+            options.batch_rows = req.batch_rows.unwrap_or(options.batch_rows);
+            let source = ImageFolderSource::open(root, options)?;
+            let classes = source.classes_json();
+            return Ok((Box::new(source), Some(classes)));
+        }
+    };
+    Ok((source, None))
+}
+
+/// Writes `classes` into the table directory as [`CLASSES_FILE`], through a
+/// temporary file synced and renamed into place: outside the table's commit
+/// point, and rewritten whole by every run (a rerun of the same import
+/// writes the same names).
+fn write_classes(dest: &Path, classes: &str) -> CliResult<()> {
+    let (path, tmp) = (dest.join(CLASSES_FILE), dest.join(format!("{CLASSES_FILE}.tmp")));
+    let failed = |what: &str, e: std::io::Error| {
+        CliError::new(format!("{}: could not {what} the class names: {e}; rerun the import", path.display()))
+    };
+    let mut file = std::fs::File::create(&tmp).map_err(|e| failed("create", e))?;
+    file.write_all(classes.as_bytes()).and_then(|()| file.sync_all()).map_err(|e| failed("write", e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| failed("rename into place", e))?;
+    Ok(())
 }
 
 /// The import options `req` gives: columns, names, codecs, fills.
@@ -105,6 +184,8 @@ fn detect(input: &Path) -> Result<FormatArg, CliError> {
     let by_name = |p: &Path| match p.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
         Some("parquet" | "pq") => Some(FormatArg::Parquet),
         Some("arrow" | "arrows" | "ipc" | "feather") => Some(FormatArg::Arrow),
+        Some("jsonl" | "ndjson") => Some(FormatArg::Jsonl),
+        Some("tar") => Some(FormatArg::Webdataset),
         _ => None,
     };
     if let Some(format) = by_name(input) {
@@ -121,7 +202,7 @@ fn detect(input: &Path) -> Result<FormatArg, CliError> {
         }
     }
     Err(CliError::new(format!(
-        "{}: cannot tell its format from its name; pass --format parquet or --format arrow",
+        "{}: cannot tell its format from its name; pass --format parquet, arrow, jsonl, webdataset or imagefolder",
         input.display()
     )))
 }

@@ -180,7 +180,7 @@ enum Command {
     /// under the name (a stale DEST.tmp is replaced by the next export).
     /// Fixed columns become Arrow primitives (a shaped one a fixed-shape
     /// tensor), ragged ones large lists, bytes large binary, text large
-    /// strings (docs/export.md).
+    /// strings (docs/import.md).
     #[command(after_help = EXIT_CODES)]
     Export {
         /// The table directory (table.json).
@@ -202,10 +202,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Import Parquet or Arrow IPC files into a table (docs/import.md).
+    /// Import Parquet, Arrow IPC, JSON Lines, WebDataset tars or an image
+    /// folder into a table (docs/import.md).
     ///
-    /// SOURCE is a file, a directory of them, a glob (`dir/*.parquet`) or a
-    /// Hugging Face `save_to_disk` directory; several are read in order.
+    /// SOURCE is a file, a directory of them, a glob (`dir/*.parquet`), a
+    /// Hugging Face `save_to_disk` directory, a tar brace pattern
+    /// (`shard-{000..009}.tar`) or, with `--format imagefolder`, a folder of
+    /// class folders (its class names go to DEST/classes.json); several are
+    /// read in order.
     /// DEST is a table directory: created from the source's columns, or
     /// appended to if it exists (its columns must match). The table commits
     /// as it goes; an import stopped at any point (an error, Ctrl-C, a kill)
@@ -234,13 +238,21 @@ enum Command {
         /// a null is an error naming the column and row.
         #[arg(long, value_name = "COLUMN=VALUE")]
         fill_null: Vec<String>,
-        /// Rows per batch read from a Parquet file.
-        #[arg(long, value_name = "N", default_value_t = loaderx::import::BATCH_ROWS_DEFAULT,
+        /// Rows per batch read from the source (default: 8192; 256 for tars
+        /// and image folders).
+        #[arg(long, value_name = "N",
               value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
-        batch_rows: usize,
+        batch_rows: Option<usize>,
         /// Commit at least every N rows (default: 1048576, or every 256 MiB).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
         commit_rows: Option<u64>,
+        /// JSON Lines: the lines the column types are inferred from (default 1000).
+        #[arg(long, value_name = "N",
+              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+        infer_rows: Option<usize>,
+        /// Image folder: a `path` column with each image's path under the folder.
+        #[arg(long)]
+        path_column: bool,
         /// Print one JSON object instead of a summary.
         #[arg(long)]
         json: bool,
@@ -428,8 +440,31 @@ fn main() -> ExitCode {
             let target = export::Target { columns, batch_rows: batch_rows as usize, compression };
             export::run(&table, &dest, target, json).map(|()| Done::Ok)
         }
-        Command::Import { paths, format, columns, rename, codec, fill_null, batch_rows, commit_rows, json } => {
-            let request = import::Request { format, columns, rename, codec, fill_null, batch_rows, commit_rows, json };
+        Command::Import {
+            paths,
+            format,
+            columns,
+            rename,
+            codec,
+            fill_null,
+            batch_rows,
+            commit_rows,
+            infer_rows,
+            path_column,
+            json,
+        } => {
+            let request = import::Request {
+                format,
+                columns,
+                rename,
+                codec,
+                fill_null,
+                batch_rows,
+                commit_rows,
+                infer_rows,
+                path_column,
+                json,
+            };
             import::run(&paths, request).map(|()| Done::Ok)
         }
         Command::Cat { store, indices, range, out, npy, text, to_terminal } => {

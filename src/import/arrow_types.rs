@@ -1,4 +1,4 @@
-//! The reverse type mapping (`docs/export.md`, "Type mapping"): a table
+//! The reverse type mapping (`docs/import.md`, "From a table to Arrow"): a table
 //! column's kind, dtype and shape to an Arrow field, and a gathered batch of
 //! it to an Arrow array.
 //!

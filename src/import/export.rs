@@ -1,4 +1,4 @@
-//! Export (`docs/export.md`): a table back out as Arrow record batches
+//! Export (`docs/import.md`, "Export"): a table back out as Arrow record batches
 //! ([`TableBatches`]), and those batches as a Parquet or Arrow IPC file
 //! ([`export_file`]), so that a user's data is never held in this format
 //! alone. The type mapping is `arrow_types.rs`.

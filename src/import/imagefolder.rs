@@ -19,11 +19,10 @@ use arrow_array::builder::{BinaryBuilder, Int64Builder, StringBuilder};
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
-use crate::io::FileKind;
-use crate::io::real::RealFs;
+use crate::io::{FileKind, Vfs};
 
 use super::error::{ImportError, Position};
-use super::input_files::{self, Fingerprint, InputFile};
+use super::input::{self, Fingerprint, InputFile, check_batch_rows};
 use super::source::Source;
 
 /// The image extensions read unless told otherwise.
@@ -59,13 +58,21 @@ impl Default for ImageFolderOptions {
     }
 }
 
-/// A folder of class folders of images (see the module's documentation).
+/// One image as listed: its class's index, path and length. The file is
+/// opened again to read it (a million images are not a million open files).
 #[derive(Debug)]
+struct Image {
+    label: u32,
+    path: PathBuf,
+    len: u64,
+}
+
+/// A folder of class folders of images (see the module's documentation).
 pub struct ImageFolderSource {
+    vfs: Arc<dyn Vfs>,
     root: PathBuf,
     classes: Vec<String>,
-    /// Each image: its class's index and the file as listed.
-    images: Vec<(u32, InputFile)>,
+    images: Vec<Image>,
     skipped: u64,
     options: ImageFolderOptions,
     schema: SchemaRef,
@@ -75,45 +82,64 @@ pub struct ImageFolderSource {
     bytes_read: u64,
 }
 
+impl std::fmt::Debug for ImageFolderSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ImageFolderSource").field("root", &self.root).field("images", &self.images.len()).finish()
+    }
+}
+
 impl ImageFolderSource {
     /// Lists the images under `root` (one subdirectory per class).
     pub fn open(root: &Path, options: ImageFolderOptions) -> Result<ImageFolderSource, ImportError> {
-        input_files::check_batch_rows(options.batch_rows)?;
-        if input_files::kind(root)? != Some(FileKind::Dir) {
+        ImageFolderSource::open_in(Arc::new(crate::io::real::RealFs), root, options)
+    }
+
+    /// [`ImageFolderSource::open`] on any filesystem implementation. Each
+    /// image is opened once here for its length and modification time
+    /// (its tail is read only where the filesystem keeps no time).
+    pub fn open_in(
+        vfs: Arc<dyn Vfs>,
+        root: &Path,
+        options: ImageFolderOptions,
+    ) -> Result<ImageFolderSource, ImportError> {
+        check_batch_rows(options.batch_rows)?;
+        if input::kind(&*vfs, root)? != Some(FileKind::Dir) {
             return Err(ImportError::InvalidArgument(format!(
                 "{}: not a directory; an image folder is root/<class>/<image>",
                 root.display()
             )));
         }
         let (mut classes, mut images, mut skipped) = (Vec::new(), Vec::new(), 0);
-        for name in input_files::list_sorted(root)? {
+        let mut print = Fingerprint::new("imagefolder");
+        print.text(&root.to_string_lossy());
+        for name in input::list_sorted(&*vfs, root)? {
             let path = root.join(&name);
-            if input_files::kind(&path)? != Some(FileKind::Dir) {
+            if input::kind(&*vfs, &path)? != Some(FileKind::Dir) {
                 skipped += 1;
                 continue;
             }
             let label = u32::try_from(classes.len())
                 .map_err(|_| ImportError::InvalidArgument(format!("{}: more than 2^32 classes", root.display())))?;
+            print.text(&name);
             classes.push(name);
-            walk(&path, 0, &options.extensions, &mut |file| images.push((label, file)), &mut skipped)?;
+            let mut found = |file: InputFile| {
+                print.file(&file)?;
+                images.push(Image { label, path: file.path, len: file.len });
+                Ok(())
+            };
+            walk(&*vfs, &path, 0, &options.extensions, &mut found, &mut skipped)?;
         }
         let mut fields =
             vec![Field::new("image", DataType::Binary, false), Field::new("label", DataType::Int64, false)];
         if options.path_column {
             fields.push(Field::new("path", DataType::Utf8, false));
         }
-        let mut print = Fingerprint::new("imagefolder");
-        print.text(&root.to_string_lossy());
-        classes.iter().for_each(|c| print.text(c));
-        images.iter().for_each(|(label, file)| {
-            print.text(&label.to_string());
-            print.file(file);
-        });
         print.text(&options.extensions.join(","));
         print.text(if options.path_column { "path" } else { "no path" });
         let fingerprint = print.finish();
         let schema = Arc::new(Schema::new(fields));
         Ok(ImageFolderSource {
+            vfs,
             root: root.to_path_buf(),
             classes,
             images,
@@ -152,10 +178,11 @@ impl ImageFolderSource {
 /// Lists the images under `dir` in sorted order, `found` each, counting the
 /// other files in `skipped`.
 fn walk(
+    vfs: &dyn Vfs,
     dir: &Path,
     depth: usize,
     extensions: &[String],
-    found: &mut dyn FnMut(InputFile),
+    found: &mut dyn FnMut(InputFile) -> Result<(), ImportError>,
     skipped: &mut u64,
 ) -> Result<(), ImportError> {
     if depth > IMAGE_FOLDER_DEPTH_MAX {
@@ -165,14 +192,14 @@ fn walk(
             reason: format!("more than {IMAGE_FOLDER_DEPTH_MAX} directories deep (a symlink loop?)"),
         });
     }
-    for name in input_files::list_sorted(dir)? {
+    for name in input::list_sorted(vfs, dir)? {
         let path = dir.join(&name);
-        match input_files::kind(&path)? {
-            Some(FileKind::Dir) => walk(&path, depth + 1, extensions, found, skipped)?,
+        match input::kind(vfs, &path)? {
+            Some(FileKind::Dir) => walk(vfs, &path, depth + 1, extensions, found, skipped)?,
             Some(FileKind::File) => {
                 let ext = Path::new(&name).extension().map(|e| e.to_string_lossy().to_lowercase());
                 if ext.is_some_and(|e| extensions.contains(&e)) {
-                    found(InputFile::stat(&path)?);
+                    found(InputFile::open(vfs, &path)?)?;
                 } else {
                     *skipped += 1;
                 }
@@ -197,7 +224,7 @@ impl Source for ImageFolderSource {
     }
 
     fn bytes_hint(&self) -> Option<u64> {
-        Some(self.images.iter().map(|(_, f)| f.len).sum())
+        Some(self.images.iter().map(|i| i.len).sum())
     }
 
     fn bytes_read(&self) -> u64 {
@@ -208,14 +235,14 @@ impl Source for ImageFolderSource {
         let (mut image, mut label, mut path) = (BinaryBuilder::new(), Int64Builder::new(), StringBuilder::new());
         let (mut rows, mut bytes) = (0, 0);
         while rows < self.options.batch_rows && self.next < self.images.len() {
-            let (class, file) = &self.images[self.next];
+            let file = &self.images[self.next];
             if rows > 0 && bytes + file.len > IMAGE_BATCH_BYTES_MAX {
                 break;
             }
-            let data = crate::io::read_file(&RealFs, &file.path, IMAGE_BYTES_MAX)
+            let data = crate::io::read_file(&*self.vfs, &file.path, IMAGE_BYTES_MAX)
                 .map_err(|source| ImportError::Io { path: file.path.clone(), op: "read the image", source })?;
             image.append_value(&data);
-            label.append_value(i64::from(*class));
+            label.append_value(i64::from(file.label));
             if self.options.path_column {
                 path.append_value(self.relative(&file.path));
             }
@@ -244,7 +271,7 @@ impl Source for ImageFolderSource {
             )));
         }
         self.next += rows as usize;
-        self.bytes_read += self.images[self.next - rows as usize..self.next].iter().map(|(_, f)| f.len).sum::<u64>();
+        self.bytes_read += self.images[self.next - rows as usize..self.next].iter().map(|i| i.len).sum::<u64>();
         Ok(())
     }
 }

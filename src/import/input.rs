@@ -1,8 +1,10 @@
-//! The input files of the file sources, through the crate's I/O boundary
+//! The input files of every file source (Parquet, Arrow IPC, JSONL,
+//! WebDataset tars, image folders), through the crate's I/O boundary
 //! ([`Vfs`]): which files a source's inputs name (files, directories,
-//! globs), their fingerprints, a file read positionally as the Parquet
-//! crate's [`ChunkReader`] and as `Read + Seek` for Arrow IPC, and one
-//! schema across files.
+//! globs), the one [`Fingerprint`] that tells a rerun it resumes the same
+//! input, a file read positionally as the Parquet crate's [`ChunkReader`]
+//! and as `Read + Seek`, one schema across files, and the bounds a
+//! caller's batch size and a source's read-ahead keep to.
 
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -17,16 +19,39 @@ use parquet::file::reader::{ChunkReader, Length};
 use super::error::ImportError;
 use crate::io::{FileKind, OpenMode, Vfs, VfsFile, read_exact_at};
 
-/// Bytes of a file's end that its fingerprint hashes (a Parquet file's
-/// footer, an IPC file's tail).
+/// Bytes of a file's end that its fingerprint hashes where the filesystem
+/// keeps no modification time (a Parquet file's footer, an IPC file's tail).
 const TAIL_BYTES: u64 = 64 << 10;
 
-/// An input file open for positional reads, and its length.
+/// The most rows a batch of a file source may be asked to hold (a batch
+/// size from a caller never sizes an allocation unchecked: arrow-json
+/// reserves room for a whole batch of rows up front).
+pub const SOURCE_BATCH_ROWS_MAX: usize = 1 << 20;
+
+/// The bytes of input a source reads ahead to decide its columns (JSON
+/// lines, tar samples), at most: inference ends at this or at its count.
+pub const SOURCE_INFER_BYTES_MAX: usize = 256 << 20;
+
+/// Refuses a batch size of 0 or more than [`SOURCE_BATCH_ROWS_MAX`].
+pub(crate) fn check_batch_rows(rows: usize) -> Result<(), ImportError> {
+    if rows == 0 || rows > SOURCE_BATCH_ROWS_MAX {
+        return Err(ImportError::InvalidArgument(format!(
+            "batch_rows is {rows}: give from 1 to {SOURCE_BATCH_ROWS_MAX}"
+        )));
+    }
+    Ok(())
+}
+
+/// An input file open for positional reads, its length and modification
+/// time as it was when the source opened it.
 #[derive(Clone, Debug)]
 pub(crate) struct InputFile {
+    /// Its path, as the caller gave it or as a listing found it.
     pub(crate) path: PathBuf,
     file: Arc<dyn VfsFile>,
     pub(crate) len: u64,
+    /// Nanoseconds since the Unix epoch, where the filesystem keeps it.
+    pub(crate) modified: Option<u64>,
     /// Bytes read through [`InputFile::reader`]s (for progress).
     read: Arc<AtomicU64>,
 }
@@ -40,13 +65,14 @@ impl InputFile {
             return Err(io("open")(source));
         }
         let file: Arc<dyn VfsFile> = Arc::from(vfs.open(path, OpenMode::Read).map_err(io("open"))?);
-        let len = file.stat().map_err(io("stat"))?.len;
-        Ok(InputFile { path: path.to_path_buf(), file, len, read: Arc::new(AtomicU64::new(0)) })
+        let stat = file.stat().map_err(io("stat"))?;
+        let read = Arc::new(AtomicU64::new(0));
+        Ok(InputFile { path: path.to_path_buf(), file, len: stat.len, modified: stat.modified, read })
     }
 
-    /// The file's line of a source's fingerprint: its path, length, and a
-    /// hash (FNV-1a, stable across builds) of its last [`TAIL_BYTES`].
-    pub(crate) fn fingerprint(&self) -> Result<String, ImportError> {
+    /// The file's last [`TAIL_BYTES`] (at most), for a fingerprint where
+    /// the filesystem keeps no modification time.
+    fn tail(&self) -> Result<Vec<u8>, ImportError> {
         let n = self.len.min(TAIL_BYTES);
         let mut tail = vec![0u8; n as usize];
         read_exact_at(&*self.file, &mut tail, self.len - n).map_err(|source| ImportError::Io {
@@ -54,8 +80,21 @@ impl InputFile {
             op: "read",
             source,
         })?;
-        let hash = tail.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
-        Ok(format!("{}\t{}\t{hash:016x}\n", self.path.display(), self.len))
+        Ok(tail)
+    }
+
+    /// `len` bytes at `offset`, checked to lie in the file (a length from
+    /// untrusted bytes never sizes an allocation past the file).
+    pub(crate) fn read_at(&self, offset: u64, len: u64) -> Result<Vec<u8>, ImportError> {
+        let io = |source| ImportError::Io { path: self.path.clone(), op: "read", source };
+        if offset.checked_add(len).is_none_or(|end| end > self.len) {
+            let reason = format!("{len} bytes at {offset} asked of a file of {} bytes", self.len);
+            return Err(io(io::Error::new(io::ErrorKind::UnexpectedEof, reason)));
+        }
+        let mut buf = vec![0u8; len as usize];
+        read_exact_at(&*self.file, &mut buf, offset).map_err(io)?;
+        self.read.fetch_add(len, Ordering::Relaxed);
+        Ok(buf)
     }
 
     /// A reader from byte `start`, counting what it reads into [`InputFile::bytes_read`].
@@ -70,11 +109,19 @@ impl InputFile {
 }
 
 /// `Read + Seek` over an [`InputFile`] by positional reads.
+#[derive(Debug)]
 pub(crate) struct FileReader {
     file: Arc<dyn VfsFile>,
     pos: u64,
     len: u64,
     read: Arc<AtomicU64>,
+}
+
+impl FileReader {
+    /// The byte of the file it reads next.
+    pub(crate) fn offset(&self) -> u64 {
+        self.pos
+    }
 }
 
 impl Read for FileReader {
@@ -124,6 +171,82 @@ impl ChunkReader for InputFile {
         self.read.fetch_add(length as u64, Ordering::Relaxed);
         Ok(Bytes::from(buf))
     }
+}
+
+/// A digest of an input (its files and the options that shape its rows),
+/// stable from one run and one build to the next: FNV-1a, 128 bits, over
+/// length-prefixed fields. It tells a rerun it resumes the same input; it is
+/// not a defence against a crafted collision.
+#[derive(Clone, Debug)]
+pub(crate) struct Fingerprint {
+    kind: &'static str,
+    hash: u128,
+    files: u64,
+    bytes: u64,
+}
+
+impl Fingerprint {
+    const OFFSET: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013b;
+
+    /// A fingerprint of a source of `kind` (`parquet`, `jsonl`, ...).
+    pub(crate) fn new(kind: &'static str) -> Fingerprint {
+        let mut f = Fingerprint { kind, hash: Fingerprint::OFFSET, files: 0, bytes: 0 };
+        f.text(kind);
+        f
+    }
+
+    fn bytes(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.hash ^= u128::from(b);
+            self.hash = self.hash.wrapping_mul(Fingerprint::PRIME);
+        }
+    }
+
+    /// Adds a string (an option, a schema), length-prefixed.
+    pub(crate) fn text(&mut self, text: &str) {
+        self.bytes(&(text.len() as u64).to_le_bytes());
+        self.bytes(text.as_bytes());
+    }
+
+    /// Adds a file: its path, length, and its modification time where the
+    /// filesystem keeps one, else the bytes of its tail (read only then: a
+    /// folder of a million images on a local disk reads none).
+    pub(crate) fn file(&mut self, file: &InputFile) -> Result<(), ImportError> {
+        self.text(&file.path.to_string_lossy());
+        self.bytes(&file.len.to_le_bytes());
+        match file.modified {
+            Some(nanos) => {
+                self.text("mtime");
+                self.bytes(&nanos.to_le_bytes());
+            }
+            None => {
+                self.text("tail");
+                self.bytes(&file.tail()?);
+            }
+        }
+        self.files += 1;
+        self.bytes += file.len;
+        Ok(())
+    }
+
+    /// The fingerprint: the kind, the files and bytes counted, the digest.
+    pub(crate) fn finish(&self) -> String {
+        format!("{} files={} bytes={} fnv128={:032x}", self.kind, self.files, self.bytes, self.hash)
+    }
+}
+
+/// What `path` is: a file, a directory, something else, or nothing.
+pub(crate) fn kind(vfs: &dyn Vfs, path: &Path) -> Result<Option<FileKind>, ImportError> {
+    vfs.kind(path).map_err(|source| ImportError::Io { path: path.to_path_buf(), op: "look at", source })
+}
+
+/// The names in the directory `dir`, sorted by their bytes.
+pub(crate) fn list_sorted(vfs: &dyn Vfs, dir: &Path) -> Result<Vec<String>, ImportError> {
+    let mut names =
+        vfs.list_dir(dir).map_err(|source| ImportError::Io { path: dir.to_path_buf(), op: "list", source })?;
+    names.sort_unstable();
+    Ok(names)
 }
 
 /// Schema `other` (of file `path`) equal to `first` (of `first_path`) in

@@ -13,7 +13,7 @@ use arrow_ipc::reader::{FileReader, StreamReader};
 use arrow_schema::{ArrowError, SchemaRef};
 
 use super::error::{ImportError, Position};
-use super::input::{FileReader as InputReader, InputFile, input_files, same_schema};
+use super::input::{FileReader as InputReader, Fingerprint, InputFile, input_files, same_schema};
 use super::source::Source;
 use crate::io::{FileKind, Vfs, read_file};
 
@@ -85,12 +85,13 @@ impl IpcSource {
             }
         }
         let mut files = Vec::with_capacity(paths.len());
-        let mut fingerprint = String::from("ipc\n");
+        let mut print = Fingerprint::new("ipc");
         for path in paths {
             let input = InputFile::open(&*vfs, &path)?;
-            fingerprint.push_str(&input.fingerprint()?);
+            print.file(&input)?;
             files.push(input);
         }
+        let fingerprint = print.finish();
         let first = open_reader(&files[0])?;
         let schema = first.schema();
         Ok(IpcSource {

@@ -20,10 +20,10 @@ use arrow_array::RecordBatch;
 use arrow_json::reader::{Decoder, ReaderBuilder, infer_json_schema};
 use arrow_schema::{ArrowError, DataType, SchemaRef};
 
-use crate::io::FileKind;
+use crate::io::{FileKind, Vfs};
 
 use super::error::{ImportError, Position};
-use super::input_files::{self, FileReader, Fingerprint, InputFile, SOURCE_INFER_BYTES_MAX};
+use super::input::{self, FileReader, Fingerprint, InputFile, SOURCE_INFER_BYTES_MAX, check_batch_rows};
 use super::source::Source;
 
 /// The longest line read, in bytes: a longer one is refused (a file with
@@ -89,14 +89,21 @@ impl JsonlSource {
     /// Reads the files `paths` name: a file, or a directory for its
     /// `.jsonl`, `.ndjson` and `.json` files; all of them in sorted order.
     pub fn open(paths: &[PathBuf], options: JsonlOptions) -> Result<JsonlSource, ImportError> {
-        input_files::check_batch_rows(options.batch_rows)?;
-        let files = jsonl_files(paths)?;
+        JsonlSource::open_in(Arc::new(crate::io::real::RealFs), paths, options)
+    }
+
+    /// [`JsonlSource::open`] on any filesystem implementation.
+    pub fn open_in(vfs: Arc<dyn Vfs>, paths: &[PathBuf], options: JsonlOptions) -> Result<JsonlSource, ImportError> {
+        check_batch_rows(options.batch_rows)?;
+        let files = jsonl_files(&*vfs, paths)?;
         let schema = match &options.schema {
             Some(schema) => schema.clone(),
             None => infer(&files, options.infer_rows)?,
         };
         let mut print = Fingerprint::new("jsonl");
-        files.iter().for_each(|f| print.file(f));
+        for file in &files {
+            print.file(file)?;
+        }
         print.text(&format!("{schema:?}"));
         print.text(if options.ignore_unknown_keys { "ignore_unknown_keys" } else { "strict" });
         let decoder = decoder(&schema, &options)?;
@@ -127,7 +134,7 @@ impl JsonlSource {
                 return Ok(None);
             }
             if self.reader.is_none() {
-                self.reader = Some(BufReader::with_capacity(1 << 20, FileReader::open(&self.files[self.file].path)?));
+                self.reader = Some(BufReader::with_capacity(1 << 20, self.files[self.file].reader(0)));
                 self.line = 0;
             }
             let path = &self.files[self.file].path;
@@ -261,15 +268,15 @@ fn decoder(schema: &SchemaRef, options: &JsonlOptions) -> Result<Decoder, Import
 }
 
 /// The files `paths` name, sorted, each once.
-fn jsonl_files(paths: &[PathBuf]) -> Result<Vec<InputFile>, ImportError> {
+fn jsonl_files(vfs: &dyn Vfs, paths: &[PathBuf]) -> Result<Vec<InputFile>, ImportError> {
     let mut found = Vec::new();
     for path in paths {
-        match input_files::kind(path)? {
+        match input::kind(vfs, path)? {
             Some(FileKind::Dir) => {
-                for name in input_files::list_sorted(path)? {
+                for name in input::list_sorted(vfs, path)? {
                     let ext = Path::new(&name).extension().and_then(|e| e.to_str()).unwrap_or("");
                     let file = path.join(&name);
-                    if ["jsonl", "ndjson", "json"].contains(&ext) && input_files::kind(&file)? == Some(FileKind::File) {
+                    if ["jsonl", "ndjson", "json"].contains(&ext) && input::kind(vfs, &file)? == Some(FileKind::File) {
                         found.push(file);
                     }
                 }
@@ -288,7 +295,7 @@ fn jsonl_files(paths: &[PathBuf]) -> Result<Vec<InputFile>, ImportError> {
     if found.is_empty() {
         return Err(ImportError::InvalidArgument("no JSON Lines files (.jsonl, .ndjson, .json) in the input".into()));
     }
-    found.iter().map(|p| InputFile::stat(p)).collect()
+    found.iter().map(|p| InputFile::open(vfs, p)).collect()
 }
 
 /// The schema of the first `rows` lines that are not blank: each checked to
@@ -297,7 +304,7 @@ fn jsonl_files(paths: &[PathBuf]) -> Result<Vec<InputFile>, ImportError> {
 fn infer(files: &[InputFile], rows: usize) -> Result<SchemaRef, ImportError> {
     let (mut sample, mut lines) = (Vec::new(), 0);
     'files: for file in files {
-        let mut reader = BufReader::new(FileReader::open(&file.path)?);
+        let mut reader = BufReader::new(file.reader(0));
         let mut buf = Vec::new();
         let mut line = 0;
         loop {

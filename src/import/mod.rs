@@ -29,7 +29,7 @@ pub use error::{ImportError, Position};
 pub use export::{ExportFormat, ExportOptions, ExportSummary, ParquetCodec, TableBatches, export_file};
 pub use imagefolder::{IMAGE_EXTENSIONS, ImageFolderOptions, ImageFolderSource};
 pub use importer::{ImportOptions, ImportSummary, Progress, import, import_in};
-pub use input_files::{SOURCE_BATCH_ROWS_MAX, SOURCE_INFER_BYTES_MAX};
+pub use input::{SOURCE_BATCH_ROWS_MAX, SOURCE_INFER_BYTES_MAX};
 pub use ipc::IpcSource;
 pub use jsonl::{JSONL_BATCH_BYTES_MAX, JSONL_LINE_BYTES_MAX, JsonlOptions, JsonlSource};
 pub use mapping::{ColumnOptions, Converted, Cut, Mapping};

@@ -12,7 +12,7 @@ use arrow_schema::SchemaRef;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 
 use super::error::{ImportError, Position};
-use super::input::{InputFile, input_files, same_schema};
+use super::input::{Fingerprint, InputFile, input_files, same_schema};
 use super::source::Source;
 use crate::io::Vfs;
 
@@ -68,7 +68,7 @@ impl ParquetSource {
         }
         let paths = input_files(&*vfs, inputs, "parquet")?;
         let mut files = Vec::with_capacity(paths.len());
-        let mut fingerprint = String::from("parquet\n");
+        let mut print = Fingerprint::new("parquet");
         for path in paths {
             let input = InputFile::open(&*vfs, &path)?;
             let metadata =
@@ -77,9 +77,10 @@ impl ParquetSource {
                     at: Position::File,
                     reason: format!("not a readable Parquet file: {e}"),
                 })?;
-            fingerprint.push_str(&input.fingerprint()?);
+            print.file(&input)?;
             files.push(ParquetFile { input, metadata });
         }
+        let fingerprint = print.finish();
         let schema = files[0].metadata.schema().clone();
         for file in &files[1..] {
             same_schema(&schema, file.metadata.schema(), &files[0].input.path, &file.input.path)?;

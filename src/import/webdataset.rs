@@ -26,10 +26,10 @@ use arrow_array::builder::{BinaryBuilder, Int64Builder, StringBuilder};
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
-use crate::io::{FileKind, VfsFile, read_exact_at};
+use crate::io::{FileKind, Vfs};
 
 use super::error::{ImportError, Position};
-use super::input_files::{self, Fingerprint, InputFile, SOURCE_INFER_BYTES_MAX};
+use super::input::{self, Fingerprint, InputFile, SOURCE_INFER_BYTES_MAX, check_batch_rows};
 use super::source::Source;
 
 /// Extensions (their last dot-separated part) whose member is an integer.
@@ -95,7 +95,7 @@ struct Sample {
 /// One tar read header by header.
 #[derive(Debug)]
 struct TarReader {
-    file: Box<dyn VfsFile>,
+    file: InputFile,
     path: PathBuf,
     len: u64,
     /// The offset of the next header.
@@ -178,13 +178,7 @@ fn bad(path: &Path, at: Position, reason: impl Into<String>) -> ImportError {
 
 impl TarReader {
     fn open(shard: &InputFile) -> Result<TarReader, ImportError> {
-        Ok(TarReader {
-            file: input_files::open(&shard.path)?,
-            path: shard.path.clone(),
-            len: shard.len,
-            pos: 0,
-            ended: false,
-        })
+        Ok(TarReader { file: shard.clone(), path: shard.path.clone(), len: shard.len, pos: 0, ended: false })
     }
 
     /// Refuses a member whose `len` bytes at `offset` run past the tar's end.
@@ -204,13 +198,7 @@ impl TarReader {
 
     fn read(&self, offset: u64, len: u64, member: &str) -> Result<Vec<u8>, ImportError> {
         self.within(offset, len, member)?;
-        let mut buf = vec![0; len as usize];
-        read_exact_at(&*self.file, &mut buf, offset).map_err(|source| ImportError::Io {
-            path: self.path.clone(),
-            op: "read",
-            source,
-        })?;
-        Ok(buf)
+        self.file.read_at(offset, len)
     }
 
     /// The size of the member whose header, at byte `at`, is `block`, once
@@ -303,20 +291,20 @@ fn pax_path(mut bytes: &[u8]) -> Option<String> {
 
 /// The tars `inputs` name: each brace-expanded; a directory gives its
 /// `.tar` files, sorted; the order otherwise as given.
-fn shard_files(inputs: &[String]) -> Result<Vec<InputFile>, ImportError> {
+fn shard_files(vfs: &dyn Vfs, inputs: &[String]) -> Result<Vec<InputFile>, ImportError> {
     let mut shards = Vec::new();
     for input in inputs {
         for name in expand_braces(input)? {
             let path = PathBuf::from(&name);
-            match input_files::kind(&path)? {
+            match input::kind(vfs, &path)? {
                 Some(FileKind::Dir) => {
-                    for entry in input_files::list_sorted(&path)? {
-                        if entry.ends_with(".tar") && input_files::kind(&path.join(&entry))? == Some(FileKind::File) {
-                            shards.push(InputFile::stat(&path.join(&entry))?);
+                    for entry in input::list_sorted(vfs, &path)? {
+                        if entry.ends_with(".tar") && input::kind(vfs, &path.join(&entry))? == Some(FileKind::File) {
+                            shards.push(InputFile::open(vfs, &path.join(&entry))?);
                         }
                     }
                 }
-                Some(_) => shards.push(InputFile::stat(&path)?),
+                Some(_) => shards.push(InputFile::open(vfs, &path)?),
                 None => {
                     return Err(ImportError::InvalidArgument(format!(
                         "{name}: no such tar shard; give tar files, directories of them or a brace pattern"
@@ -351,8 +339,17 @@ impl WebDatasetSource {
     /// Reads the tar shards `inputs` name (paths, directories of `.tar`
     /// files, or brace patterns such as `shard-{000..009}.tar`), in order.
     pub fn open(inputs: &[String], options: WebDatasetOptions) -> Result<WebDatasetSource, ImportError> {
-        input_files::check_batch_rows(options.batch_rows)?;
-        let shards = shard_files(inputs)?;
+        WebDatasetSource::open_in(Arc::new(crate::io::real::RealFs), inputs, options)
+    }
+
+    /// [`WebDatasetSource::open`] on any filesystem implementation.
+    pub fn open_in(
+        vfs: Arc<dyn Vfs>,
+        inputs: &[String],
+        options: WebDatasetOptions,
+    ) -> Result<WebDatasetSource, ImportError> {
+        check_batch_rows(options.batch_rows)?;
+        let shards = shard_files(&*vfs, inputs)?;
         let mut source = WebDatasetSource {
             shards,
             schema: Arc::new(Schema::empty()),
@@ -380,7 +377,9 @@ impl WebDatasetSource {
             key.into_iter().chain(source.columns.iter().map(|(ext, t)| Field::new(ext, t.clone(), true))).collect();
         source.schema = Arc::new(Schema::new(fields));
         let mut print = Fingerprint::new("webdataset");
-        source.shards.iter().for_each(|f| print.file(f));
+        for shard in &source.shards {
+            print.file(shard)?;
+        }
         print.text(&format!("{:?}", source.schema));
         source.fingerprint = print.finish();
         Ok(source)

@@ -159,9 +159,9 @@ impl ReadEngine {
     }
 }
 
-/// What [`VfsFile::stat`] says of an open file: the two attributes one
-/// `statx` returns together on Linux (`STATX_SIZE | STATX_DIOALIGN`), so
-/// one call, not two, answers both.
+/// What [`VfsFile::stat`] says of an open file: the attributes one `statx`
+/// returns together on Linux (`STATX_SIZE | STATX_DIOALIGN | STATX_MTIME`),
+/// so one call answers them all.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stat {
     /// The file's current length.
@@ -169,6 +169,11 @@ pub struct Stat {
     /// For a file opened [`OpenMode::ReadDirect`]: the alignment, a power
     /// of two, of every read's offset, length and buffer address.
     pub direct_alignment: usize,
+    /// The file's modification time in nanoseconds since the Unix epoch,
+    /// where the filesystem keeps one (the real filesystem); `None` from
+    /// the simulator and the remote backend. An import's fingerprint of
+    /// its input files takes it (`src/import/input.rs`).
+    pub modified: Option<u64>,
 }
 
 impl Stat {
@@ -176,9 +181,10 @@ impl Stat {
     /// which every Linux filesystem that supports `O_DIRECT` accepts.
     pub const DIRECT_ALIGNMENT_DEFAULT: usize = 4096;
 
-    /// A file of `len` bytes with the default alignment.
+    /// A file of `len` bytes with the default alignment and no
+    /// modification time.
     pub fn of_len(len: u64) -> Stat {
-        Stat { len, direct_alignment: Stat::DIRECT_ALIGNMENT_DEFAULT }
+        Stat { len, direct_alignment: Stat::DIRECT_ALIGNMENT_DEFAULT, modified: None }
     }
 }
 

@@ -131,15 +131,6 @@ impl RealFs {
     pub fn remove_dir_all(path: &Path) -> io::Result<()> {
         fs::remove_dir_all(path)
     }
-
-    /// The modification time of the file at `path`, in nanoseconds since
-    /// the Unix epoch (0 for a time before it): what an import's
-    /// fingerprint records of its input files (`src/import/input_files.rs`).
-    /// Not part of the `Vfs`: only imports from the real filesystem ask.
-    pub fn modified_nanos(path: &Path) -> io::Result<u128> {
-        let modified = fs::metadata(path)?.modified()?;
-        Ok(modified.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()))
-    }
 }
 
 impl Vfs for RealFs {
@@ -250,7 +241,10 @@ impl VfsFile for RealFile {
         if let Some(stat) = statx(&self.file) {
             return Ok(stat);
         }
-        Ok(Stat::of_len(self.file.metadata()?.len()))
+        let metadata = self.file.metadata()?;
+        let modified = metadata.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+        let nanos = modified.map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        Ok(Stat { modified: nanos, ..Stat::of_len(metadata.len()) })
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.file.read_at(buf, offset)
@@ -523,8 +517,8 @@ fn probe_cached(_file: &File, _offset: u64, _end: u64) -> Option<bool> {
     None
 }
 
-/// The file's length and `O_DIRECT` alignment from one `statx`
-/// (`STATX_SIZE | STATX_DIOALIGN`). The alignment is the larger of the
+/// The file's length, `O_DIRECT` alignment and modification time from one
+/// `statx` (`STATX_SIZE | STATX_DIOALIGN | STATX_MTIME`). The alignment is the larger of the
 /// offset and the memory alignment, at least 512, where the kernel says
 /// (Linux 6.1 and later), [`Stat::DIRECT_ALIGNMENT_DEFAULT`] where it does
 /// not. `None` where `statx` fails or gives no size (then `fstat` answers).
@@ -533,7 +527,7 @@ fn statx(file: &File) -> Option<Stat> {
     use std::os::fd::AsRawFd;
     // SAFETY: `statx` is plain old data, for which all zeroes is a value.
     let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-    let mask = libc::STATX_SIZE | libc::STATX_DIOALIGN;
+    let mask = libc::STATX_SIZE | libc::STATX_DIOALIGN | libc::STATX_MTIME;
     // SAFETY: the descriptor is open for the call; the empty path with
     // AT_EMPTY_PATH names it; `stx` is a valid, writable statx buffer.
     let rc = unsafe { libc::statx(file.as_raw_fd(), c"".as_ptr(), libc::AT_EMPTY_PATH, mask, &mut stx) };
@@ -543,7 +537,11 @@ fn statx(file: &File) -> Option<Stat> {
     let said = stx.stx_mask & libc::STATX_DIOALIGN != 0 && stx.stx_dio_offset_align != 0;
     let align = stx.stx_dio_offset_align.max(stx.stx_dio_mem_align).max(512) as usize;
     let direct_alignment = if said && align.is_power_of_two() { align } else { Stat::DIRECT_ALIGNMENT_DEFAULT };
-    Some(Stat { len: stx.stx_size, direct_alignment })
+    let modified = (stx.stx_mask & libc::STATX_MTIME != 0 && stx.stx_mtime.tv_sec >= 0).then(|| {
+        let secs = stx.stx_mtime.tv_sec as u64;
+        secs.saturating_mul(1_000_000_000).saturating_add(u64::from(stx.stx_mtime.tv_nsec))
+    });
+    Some(Stat { len: stx.stx_size, direct_alignment, modified })
 }
 
 /// Tells the kernel that the file is read at random (`POSIX_FADV_RANDOM`):
