@@ -16,7 +16,6 @@ mod export;
 mod imagefolder;
 mod importer;
 mod input;
-mod input_files;
 mod ipc;
 mod jsonl;
 mod mapping;
