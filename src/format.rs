@@ -47,6 +47,11 @@ pub const TABLE_FILE: &str = "table.json";
 pub const TABLE_TMP_FILE: &str = "table.json.tmp";
 /// `table.lock`: an empty file whose exclusive `flock` is a table's writer lock.
 pub const TABLE_LOCK_FILE: &str = "table.lock";
+/// `classes.json`: an image-folder import's class names beside its table
+/// (a JSON array; label `k` is its `k`-th name), outside the commit point.
+pub const CLASSES_FILE: &str = "classes.json";
+/// The name a new `classes.json` is written under before it is renamed into place.
+pub const CLASSES_TMP_FILE: &str = "classes.json.tmp";
 /// Largest `table.json` read (about 300 bytes a column at the longest names).
 pub const TABLE_FILE_BYTES_MAX: u64 = 4 << 20;
 /// Most columns a table has.

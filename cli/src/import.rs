@@ -6,7 +6,6 @@
 //! interrupted import resumes it. An image folder's class names go beside
 //! the table as `classes.json` once the import has committed.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -39,10 +38,6 @@ pub enum FormatArg {
     /// `--format imagefolder` only.
     Imagefolder,
 }
-
-/// The file an image-folder import writes beside its table: the class
-/// names, a JSON array indexed by label.
-pub const CLASSES_FILE: &str = "classes.json";
 
 /// What `import` was asked, beyond its paths.
 pub struct Request {
@@ -81,7 +76,7 @@ pub fn run(paths: &[PathBuf], req: Request) -> CliResult<()> {
     }
     let summary = summary?;
     if let Some(classes) = classes {
-        write_classes(dest, &classes)?;
+        loaderx::import::write_classes(dest, &classes)?;
     }
     report(dest, &summary, req.json)
 }
@@ -127,21 +122,6 @@ fn open(format: FormatArg, inputs: &[PathBuf], req: &Request) -> CliResult<(Box<
         }
     };
     Ok((source, None))
-}
-
-/// Writes `classes` into the table directory as [`CLASSES_FILE`], through a
-/// temporary file synced and renamed into place: outside the table's commit
-/// point, and rewritten whole by every run (a rerun of the same import
-/// writes the same names).
-fn write_classes(dest: &Path, classes: &str) -> CliResult<()> {
-    let (path, tmp) = (dest.join(CLASSES_FILE), dest.join(format!("{CLASSES_FILE}.tmp")));
-    let failed = |what: &str, e: std::io::Error| {
-        CliError::new(format!("{}: could not {what} the class names: {e}; rerun the import", path.display()))
-    };
-    let mut file = std::fs::File::create(&tmp).map_err(|e| failed("create", e))?;
-    file.write_all(classes.as_bytes()).and_then(|()| file.sync_all()).map_err(|e| failed("write", e))?;
-    std::fs::rename(&tmp, &path).map_err(|e| failed("rename into place", e))?;
-    Ok(())
 }
 
 /// The import options `req` gives: columns, names, codecs, fills.

@@ -8,7 +8,6 @@
 //! the same input after its last commit.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use loaderx::dataset::WriteOptions;
@@ -97,7 +96,7 @@ pub fn write<'py>(
     check_dest(py, dest, &specs, req.mode.as_deref(), Some(&source.fingerprint()))?;
     let done = run(py, &mut *source, dest, &opts)?;
     if let Some(classes) = classes {
-        write_classes(dest, &classes).map_err(|e| import_error(py, &e))?;
+        loaderx::import::write_classes(dest, &classes).map_err(|e| import_error(py, &e))?;
     }
     summary(py, &done)
 }
@@ -301,21 +300,6 @@ fn detect(input: &Path) -> Result<&'static str, ImportError> {
         "{}: cannot tell its format from its name; pass format= ({FORMATS})",
         input.display()
     )))
-}
-
-/// An image folder's class names beside its table, as `classes.json`
-/// (after the commit: outside the commit point, rewritten by a rerun),
-/// through a temporary file renamed into place.
-fn write_classes(dest: &Path, classes: &str) -> Result<(), ImportError> {
-    let (path, tmp) = (dest.join("classes.json"), dest.join("classes.json.tmp"));
-    let io = |op: &'static str, path: &Path| {
-        let path = path.to_path_buf();
-        move |source| ImportError::Io { path, op, source }
-    };
-    let mut file = std::fs::File::create(&tmp).map_err(io("creating", &tmp))?;
-    file.write_all(classes.as_bytes()).map_err(io("writing", &tmp))?;
-    file.sync_all().map_err(io("syncing", &tmp))?;
-    std::fs::rename(&tmp, &path).map_err(io("renaming into place", &path))
 }
 
 /// True if the table at `dest` last committed an import of `fingerprint`

@@ -19,7 +19,8 @@ use arrow_array::builder::{BinaryBuilder, Int64Builder, StringBuilder};
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
-use crate::io::{FileKind, Vfs};
+use crate::format::{CLASSES_FILE, CLASSES_TMP_FILE};
+use crate::io::{FileKind, OpenMode, SyncKind, Vfs, write_all_at};
 
 use super::error::{ImportError, Position};
 use super::input::{self, Fingerprint, InputFile, check_batch_rows};
@@ -208,6 +209,28 @@ fn walk(
         }
     }
     Ok(())
+}
+
+/// Writes an image folder's class names ([`ImageFolderSource::classes_json`])
+/// beside the table at `dest` as `classes.json`, after the import's last
+/// commit (outside the commit point, so a rerun writes it again): a
+/// temporary file, synced, renamed over the name, the directory synced.
+/// The front ends (the CLI, Python) call this.
+pub fn write_classes(dest: &Path, json: &str) -> Result<(), ImportError> {
+    write_classes_in(&crate::io::real::RealFs, dest, json)
+}
+
+/// [`write_classes`] on any filesystem implementation.
+fn write_classes_in(vfs: &dyn Vfs, dest: &Path, json: &str) -> Result<(), ImportError> {
+    let (path, tmp) = (dest.join(CLASSES_FILE), dest.join(CLASSES_TMP_FILE));
+    let io = |op: &'static str| |source| ImportError::Io { path: dest.join(CLASSES_FILE), op, source };
+    let file = vfs.open(&tmp, OpenMode::Create).map_err(io("create classes.json.tmp"))?;
+    file.set_len(0).map_err(io("truncate classes.json.tmp"))?;
+    write_all_at(&*file, json.as_bytes(), 0).map_err(io("write classes.json.tmp"))?;
+    file.sync(SyncKind::All).map_err(io("sync classes.json.tmp"))?;
+    drop(file);
+    vfs.rename(&tmp, &path).map_err(io("rename classes.json.tmp"))?;
+    vfs.sync_dir(dest).map_err(io("sync the table directory"))
 }
 
 impl Source for ImageFolderSource {

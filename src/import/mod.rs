@@ -26,7 +26,7 @@ mod webdataset;
 pub use arrow_types::TENSOR_EXTENSION;
 pub use error::{ImportError, Position};
 pub use export::{ExportFormat, ExportOptions, ExportSummary, ParquetCodec, TableBatches, export_file};
-pub use imagefolder::{IMAGE_EXTENSIONS, ImageFolderOptions, ImageFolderSource};
+pub use imagefolder::{IMAGE_EXTENSIONS, ImageFolderOptions, ImageFolderSource, write_classes};
 pub use importer::{ImportOptions, ImportSummary, Progress, import, import_in};
 pub use input::{SOURCE_BATCH_ROWS_MAX, SOURCE_INFER_BYTES_MAX};
 pub use ipc::IpcSource;
