@@ -223,7 +223,7 @@ pub fn write_classes(dest: &Path, json: &str) -> Result<(), ImportError> {
 /// [`write_classes`] on any filesystem implementation.
 fn write_classes_in(vfs: &dyn Vfs, dest: &Path, json: &str) -> Result<(), ImportError> {
     let (path, tmp) = (dest.join(CLASSES_FILE), dest.join(CLASSES_TMP_FILE));
-    let io = |op: &'static str| |source| ImportError::Io { path: dest.join(CLASSES_FILE), op, source };
+    let io = |op: &'static str| move |source| ImportError::Io { path: dest.join(CLASSES_FILE), op, source };
     let file = vfs.open(&tmp, OpenMode::Create).map_err(io("create classes.json.tmp"))?;
     file.set_len(0).map_err(io("truncate classes.json.tmp"))?;
     write_all_at(&*file, json.as_bytes(), 0).map_err(io("write classes.json.tmp"))?;
