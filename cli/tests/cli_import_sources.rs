@@ -131,28 +131,8 @@ fn import_webdataset_killed_at_any_point_then_rerun_gives_exactly_the_source_row
     write_shards(dir.path(), shards, per);
     let dest = dir.path().join("t");
     let args = ["import", path_str(dir.path()), path_str(&dest), "--commit-rows", "2000", "--codec", "raw"];
-    // Each run is killed once the table holds `target` rows, `extra` ms
-    // later: at a commit, within an append, between the two.
-    let mut killed_with_rows = Vec::new();
-    for (target, extra) in [(0, 2), (2_000, 0), (6_000, 3), (12_000, 1), (20_000, 7), (28_000, 0)] {
-        let mut child = spawning(|| {
-            std::process::Command::new(env!("CARGO_BIN_EXE_loaderx"))
-                .args(args)
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap()
-        });
-        let rows = || Table::open(&dest).map(|t| t.rows()).unwrap_or(0);
-        while rows() < target && child.try_wait().unwrap().is_none() {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(extra));
-        let _ = child.kill();
-        child.wait().unwrap();
-        killed_with_rows.push(rows());
-    }
-    assert!(killed_with_rows.windows(2).all(|w| w[0] <= w[1]), "a rerun lost committed rows: {killed_with_rows:?}");
+    let killed_with_rows =
+        import_killed_at(&args, &dest, &[(0, 2), (2_000, 0), (6_000, 3), (12_000, 1), (20_000, 7), (28_000, 0)]);
     let json = ok_json(&loaderx(&[&args[..], &["--json"]].concat()));
     let rows = json["table_rows"].as_u64().unwrap();
     assert_eq!(rows, n as u64, "killed with {killed_with_rows:?}");

@@ -49,6 +49,35 @@ pub fn spawning<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Runs `loaderx ARGS` (an import into the table `dest`) once per
+/// `(target, extra)` of `kills`, each run killed once the table holds
+/// `target` committed rows and `extra` ms later (at a commit, within an
+/// append, between the two); returns the rows each kill left, checked
+/// never to go down (a rerun never loses committed rows).
+pub fn import_killed_at(args: &[&str], dest: &Path, kills: &[(u64, u64)]) -> Vec<u64> {
+    let rows = || loaderx::table::Table::open(dest).map(|t| t.rows()).unwrap_or(0);
+    let mut killed_with_rows = Vec::with_capacity(kills.len());
+    for &(target, extra) in kills {
+        let mut child = spawning(|| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_loaderx"))
+                .args(args)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        });
+        while rows() < target && child.try_wait().unwrap().is_none() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(extra));
+        let _ = child.kill();
+        child.wait().unwrap();
+        killed_with_rows.push(rows());
+    }
+    assert!(killed_with_rows.windows(2).all(|w| w[0] <= w[1]), "a rerun lost committed rows: {killed_with_rows:?}");
+    killed_with_rows
+}
+
 /// Runs `loaderx ARGS`.
 pub fn loaderx(args: &[&str]) -> Output {
     spawning(|| assert_cmd::cargo::cargo_bin_cmd!("loaderx").args(args).output().expect("run loaderx"))
