@@ -386,3 +386,68 @@ fn the_fingerprint_is_the_files_paths_lengths_and_modification_times() {
     assert_ne!(touched, first, "the same bytes with another modification time are another input");
     assert_eq!(print(), touched);
 }
+
+/// Files of several row groups, read on 1 to 8 decoding threads from
+/// several first rows: the same rows in the same order, whatever the
+/// threads, and the progress reaches every byte of the input.
+#[test]
+fn row_groups_decoded_in_parallel_come_in_order_from_any_first_row() {
+    use arrow_array::Int64Array;
+    use loaderx::import::Source;
+    use parquet::file::properties::WriterProperties;
+
+    let dir = tempfile::tempdir().unwrap();
+    let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
+    let (mut start, mut paths) = (0i64, Vec::new());
+    for (k, (rows, group)) in [(50i64, 7usize), (13, 13), (40, 3)].into_iter().enumerate() {
+        let path = dir.path().join(format!("part-{k}.parquet"));
+        let props = WriterProperties::builder().set_max_row_group_row_count(Some(group)).build();
+        let mut writer =
+            ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), schema.clone(), Some(props)).unwrap();
+        let ids = Int64Array::from((start..start + rows).collect::<Vec<_>>());
+        writer.write(&RecordBatch::try_new(schema.clone(), vec![Arc::new(ids)]).unwrap()).unwrap();
+        writer.close().unwrap();
+        (start, paths) = (start + rows, [paths, vec![path]].concat());
+    }
+    let total_bytes: u64 = paths.iter().map(|p| std::fs::metadata(p).unwrap().len()).sum();
+    for threads in [1, 2, 3, 8] {
+        for skip in [0u64, 1, 7, 10, 50, 56, 63, 64, 102, 103] {
+            let mut source = ParquetSource::open(&paths, 4).unwrap().with_threads(threads);
+            source.skip(skip).unwrap();
+            let mut ids = Vec::new();
+            while let Some(batch) = source.next_batch().unwrap() {
+                assert!(batch.num_rows() <= 4, "a batch of {} rows", batch.num_rows());
+                let column = batch.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+                ids.extend(column.values().iter().copied());
+            }
+            assert_eq!(ids, (skip as i64..start).collect::<Vec<_>>(), "{threads} threads from row {skip}");
+            assert_eq!(source.bytes_read(), total_bytes, "{threads} threads from row {skip}");
+        }
+    }
+}
+
+/// A footer whose row count is not its row groups' is refused when the
+/// source opens, naming the file.
+#[test]
+fn a_footer_row_count_beside_its_row_groups_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.parquet");
+    write_parquet(&path, &[all_types(0, 5)]);
+    let good = ParquetSource::open(std::slice::from_ref(&path), 3).unwrap();
+    drop(good);
+    let mut bytes = std::fs::read(&path).unwrap();
+    // The footer's num_rows (field 3 of FileMetaData, an i64 in the compact
+    // protocol, zigzag: 5 is 0x0a): its only encoding as "16 0a" (field delta
+    // 1 after field 2, type i64 = 6) in this small file's footer.
+    let footer_len = u32::from_le_bytes(bytes[bytes.len() - 8..bytes.len() - 4].try_into().unwrap()) as usize;
+    let footer = bytes.len() - 8 - footer_len;
+    let at = (footer..bytes.len() - 8).find(|&i| bytes[i] == 0x16 && bytes[i + 1] == 0x0a);
+    let Some(at) = at else { panic!("no num_rows of 5 in the footer") };
+    bytes[at + 1] = 0x0c;
+    std::fs::write(&path, &bytes).unwrap();
+    let Err(err) = ParquetSource::open(std::slice::from_ref(&path), 3) else {
+        panic!("a footer of 6 rows over 5 opened")
+    };
+    let text = err.to_string();
+    assert!(text.contains("bad.parquet") && text.contains("6 rows") && text.contains("5"), "{text}");
+}

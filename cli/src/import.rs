@@ -12,7 +12,6 @@ use std::time::Duration;
 use clap::ValueEnum;
 use indicatif::{HumanCount, ProgressBar, ProgressStyle};
 use loaderx::Codec;
-use loaderx::dataset::WriteOptions;
 use loaderx::import::{
     BATCH_ROWS_DEFAULT, ImageFolderOptions, ImageFolderSource, ImportOptions, ImportSummary, IpcSource, JsonlOptions,
     JsonlSource, ParquetSource, Progress, Source, WebDatasetOptions, WebDatasetSource, import,
@@ -133,7 +132,7 @@ fn options(req: &Request) -> Result<ImportOptions, CliError> {
     for given in &req.codec {
         match given.split_once('=') {
             Some((column, name)) => opts.columns.codecs.push((column.to_string(), codec(name)?)),
-            None => opts.write = WriteOptions::codec(codec(given)?),
+            None => opts.write.codec = codec(given)?,
         }
     }
     if let Some(rows) = req.commit_rows {

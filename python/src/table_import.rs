@@ -10,7 +10,6 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use loaderx::dataset::WriteOptions;
 use loaderx::import::{
     BATCH_ROWS_DEFAULT, ImageFolderOptions, ImageFolderSource, ImportError, ImportOptions, ImportSummary, IpcSource,
     JsonlOptions, JsonlSource, Mapping, ParquetSource, Progress, Source, WebDatasetOptions, WebDatasetSource, import,
@@ -134,7 +133,8 @@ fn run(py: Python<'_>, source: &mut dyn Source, dest: &Path, opts: &ImportOption
 
 /// The engine's options from `req`.
 fn options(py: Python<'_>, req: &Request<'_>) -> PyResult<ImportOptions> {
-    let mut opts = ImportOptions { write: WriteOptions::codec(codec_of(py, &req.codec)?), ..ImportOptions::default() };
+    let mut opts = ImportOptions::default();
+    opts.write.codec = codec_of(py, &req.codec)?;
     opts.columns.select = req.columns.clone();
     opts.columns.rename = sorted(req.rename.clone());
     for (name, codec) in sorted(req.codecs.clone()) {
