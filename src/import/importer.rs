@@ -52,12 +52,7 @@ impl Default for ImportOptions {
     fn default() -> ImportOptions {
         let mut write = WriteOptions::default();
         write.store.zstd_level = IMPORT_ZSTD_LEVEL;
-        ImportOptions {
-            columns: ColumnOptions::default(),
-            write,
-            commit_rows: 1 << 20,
-            commit_bytes: 256 << 20,
-        }
+        ImportOptions { columns: ColumnOptions::default(), write, commit_rows: 1 << 20, commit_bytes: 256 << 20 }
     }
 }
 
