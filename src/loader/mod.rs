@@ -49,6 +49,7 @@ mod batch;
 mod error;
 mod mixture;
 mod pack;
+mod stats;
 mod worker;
 
 use std::sync::Arc;
@@ -57,6 +58,7 @@ pub use batch::{Batch, Column, Stream};
 pub use error::{LoaderError, TransformError};
 pub use mixture::Mixture;
 pub use pack::{Packed, pack, pack_transform};
+pub use stats::{LoaderStats, WAIT_BUCKETS, WorkerStats};
 
 use crate::dataset::Pool;
 use crate::sampler::{Mode, Sampler};
@@ -285,6 +287,13 @@ impl DataLoader {
     /// save it in a checkpoint, resume with [`LoaderBuilder::start_step`].
     pub fn step(&self) -> u64 {
         self.workers.step()
+    }
+
+    /// The statistics since the loader was built: time per stage and
+    /// worker, the consumer's exposed wait, the prefetch queue, bytes
+    /// ([`LoaderStats`]; a window is the difference of two snapshots).
+    pub fn stats(&self) -> LoaderStats {
+        self.workers.stats()
     }
 
     /// Records per batch on this host.
