@@ -141,3 +141,60 @@ fn wait_quantiles_are_bucket_bounds() {
     assert_eq!(s.wait_quantile(1.0), Duration::from_nanos((1 << 21) - 1));
     assert_eq!(s.mean_ready(), 1.5);
 }
+
+/// Parses Prometheus text: every sample `(name, labels, value)`, checking
+/// each sample's name was declared by a `# TYPE` line before it.
+fn parse_prometheus(text: &str) -> Vec<(String, String, f64)> {
+    let mut declared: Vec<String> = Vec::new();
+    let mut samples = Vec::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let mut parts = rest.split(' ');
+            declared.push(parts.next().unwrap().to_string());
+            assert!(matches!(parts.next(), Some("counter" | "gauge" | "histogram")), "{line}");
+            continue;
+        }
+        if line.starts_with("# HELP ") {
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("no value: {line}"));
+        let (name, labels) = match series.split_once('{') {
+            Some((n, l)) => (n, l.strip_suffix('}').unwrap_or_else(|| panic!("labels: {line}"))),
+            None => (series, ""),
+        };
+        assert!(name.starts_with("loaderx_"), "{line}");
+        let base = ["_bucket", "_sum", "_count"].iter().fold(name, |n, s| n.strip_suffix(s).unwrap_or(n));
+        assert!(declared.iter().any(|d| d == name || d == base), "undeclared: {line}");
+        let value: f64 = value.parse().unwrap_or_else(|_| panic!("value: {line}"));
+        samples.push((name.to_string(), labels.to_string(), value));
+    }
+    samples
+}
+
+#[test]
+fn prometheus_text_parses_and_agrees_with_the_snapshot() {
+    let (_dir, x) = fixture();
+    let mut loader = builder(&x).num_workers(2).build().unwrap();
+    for _ in 0..9 {
+        loader.next_batch().unwrap();
+    }
+    let s = loader.stats();
+    assert!(s.workers.iter().map(|w| w.sample).sum::<Duration>() > Duration::ZERO);
+    let samples = parse_prometheus(&s.prometheus());
+    let one = |name: &str, labels: &str| {
+        let found: Vec<f64> = samples.iter().filter(|(n, l, _)| n == name && l == labels).map(|s| s.2).collect();
+        assert_eq!(found.len(), 1, "{name}{{{labels}}}");
+        found[0]
+    };
+    assert_eq!(one("loaderx_batches_taken_total", ""), 9.0);
+    assert_eq!(one("loaderx_wait_seconds_count", ""), 9.0);
+    assert_eq!(one("loaderx_wait_seconds_bucket", "le=\"+Inf\""), 9.0);
+    assert_eq!(one("loaderx_read_bytes_total", ""), s.bytes() as f64);
+    assert_eq!(one("loaderx_worker_batches_total", "worker=\"1\""), s.workers[1].batches as f64);
+    let stage = one("loaderx_stage_seconds_total", "stage=\"transform\"");
+    assert!(stage >= 0.0);
+    let buckets: Vec<f64> =
+        samples.iter().filter(|(n, _, _)| n == "loaderx_wait_seconds_bucket").map(|s| s.2).collect();
+    assert_eq!(buckets.len(), loaderx::loader::WAIT_BUCKETS);
+    assert!(buckets.windows(2).all(|w| w[0] <= w[1]), "cumulative buckets: {buckets:?}");
+}

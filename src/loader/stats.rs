@@ -3,8 +3,8 @@
 //! Workers and the consumer add to relaxed atomic counters (no lock, no
 //! allocation per batch); [`LoaderStats`] is a plain snapshot of them.
 //! The whole run is one snapshot; a recent window is the difference of two
-//! ([`LoaderStats::since`]). A worker reads the clock three times per batch
-//! (before sampling, after the gather, after the transform), the consumer
+//! ([`LoaderStats::since`]). A worker reads the clock four times per batch
+//! (before sampling, after it, after the gather, after the transform), the consumer
 //! twice per batch it asks for.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -19,6 +19,7 @@ pub const WAIT_BUCKETS: usize = 65;
 /// One worker's counters.
 #[derive(Debug, Default)]
 pub(super) struct WorkerCounters {
+    sample_ns: AtomicU64,
     gather_ns: AtomicU64,
     transform_ns: AtomicU64,
     batches: AtomicU64,
@@ -70,10 +71,11 @@ impl Counters {
         }
     }
 
-    /// Worker `k` produced a batch of `bytes` (0 for a failed step):
-    /// `gather` from sampling to the gathered batch, then `transform`.
-    pub(super) fn produced(&self, k: usize, gather: Duration, transform: Duration, bytes: u64) {
+    /// Worker `k` produced a batch of `bytes` (0 for a failed step),
+    /// spending `[sample, gather, transform]` on its stages.
+    pub(super) fn produced(&self, k: usize, [sample, gather, transform]: [Duration; 3], bytes: u64) {
         let Some(w) = self.workers.get(k) else { return };
+        w.sample_ns.fetch_add(nanos(sample), Relaxed);
         w.gather_ns.fetch_add(nanos(gather), Relaxed);
         w.transform_ns.fetch_add(nanos(transform), Relaxed);
         w.batches.fetch_add(1, Relaxed);
@@ -101,6 +103,7 @@ impl Counters {
                 .workers
                 .iter()
                 .map(|w| WorkerStats {
+                    sample: Duration::from_nanos(w.sample_ns.load(Relaxed)),
                     gather: Duration::from_nanos(w.gather_ns.load(Relaxed)),
                     transform: Duration::from_nanos(w.transform_ns.load(Relaxed)),
                     batches: w.batches.load(Relaxed),
@@ -120,7 +123,12 @@ impl Counters {
 /// One worker's share of the work, in a [`LoaderStats`].
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct WorkerStats {
-    /// Time sampling and gathering (reading and decoding every stream).
+    /// Time drawing a step's record indices (the sampler).
+    pub sample: Duration,
+    /// Time gathering: reading and decoding every stream at the indices.
+    /// The read path does not say whether a read was served from memory
+    /// (the page cache, a mapping) or the device, so reads and decoding
+    /// are one figure.
     pub gather: Duration,
     /// Time in the transform (the collate step).
     pub transform: Duration,
@@ -133,7 +141,7 @@ pub struct WorkerStats {
 impl WorkerStats {
     /// Time producing batches.
     pub fn busy(&self) -> Duration {
-        self.gather + self.transform
+        self.sample + self.gather + self.transform
     }
 }
 
@@ -171,6 +179,7 @@ impl LoaderStats {
             .iter()
             .zip(earlier.workers.iter().chain(std::iter::repeat(&WorkerStats::default())))
             .map(|(a, b)| WorkerStats {
+                sample: a.sample.saturating_sub(b.sample),
                 gather: a.gather.saturating_sub(b.gather),
                 transform: a.transform.saturating_sub(b.transform),
                 batches: a.batches.saturating_sub(b.batches),
@@ -224,5 +233,78 @@ impl LoaderStats {
     /// Bytes produced by every worker.
     pub fn bytes(&self) -> u64 {
         self.workers.iter().map(|w| w.bytes).sum()
+    }
+}
+
+impl LoaderStats {
+    /// The statistics in the Prometheus text exposition format (0.0.4),
+    /// every metric named `loaderx_...`, seconds and bytes as Prometheus
+    /// names them; the wait as a histogram of its log2 buckets.
+    pub fn prometheus(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        let mut metric = |name: &str, kind: &str, help: &str, rows: &[(String, f64)]| {
+            let _ = writeln!(out, "# HELP loaderx_{name} {help}\n# TYPE loaderx_{name} {kind}");
+            for (labels, value) in rows {
+                let _ = writeln!(out, "loaderx_{name}{labels} {value}");
+            }
+        };
+        let per_worker = |f: &dyn Fn(&WorkerStats) -> f64| -> Vec<(String, f64)> {
+            self.workers.iter().enumerate().map(|(k, w)| (format!("{{worker=\"{k}\"}}"), f(w))).collect()
+        };
+        let stage = |f: fn(&WorkerStats) -> Duration| self.workers.iter().map(|w| f(w).as_secs_f64()).sum::<f64>();
+        let stages =
+            [("sample", stage(|w| w.sample)), ("gather", stage(|w| w.gather)), ("transform", stage(|w| w.transform))];
+        let stages: Vec<(String, f64)> = stages.iter().map(|(s, v)| (format!("{{stage=\"{s}\"}}"), *v)).collect();
+        metric("stage_seconds_total", "counter", "Worker time per stage, all workers.", &stages);
+        metric(
+            "worker_busy_seconds_total",
+            "counter",
+            "Time each worker spent producing batches.",
+            &per_worker(&|w| w.busy().as_secs_f64()),
+        );
+        metric("worker_batches_total", "counter", "Batches each worker produced.", &per_worker(&|w| w.batches as f64));
+        metric(
+            "read_bytes_total",
+            "counter",
+            "Bytes of the batches produced.",
+            &[(String::new(), self.bytes() as f64)],
+        );
+        metric("batches_taken_total", "counter", "Batches the consumer took.", &[(String::new(), self.taken as f64)]);
+        metric(
+            "prefetch_ready_batches",
+            "gauge",
+            "Batches ready in the prefetch queue now.",
+            &[(String::new(), self.ready as f64)],
+        );
+        metric(
+            "in_flight_bytes",
+            "gauge",
+            "Bytes of batches produced and not yet taken.",
+            &[(String::new(), self.in_flight_bytes as f64)],
+        );
+        metric(
+            "elapsed_seconds",
+            "gauge",
+            "Time since the loader was built.",
+            &[(String::new(), self.elapsed.as_secs_f64())],
+        );
+        let mut buckets = Vec::new();
+        let mut seen = 0;
+        for (b, &n) in self.waits.iter().enumerate().take(WAIT_BUCKETS - 1) {
+            seen += n;
+            // Bucket b holds waits below 2^b ns.
+            buckets.push((format!("_bucket{{le=\"{:e}\"}}", (1u64 << b) as f64 * 1e-9), seen as f64));
+        }
+        buckets.push(("_bucket{le=\"+Inf\"}".to_string(), self.taken as f64));
+        buckets.push(("_sum".to_string(), self.wait.as_secs_f64()));
+        buckets.push(("_count".to_string(), self.taken as f64));
+        let mut text = out;
+        let _ = writeln!(text, "# HELP loaderx_wait_seconds The consumer's wait for each batch (exposed wait).");
+        let _ = writeln!(text, "# TYPE loaderx_wait_seconds histogram");
+        for (suffix, value) in buckets {
+            let _ = writeln!(text, "loaderx_wait_seconds{suffix} {value}");
+        }
+        text
     }
 }

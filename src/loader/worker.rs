@@ -45,13 +45,15 @@ impl Plan {
     }
 
     /// The batch of `step`, before the transform; one pool per column.
-    fn gather(&self, step: u64, pools: &[Option<Arc<Pool>>]) -> Result<Batch, LoaderError> {
+    /// Sets `sampled` to the time the indices were drawn.
+    fn gather(&self, step: u64, pools: &[Option<Arc<Pool>>], sampled: &mut Instant) -> Result<Batch, LoaderError> {
         let (streams, sampler) = match self {
-            Plan::Mixed(mixed) => return mixed.gather(step, pools),
+            Plan::Mixed(mixed) => return mixed.gather(step, pools, sampled),
             Plan::Streams { streams, sampler } => (streams, sampler),
         };
         let mut indices = vec![0u64; sampler.batch_len()];
         sampler.fill(step, &mut indices)?;
+        *sampled = Instant::now();
         let mut batch = Batch::new(step, Vec::new());
         for ((name, stream), pool) in streams.iter().zip(pools) {
             let column = stream.gather(&indices, pool.as_ref()).map_err(|source| LoaderError::Gather {
@@ -77,14 +79,15 @@ impl Job {
     /// The batch of `step`, timed into worker `k`'s counters.
     fn produce_timed(&self, step: u64, k: usize, counters: &Counters) -> Result<Batch, LoaderError> {
         let start = Instant::now();
-        let batch = self.plan.gather(step, &self.pools);
+        let mut sampled = start;
+        let batch = self.plan.gather(step, &self.pools, &mut sampled);
         let gathered = Instant::now();
         let result = match (batch, &self.transform) {
             (Ok(batch), Some(f)) => f(batch).map_err(|source| LoaderError::Transform { step, source }),
             (batch, _) => batch,
         };
         let bytes = result.as_ref().map(batch_bytes).unwrap_or(0);
-        counters.produced(k, gathered - start, gathered.elapsed(), bytes);
+        counters.produced(k, [sampled - start, gathered - sampled, gathered.elapsed()], bytes);
         result
     }
 
