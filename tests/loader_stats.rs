@@ -198,3 +198,17 @@ fn prometheus_text_parses_and_agrees_with_the_snapshot() {
     assert_eq!(buckets.len(), loaderx::loader::WAIT_BUCKETS);
     assert!(buckets.windows(2).all(|w| w[0] <= w[1]), "cumulative buckets: {buckets:?}");
 }
+
+#[test]
+fn statistics_off_count_nothing_and_change_no_batch() {
+    let (_dir, x) = fixture();
+    let mut on = builder(&x).num_workers(2).build().unwrap();
+    let mut off = builder(&x).num_workers(2).statistics(false).build().unwrap();
+    for _ in 0..6 {
+        assert_eq!(on.next_batch().unwrap(), off.next_batch().unwrap());
+    }
+    let s = off.stats();
+    assert_eq!((s.taken, s.bytes(), s.wait), (0, 0, Duration::ZERO));
+    assert!(s.workers.iter().all(|w| w.batches == 0 && w.busy() == Duration::ZERO));
+    assert_eq!(on.stats().taken, 6);
+}

@@ -29,6 +29,8 @@ pub(super) struct WorkerCounters {
 /// Every counter of a running loader.
 #[derive(Debug)]
 pub(super) struct Counters {
+    /// Off: nothing is counted and no clock is read (the snapshot stays zero).
+    pub(super) enabled: bool,
     started: Instant,
     workers: Vec<WorkerCounters>,
     wait_ns: AtomicU64,
@@ -59,8 +61,9 @@ fn bucket(ns: u64) -> usize {
 }
 
 impl Counters {
-    pub(super) fn new(workers: usize) -> Counters {
+    pub(super) fn new(workers: usize, enabled: bool) -> Counters {
         Counters {
+            enabled,
             started: Instant::now(),
             workers: (0..workers).map(|_| WorkerCounters::default()).collect(),
             wait_ns: AtomicU64::new(0),

@@ -78,6 +78,9 @@ pub(super) struct Job {
 impl Job {
     /// The batch of `step`, timed into worker `k`'s counters.
     fn produce_timed(&self, step: u64, k: usize, counters: &Counters) -> Result<Batch, LoaderError> {
+        if !counters.enabled {
+            return self.produce(step);
+        }
         let start = Instant::now();
         let mut sampled = start;
         let batch = self.plan.gather(step, &self.pools, &mut sampled);
@@ -89,6 +92,15 @@ impl Job {
         let bytes = result.as_ref().map(batch_bytes).unwrap_or(0);
         counters.produced(k, [sampled - start, gathered - sampled, gathered.elapsed()], bytes);
         result
+    }
+
+    /// The batch of `step`, untimed.
+    fn produce(&self, step: u64) -> Result<Batch, LoaderError> {
+        let batch = self.plan.gather(step, &self.pools, &mut Instant::now())?;
+        match &self.transform {
+            None => Ok(batch),
+            Some(f) => f(batch).map_err(|source| LoaderError::Transform { step, source }),
+        }
     }
 
     /// [`Job::produce_timed`], a panic turned into [`LoaderError::Panic`].
@@ -190,6 +202,21 @@ fn ready(state: &State) -> usize {
     state.slots.iter().take_while(|s| s.is_some()).count()
 }
 
+/// Reads a loader's statistics from any thread, also after the loader
+/// was moved (into a thread of its own, say) or dropped.
+#[derive(Clone, Debug)]
+pub struct StatsHandle {
+    shared: Arc<Shared>,
+}
+
+impl StatsHandle {
+    /// A snapshot of the statistics (see [`LoaderStats`]).
+    pub fn stats(&self) -> LoaderStats {
+        let ready = ready(&self.shared.lock());
+        self.shared.counters.snapshot(ready)
+    }
+}
+
 /// The running workers; stops and joins them when dropped.
 #[derive(Debug)]
 pub(super) struct Workers {
@@ -235,6 +262,7 @@ impl Workers {
         prefetch: usize,
         start: u64,
         inline: bool,
+        statistics: bool,
     ) -> Result<Workers, LoaderError> {
         let state = State {
             next: start,
@@ -248,7 +276,7 @@ impl Workers {
             room: Condvar::new(),
             ready: Condvar::new(),
             prefetch,
-            counters: Counters::new(count),
+            counters: Counters::new(count, statistics),
         });
         let mut workers = Workers { shared: shared.clone(), threads: Vec::with_capacity(count), pools: Vec::new() };
         for k in 0..count {
@@ -272,24 +300,25 @@ impl Workers {
         self.shared.lock().next
     }
 
-    /// A snapshot of the statistics.
-    pub(super) fn stats(&self) -> LoaderStats {
-        let ready = ready(&self.shared.lock());
-        self.shared.counters.snapshot(ready)
+    /// A reader of the statistics, which may outlive the borrow.
+    pub(super) fn stats_handle(&self) -> StatsHandle {
+        StatsHandle { shared: self.shared.clone() }
     }
 
     /// The result of the next step, in order; waits for it.
     pub(super) fn next(&self) -> Result<Batch, LoaderError> {
-        let start = Instant::now();
+        let start = self.shared.counters.enabled.then(Instant::now);
         let mut state = self.shared.lock();
         loop {
             if state.stop {
                 return Err(LoaderError::Stopped);
             }
             if let Some(result) = state.slots[0].take() {
-                let depth = 1 + state.slots.iter().skip(1).take_while(|s| s.is_some()).count();
-                let bytes = result.as_ref().map(batch_bytes).unwrap_or(0);
-                self.shared.counters.taken(start.elapsed(), depth, bytes);
+                if let Some(start) = start {
+                    let depth = 1 + state.slots.iter().skip(1).take_while(|s| s.is_some()).count();
+                    let bytes = result.as_ref().map(batch_bytes).unwrap_or(0);
+                    self.shared.counters.taken(start.elapsed(), depth, bytes);
+                }
                 state.slots.pop_front();
                 state.slots.push_back(None);
                 if result.is_err() {
