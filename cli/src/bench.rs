@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use loaderx::ReadMode;
 use loaderx::format::chunk_id_of;
 use loaderx::io::real::evict_page_cache;
-use loaderx::loader::{Column, DataLoader, Stream};
+use loaderx::loader::{Column, DataLoader, LoaderStats, Stream};
 use loaderx::sampler::{Mode, Sampler};
 
 use crate::CliResult;
@@ -114,6 +114,44 @@ struct Run {
     records: u64,
     bytes: u64,
     elapsed: Duration,
+    /// The loader's statistics over the timed batches (the loader only).
+    stats: Option<LoaderStats>,
+}
+
+/// The loader's statistics as JSON: where its time went.
+fn stats_json(s: &LoaderStats) -> Json {
+    let stage = |f: fn(&loaderx::loader::WorkerStats) -> Duration| -> f64 {
+        s.workers.iter().map(|w| f(w).as_secs_f64()).sum()
+    };
+    let busy: Vec<f64> = (0..s.workers.len()).map(|k| s.busy_fraction(k)).collect();
+    Json::object()
+        .field("batches", s.taken)
+        .field("sample_s", stage(|w| w.sample))
+        .field("read_decode_s", stage(|w| w.gather))
+        .field("collate_s", stage(|w| w.transform))
+        .field("wait_s", s.wait.as_secs_f64())
+        .field("wait_p50_s", s.wait_quantile(0.5).as_secs_f64())
+        .field("wait_p99_s", s.wait_quantile(0.99).as_secs_f64())
+        .field("mean_ready", s.mean_ready())
+        .field("worker_busy", busy)
+}
+
+/// The loader's statistics as one line.
+fn stats_line(s: &LoaderStats) -> String {
+    let stage = |f: fn(&loaderx::loader::WorkerStats) -> Duration| -> f64 {
+        s.workers.iter().map(|w| f(w).as_secs_f64()).sum()
+    };
+    let busy = (0..s.workers.len()).map(|k| s.busy_fraction(k)).sum::<f64>() / s.workers.len().max(1) as f64;
+    format!(
+        "worker time: sampling {:.3} s, reading and decoding {:.3} s; exposed wait {:.3} s (p50 {:.1} us, p99 {:.1} us); {:.1} batches ready on average; workers {:.0}% busy",
+        stage(|w| w.sample),
+        stage(|w| w.gather),
+        s.wait.as_secs_f64(),
+        s.wait_quantile(0.5).as_secs_f64() * 1e6,
+        s.wait_quantile(0.99).as_secs_f64() * 1e6,
+        s.mean_ready(),
+        busy * 100.0
+    )
 }
 
 impl Run {
@@ -150,7 +188,7 @@ fn measure(opts: &Options, path: &Path, mut batch: impl FnMut(u64) -> CliResult<
         evict(path)?;
     }
     let deadline = opts.seconds.map(Duration::from_secs_f64);
-    let mut run = Run { batches: 0, records: 0, bytes: 0, elapsed: Duration::ZERO };
+    let mut run = Run { batches: 0, records: 0, bytes: 0, elapsed: Duration::ZERO, stats: None };
     let started = Instant::now();
     for step in 1..=opts.batches {
         let (records, bytes) = batch(step)?;
@@ -193,6 +231,10 @@ pub fn run(path: &Path, opts: &Options, json: bool) -> CliResult<()> {
             Ok(run) => (run.json().field("workers", workers as u64).finish(), None),
             Err(reason) => ("null".to_string(), Some(reason.as_str())),
         };
+        let loader_stats = match &loader {
+            Ok(Run { stats: Some(s), .. }) => stats_json(s).finish(),
+            _ => "null".to_string(),
+        };
         let mut text = Json::object()
             .field("store", path.to_string_lossy().as_ref())
             .field("records", len)
@@ -205,10 +247,15 @@ pub fn run(path: &Path, opts: &Options, json: bool) -> CliResult<()> {
             .raw("gather", &gather.json().finish())
             .raw("loader", &loader_json)
             .field("loader_skipped", skipped)
+            .raw("loader_stats", &loader_stats)
             .finish();
         text.push('\n');
         text
     } else {
+        let stats = match &loader {
+            Ok(Run { stats: Some(s), .. }) => stats_line(s),
+            _ => "-".to_string(),
+        };
         let loader = match &loader {
             Ok(run) => format!("{} with {workers} workers", run.line()),
             Err(reason) => format!("skipped: {reason}"),
@@ -220,6 +267,7 @@ pub fn run(path: &Path, opts: &Options, json: bool) -> CliResult<()> {
             ("cache", cache_line(opts, &store)),
             ("gather", gather.line()),
             ("loader", loader),
+            ("loader time", stats),
         ])
     };
     print(&text)?;
@@ -258,7 +306,11 @@ fn bench_loader(path: &Path, stream: Stream, workers: usize, opts: &Options) -> 
         .mode(opts.mode())
         .seed(opts.seed)
         .build()?;
-    measure(opts, path, |_| {
+    let mut before = None;
+    let mut run = measure(opts, path, |step| {
+        if step == 1 {
+            before = Some(loader.stats());
+        }
         let batch = loader.next_batch()?;
         let bytes = match batch.get("data") {
             Some(Column::Dense(t)) => t.nbytes(),
@@ -266,7 +318,9 @@ fn bench_loader(path: &Path, stream: Stream, workers: usize, opts: &Options) -> 
             _ => 0,
         };
         Ok((batch.indices().len() as u64, bytes as u64))
-    })
+    })?;
+    run.stats = before.map(|b| loader.stats().since(&b));
+    Ok(run)
 }
 
 #[cfg(test)]

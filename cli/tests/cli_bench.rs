@@ -46,6 +46,11 @@ fn bench_a_dataset_runs_the_loader_too() {
     assert_eq!(json["loader"]["bytes"], 64 * 48);
     assert_eq!(json["loader"]["workers"], 2);
     assert!(json["loader_skipped"].is_null());
+    let stats = &json["loader_stats"];
+    assert_eq!(stats["batches"], 4, "{json}");
+    assert_eq!(stats["worker_busy"].as_array().unwrap().len(), 2, "{json}");
+    assert!(stats["wait_p50_s"].as_f64().unwrap() <= stats["wait_p99_s"].as_f64().unwrap(), "{json}");
+    assert!(stats["read_decode_s"].as_f64().unwrap() > 0.0, "{json}");
 
     let text = ok(&loaderx(&["bench", p, "--batches", "2", "--batch-size", "8"]));
     assert!(text.contains("batch          8 records, IID indices, seed 42\n"), "{text}");

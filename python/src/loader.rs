@@ -22,10 +22,12 @@
 //! joining threads that are not there.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-use loaderx::loader::{Batch, Column, DataLoader as Loader, LoaderError, Stream};
+use loaderx::loader::{Batch, Column, DataLoader as Loader, LoaderError, LoaderStats, StatsHandle, Stream};
 use numpy::PyArrayDescr;
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError};
 use pyo3::prelude::*;
@@ -97,6 +99,8 @@ struct Pipe {
     state: Mutex<PipeState>,
     changed: Condvar,
     capacity: usize,
+    /// Nanoseconds in the Python transform (with the batch's conversion).
+    transform_ns: AtomicU64,
 }
 
 struct PipeState {
@@ -216,12 +220,15 @@ fn produce(mut loader: Loader, pipe: Arc<Pipe>, transform: Py<PyAny>, columns: A
             if pipe.stopped() {
                 return true;
             }
+            let start = Instant::now();
             let item = match result {
                 Ok(batch) => {
                     to_dict(py, batch, &columns).and_then(|dict| transform.bind(py).call1((dict,))).map(Bound::unbind)
                 }
                 Err(e) => Err(loader_error(py, &e)),
             };
+            let spent = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            pipe.transform_ns.fetch_add(spent, Relaxed);
             let failed = item.is_err();
             match pipe.push(item) {
                 Ok(()) => failed,
@@ -279,6 +286,12 @@ pub struct DataLoader {
     end: Option<u64>,
     /// The process that made the loader (its threads live there).
     home_pid: u32,
+    /// The crate loader's statistics (also once it is in the transform thread).
+    stats: Option<StatsHandle>,
+    /// The snapshot of the last `stats()` call: the start of the next window.
+    window_start: Option<LoaderStats>,
+    /// Time `next()` was blocked waiting for a batch (the exposed wait).
+    consumer_wait: Duration,
 }
 
 /// A loader's arguments, but `start_step` (pickling).
@@ -326,6 +339,9 @@ impl DataLoader {
             records: None,
             end: None,
             home_pid: std::process::id(),
+            stats: None,
+            window_start: None,
+            consumer_wait: Duration::ZERO,
         }
     }
 
@@ -406,6 +422,7 @@ impl DataLoader {
             warn_batch_over_records(py, batch_size, records)?;
         }
         let columns = Arc::new(columns);
+        let stats = Some(loader.stats_handle());
         let config = Config {
             streams: kept,
             num_workers,
@@ -432,6 +449,9 @@ impl DataLoader {
             records,
             end: end.map(|steps| start_step.max(steps)),
             home_pid: std::process::id(),
+            stats,
+            window_start: None,
+            consumer_wait: Duration::ZERO,
         };
         Ok(())
     }
@@ -508,6 +528,7 @@ impl DataLoader {
             self.stop(py);
             return Err(PyStopIteration::new_err(()));
         }
+        let waiting = Instant::now();
         let item = match self.source.as_mut() {
             None => return Err(PyStopIteration::new_err(())),
             Some(Source::Direct(loader)) => match py.detach(|| loader.next_batch()) {
@@ -523,6 +544,7 @@ impl DataLoader {
                 }
             }
         };
+        self.consumer_wait += waiting.elapsed();
         match item {
             Ok(batch) => {
                 self.step += 1;
@@ -533,6 +555,50 @@ impl DataLoader {
                 Err(e)
             }
         }
+    }
+
+    /// Where the time goes: `{"run": ..., "window": ...}`, the whole run
+    /// and the time since the previous `stats()` call, each a dict of
+    /// seconds (`_s`), bytes and counts (see docs/loader.md, "Statistics").
+    /// Also after `close()`, with the counts it reached (but
+    /// `python_transform_s`, which then reads zero).
+    fn stats<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let handle = self.stats.as_ref().ok_or_else(not_open)?;
+        let run = handle.stats();
+        let window = match &self.window_start {
+            Some(previous) => run.since(previous),
+            None => run.clone(),
+        };
+        self.window_start = Some(run.clone());
+        let out = PyDict::new(py);
+        out.set_item("run", stats_dict(py, &run)?)?;
+        out.set_item("window", stats_dict(py, &window)?)?;
+        out.set_item("consumer_wait_s", self.consumer_wait.as_secs_f64())?;
+        out.set_item("python_transform_s", self.python_transform().as_secs_f64())?;
+        Ok(out)
+    }
+
+    /// The statistics of the whole run in the Prometheus text exposition
+    /// format (metrics named `loaderx_...`), for a metrics endpoint.
+    fn metrics_text(&self) -> PyResult<String> {
+        let handle = self.stats.as_ref().ok_or_else(not_open)?;
+        let mut text = handle.stats().prometheus();
+        let mut counter = |name: &str, help: &str, value: f64| {
+            text.push_str(&format!(
+                "# HELP loaderx_{name} {help}\n# TYPE loaderx_{name} counter\nloaderx_{name} {value}\n"
+            ));
+        };
+        counter(
+            "consumer_wait_seconds_total",
+            "Time next() was blocked waiting for a batch.",
+            self.consumer_wait.as_secs_f64(),
+        );
+        counter(
+            "python_transform_seconds_total",
+            "Time in the Python transform.",
+            self.python_transform().as_secs_f64(),
+        );
+        Ok(text)
     }
 
     /// Stops and joins every worker thread.
@@ -580,6 +646,7 @@ fn piped(loader: Loader, transform: Py<PyAny>, columns: Arc<Vec<StreamColumn>>, 
         state: Mutex::new(PipeState { ready: VecDeque::new(), stop: false, ended: false }),
         changed: Condvar::new(),
         capacity,
+        transform_ns: AtomicU64::new(0),
     });
     let thread_pipe = pipe.clone();
     let thread = std::thread::Builder::new()
@@ -633,7 +700,39 @@ fn not_open() -> PyErr {
     )
 }
 
+/// One snapshot (or window) of the crate loader's statistics as a dict.
+fn stats_dict<'py>(py: Python<'py>, s: &LoaderStats) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let secs = |f: fn(&loaderx::loader::WorkerStats) -> Duration| -> f64 {
+        s.workers.iter().map(|w| f(w).as_secs_f64()).sum()
+    };
+    d.set_item("elapsed_s", s.elapsed.as_secs_f64())?;
+    d.set_item("sample_s", secs(|w| w.sample))?;
+    d.set_item("read_decode_s", secs(|w| w.gather))?;
+    d.set_item("collate_s", secs(|w| w.transform))?;
+    d.set_item("bytes", s.bytes())?;
+    d.set_item("batches", s.taken)?;
+    d.set_item("wait_s", s.wait.as_secs_f64())?;
+    d.set_item("wait_p50_s", s.wait_quantile(0.5).as_secs_f64())?;
+    d.set_item("wait_p99_s", s.wait_quantile(0.99).as_secs_f64())?;
+    d.set_item("ready", s.ready)?;
+    d.set_item("mean_ready", s.mean_ready())?;
+    d.set_item("in_flight_bytes", s.in_flight_bytes)?;
+    let workers: Vec<f64> = (0..s.workers.len()).map(|k| s.busy_fraction(k)).collect();
+    d.set_item("worker_busy", workers)?;
+    d.set_item("worker_batches", s.workers.iter().map(|w| w.batches).collect::<Vec<_>>())?;
+    Ok(d)
+}
+
 impl DataLoader {
+    /// Time in the Python transform so far (zero without one).
+    fn python_transform(&self) -> Duration {
+        match &self.source {
+            Some(Source::Piped(p)) => Duration::from_nanos(p.pipe.transform_ns.load(Relaxed)),
+            _ => Duration::ZERO,
+        }
+    }
+
     /// Stops and joins the loader's threads with the GIL released (the
     /// crate's workers never need it; the transform thread may be waiting
     /// for it). In a fork child the threads are not there: nothing is

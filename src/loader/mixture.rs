@@ -32,6 +32,7 @@
 //! ```
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::batch::{Batch, Column, Stream};
 use super::error::LoaderError;
@@ -189,9 +190,16 @@ impl Mixed {
     }
 
     /// The batch of `step` before any transform: this host's samples,
-    /// every stream gathered from each source's datasets in turn.
-    pub(super) fn gather(&self, step: u64, pools: &[Option<Arc<Pool>>]) -> Result<Batch, LoaderError> {
+    /// every stream gathered from each source's datasets in turn. Sets
+    /// `sampled` to the time the samples were drawn.
+    pub(super) fn gather(
+        &self,
+        step: u64,
+        pools: &[Option<Arc<Pool>>],
+        sampled: &mut Instant,
+    ) -> Result<Batch, LoaderError> {
         let draw = self.sampler.draw(step)?;
+        *sampled = Instant::now();
         let mut batch = Batch::new(step, Vec::new());
         for (column, name) in self.names.iter().enumerate() {
             let gathered = self.gather_column(column, &draw, pools[column].as_ref());

@@ -49,6 +49,7 @@ mod batch;
 mod error;
 mod mixture;
 mod pack;
+mod stats;
 mod worker;
 
 use std::sync::Arc;
@@ -57,9 +58,11 @@ pub use batch::{Batch, Column, Stream};
 pub use error::{LoaderError, TransformError};
 pub use mixture::Mixture;
 pub use pack::{Packed, pack, pack_transform};
+pub use stats::{LoaderStats, WAIT_BUCKETS, WorkerStats};
 
 use crate::dataset::Pool;
 use crate::sampler::{Mode, Sampler};
+pub use worker::StatsHandle;
 use worker::{Job, Plan, Workers};
 
 /// A transform: the collate step, a batch in, a batch out, fallible.
@@ -80,6 +83,7 @@ pub struct LoaderBuilder {
     reuse_buffers: bool,
     /// `None`: chosen at build ([`LoaderBuilder::inline_gathers`]).
     inline_gathers: Option<bool>,
+    statistics: bool,
 }
 
 impl Default for LoaderBuilder {
@@ -97,6 +101,7 @@ impl Default for LoaderBuilder {
             transform: None,
             reuse_buffers: true,
             inline_gathers: None,
+            statistics: true,
         }
     }
 }
@@ -211,6 +216,15 @@ impl LoaderBuilder {
         self
     }
 
+    /// Count where the time goes ([`DataLoader::stats`]; default true).
+    /// Off, no clock is read and nothing counted: the statistics stay zero.
+    /// On, it costs a few clock reads and relaxed atomic adds per batch
+    /// (`docs/benchmarks.md`, "Loader statistics").
+    pub fn statistics(mut self, on: bool) -> LoaderBuilder {
+        self.statistics = on;
+        self
+    }
+
     /// Checks the settings and starts the workers.
     pub fn build(self) -> Result<DataLoader, LoaderError> {
         if self.num_workers == 0 {
@@ -242,7 +256,8 @@ impl LoaderBuilder {
         let pools = (0..columns).map(|_| self.reuse_buffers.then(|| Pool::new(prefetch + 1))).collect();
         let job = Job { plan, transform: self.transform, pools };
         let inline = self.inline_gathers.unwrap_or(self.num_workers >= rayon::current_num_threads());
-        let workers = Workers::start(Arc::new(job), self.num_workers, prefetch, self.start_step, inline)?;
+        let workers =
+            Workers::start(Arc::new(job), self.num_workers, prefetch, self.start_step, inline, self.statistics)?;
         Ok(DataLoader { workers, batch_len, done: false })
     }
 }
@@ -285,6 +300,18 @@ impl DataLoader {
     /// save it in a checkpoint, resume with [`LoaderBuilder::start_step`].
     pub fn step(&self) -> u64 {
         self.workers.step()
+    }
+
+    /// The statistics since the loader was built: time per stage and
+    /// worker, the consumer's exposed wait, the prefetch queue, bytes
+    /// ([`LoaderStats`]; a window is the difference of two snapshots).
+    pub fn stats(&self) -> LoaderStats {
+        self.workers.stats_handle().stats()
+    }
+
+    /// A reader of [`stats`](Self::stats) for another thread.
+    pub fn stats_handle(&self) -> StatsHandle {
+        self.workers.stats_handle()
     }
 
     /// Records per batch on this host.

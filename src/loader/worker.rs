@@ -17,11 +17,13 @@ use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use super::Transform;
 use super::batch::{Batch, Stream};
 use super::error::LoaderError;
 use super::mixture::Mixed;
+use super::stats::{Counters, LoaderStats, batch_bytes};
 use crate::dataset::Pool;
 use crate::sampler::ShardedSampler;
 
@@ -43,13 +45,15 @@ impl Plan {
     }
 
     /// The batch of `step`, before the transform; one pool per column.
-    fn gather(&self, step: u64, pools: &[Option<Arc<Pool>>]) -> Result<Batch, LoaderError> {
+    /// Sets `sampled` to the time the indices were drawn.
+    fn gather(&self, step: u64, pools: &[Option<Arc<Pool>>], sampled: &mut Instant) -> Result<Batch, LoaderError> {
         let (streams, sampler) = match self {
-            Plan::Mixed(mixed) => return mixed.gather(step, pools),
+            Plan::Mixed(mixed) => return mixed.gather(step, pools, sampled),
             Plan::Streams { streams, sampler } => (streams, sampler),
         };
         let mut indices = vec![0u64; sampler.batch_len()];
         sampler.fill(step, &mut indices)?;
+        *sampled = Instant::now();
         let mut batch = Batch::new(step, Vec::new());
         for ((name, stream), pool) in streams.iter().zip(pools) {
             let column = stream.gather(&indices, pool.as_ref()).map_err(|source| LoaderError::Gather {
@@ -72,18 +76,36 @@ pub(super) struct Job {
 }
 
 impl Job {
-    /// The batch of `step`: sample, gather every stream, transform.
+    /// The batch of `step`, timed into worker `k`'s counters.
+    fn produce_timed(&self, step: u64, k: usize, counters: &Counters) -> Result<Batch, LoaderError> {
+        if !counters.enabled {
+            return self.produce(step);
+        }
+        let start = Instant::now();
+        let mut sampled = start;
+        let batch = self.plan.gather(step, &self.pools, &mut sampled);
+        let gathered = Instant::now();
+        let result = match (batch, &self.transform) {
+            (Ok(batch), Some(f)) => f(batch).map_err(|source| LoaderError::Transform { step, source }),
+            (batch, _) => batch,
+        };
+        let bytes = result.as_ref().map(batch_bytes).unwrap_or(0);
+        counters.produced(k, [sampled - start, gathered - sampled, gathered.elapsed()], bytes);
+        result
+    }
+
+    /// The batch of `step`, untimed.
     fn produce(&self, step: u64) -> Result<Batch, LoaderError> {
-        let batch = self.plan.gather(step, &self.pools)?;
+        let batch = self.plan.gather(step, &self.pools, &mut Instant::now())?;
         match &self.transform {
             None => Ok(batch),
             Some(f) => f(batch).map_err(|source| LoaderError::Transform { step, source }),
         }
     }
 
-    /// [`Job::produce`], a panic turned into [`LoaderError::Panic`].
-    fn produce_caught(&self, step: u64) -> Result<Batch, LoaderError> {
-        catch_unwind(AssertUnwindSafe(|| self.produce(step))).unwrap_or_else(|payload| {
+    /// [`Job::produce_timed`], a panic turned into [`LoaderError::Panic`].
+    fn produce_caught(&self, step: u64, k: usize, counters: &Counters) -> Result<Batch, LoaderError> {
+        catch_unwind(AssertUnwindSafe(|| self.produce_timed(step, k, counters))).unwrap_or_else(|payload| {
             let message = payload
                 .downcast_ref::<&str>()
                 .map(|s| s.to_string())
@@ -116,6 +138,8 @@ struct Shared {
     /// The consumer waits here for slot 0.
     ready: Condvar,
     prefetch: usize,
+    /// The statistics, outside the lock.
+    counters: Counters,
 }
 
 impl Shared {
@@ -142,7 +166,7 @@ impl Drop for Leaving<'_> {
     }
 }
 
-fn work(shared: &Shared, job: &Job) {
+fn work(k: usize, shared: &Shared, job: &Job) {
     let _leaving = Leaving(shared);
     loop {
         let step = {
@@ -160,7 +184,7 @@ fn work(shared: &Shared, job: &Job) {
             state.claim = step.wrapping_add(1);
             step
         };
-        let result = job.produce_caught(step);
+        let result = job.produce_caught(step, k, &shared.counters);
         let mut state = shared.lock();
         if state.stop {
             return;
@@ -170,6 +194,26 @@ fn work(shared: &Shared, job: &Job) {
         if slot == 0 {
             shared.ready.notify_one();
         }
+    }
+}
+
+/// Batches ready at the front of the window (the prefetch queue's depth).
+fn ready(state: &State) -> usize {
+    state.slots.iter().take_while(|s| s.is_some()).count()
+}
+
+/// Reads a loader's statistics from any thread, also after the loader
+/// was moved (into a thread of its own, say) or dropped.
+#[derive(Clone, Debug)]
+pub struct StatsHandle {
+    shared: Arc<Shared>,
+}
+
+impl StatsHandle {
+    /// A snapshot of the statistics (see [`LoaderStats`]).
+    pub fn stats(&self) -> LoaderStats {
+        let ready = ready(&self.shared.lock());
+        self.shared.counters.snapshot(ready)
     }
 }
 
@@ -194,7 +238,7 @@ fn spawn(
 ) -> std::io::Result<(JoinHandle<()>, Option<rayon::ThreadPool>)> {
     let name = format!("loaderx-worker-{k}");
     if !inline {
-        let handle = std::thread::Builder::new().name(name).spawn(move || work(&shared, &job))?;
+        let handle = std::thread::Builder::new().name(name).spawn(move || work(k, &shared, &job))?;
         return Ok((handle, None));
     }
     let mut handle = None;
@@ -207,7 +251,7 @@ fn spawn(
         .build()
         .map_err(std::io::Error::other)?;
     let handle = handle.ok_or_else(|| std::io::Error::other("rayon started no thread"))?;
-    pool.spawn(move || work(&shared, &job));
+    pool.spawn(move || work(k, &shared, &job));
     Ok((handle, Some(pool)))
 }
 
@@ -218,6 +262,7 @@ impl Workers {
         prefetch: usize,
         start: u64,
         inline: bool,
+        statistics: bool,
     ) -> Result<Workers, LoaderError> {
         let state = State {
             next: start,
@@ -226,8 +271,13 @@ impl Workers {
             stop: false,
             alive: count,
         };
-        let shared =
-            Arc::new(Shared { state: Mutex::new(state), room: Condvar::new(), ready: Condvar::new(), prefetch });
+        let shared = Arc::new(Shared {
+            state: Mutex::new(state),
+            room: Condvar::new(),
+            ready: Condvar::new(),
+            prefetch,
+            counters: Counters::new(count, statistics),
+        });
         let mut workers = Workers { shared: shared.clone(), threads: Vec::with_capacity(count), pools: Vec::new() };
         for k in 0..count {
             match spawn(k, inline, shared.clone(), job.clone()) {
@@ -250,14 +300,25 @@ impl Workers {
         self.shared.lock().next
     }
 
+    /// A reader of the statistics, which may outlive the borrow.
+    pub(super) fn stats_handle(&self) -> StatsHandle {
+        StatsHandle { shared: self.shared.clone() }
+    }
+
     /// The result of the next step, in order; waits for it.
     pub(super) fn next(&self) -> Result<Batch, LoaderError> {
+        let start = self.shared.counters.enabled.then(Instant::now);
         let mut state = self.shared.lock();
         loop {
             if state.stop {
                 return Err(LoaderError::Stopped);
             }
             if let Some(result) = state.slots[0].take() {
+                if let Some(start) = start {
+                    let depth = 1 + state.slots.iter().skip(1).take_while(|s| s.is_some()).count();
+                    let bytes = result.as_ref().map(batch_bytes).unwrap_or(0);
+                    self.shared.counters.taken(start.elapsed(), depth, bytes);
+                }
                 state.slots.pop_front();
                 state.slots.push_back(None);
                 if result.is_err() {
