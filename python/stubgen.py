@@ -1,7 +1,8 @@
-"""Writes the stubs of the dataset classes into loaderx_rs.pyi from one
-block: the methods every dataset class has (python/src/dataset.rs writes
-them once, in its `dataset_class!` macro), and per class what differs (the
-shape getter's name, what an index returns, the methods a kind adds).
+"""Writes the stubs of the dataset classes into the package's type stubs
+(python/python/loaderx_rs/__init__.pyi) from one block: the methods every
+dataset class has (python/src/dataset.rs writes them once, in its
+`dataset_class!` macro), and per class what differs (the shape getter's
+name, what an index returns, the methods a kind adds).
 
 `python stubgen.py` rewrites the block between the markers in place;
 `python stubgen.py --check` fails if it is not what this writes
@@ -10,7 +11,7 @@ shape getter's name, what an index returns, the methods a kind adds).
 import sys
 from pathlib import Path
 
-STUB = Path(__file__).with_name("loaderx_rs.pyi")
+STUB = Path(__file__).parent / "python" / "loaderx_rs" / "__init__.pyi"
 BEGIN = "# Dataset classes: written by python/stubgen.py from one block; do not edit.\n"
 END = "# End of the dataset classes.\n"
 

@@ -80,8 +80,8 @@ fn loaderx_rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
 }
 
 /// `__all__`: the public names, and the private ones the package's
-/// `__init__.py` must re-export (`from .loaderx_rs import *`, made by
-/// maturin beside the type stubs): `_restore` and `_table_column`, which
+/// `__init__.py` must re-export (`from .loaderx_rs import *`, in
+/// python/python/loaderx_rs/__init__.py): `_restore` and `_table_column`, which
 /// pickles name, `_arrow_stream_rows` (the tests of the Arrow stream
 /// source), and the reference's private submodules `_sampler` and `_zrecord`.
 fn export_all(m: &Bound<'_, PyModule>) -> PyResult<()> {
