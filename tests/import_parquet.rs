@@ -342,10 +342,43 @@ fn selection_renaming_and_codecs_shape_the_table() {
     let Some(TableColumn::Ragged(text)) = table.column("text") else { panic!() };
     assert_eq!(text.schema().codec, loaderx::Codec::Raw);
     let Some(TableColumn::Fixed(a)) = table.column("a") else { panic!() };
-    assert_eq!(a.schema().codec, loaderx::Codec::Zstd);
+    assert_eq!(a.schema().codec, loaderx::Codec::Raw);
     opts.columns.select = Some(vec!["nope".into()]);
     let err = run(&[file], &dir.path().join("u"), &opts).unwrap_err();
     assert!(matches!(err, ImportError::InvalidArgument(ref m) if m.contains("\"nope\"")), "{err}");
+}
+
+/// Each column of the table at `dest`: its name, kind and codec.
+fn codecs(dest: &Path) -> Vec<(String, ColumnType, loaderx::Codec)> {
+    let table = Table::open(dest).unwrap();
+    let codec = |column: &TableColumn| match column {
+        TableColumn::Fixed(d) => d.schema().codec,
+        TableColumn::Ragged(d) => d.schema().codec,
+    };
+    table.columns().map(|(name, kind, column)| (name.to_string(), kind, codec(column))).collect()
+}
+
+#[test]
+fn a_columns_codec_follows_its_kind_unless_an_option_names_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a.parquet");
+    write_parquet(&file, &[all_types(0, 5)]);
+    run(std::slice::from_ref(&file), &dir.path().join("t"), &ImportOptions::default()).unwrap();
+    let by_kind = codecs(&dir.path().join("t"));
+    assert!(by_kind.iter().any(|(_, kind, _)| *kind == ColumnType::Utf8), "{by_kind:?}");
+    for (name, kind, codec) in &by_kind {
+        assert_eq!(*codec, loaderx::import::kind_codec(*kind), "{name}");
+        let want = if *kind == ColumnType::Utf8 { loaderx::Codec::Zstd } else { loaderx::Codec::Raw };
+        assert_eq!(*codec, want, "{name}: zstd for text, raw for numbers and bytes");
+    }
+    let mut opts = ImportOptions::default();
+    opts.columns.codec = Some(loaderx::Codec::Zstd);
+    opts.columns.codecs = vec![("i64".into(), loaderx::Codec::Raw)];
+    run(&[file], &dir.path().join("u"), &opts).unwrap();
+    for (name, _, codec) in codecs(&dir.path().join("u")) {
+        let want = if name == "i64" { loaderx::Codec::Raw } else { loaderx::Codec::Zstd };
+        assert_eq!(codec, want, "{name}: the column's own codec, else every column's");
+    }
 }
 
 #[test]

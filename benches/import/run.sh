@@ -3,7 +3,8 @@
 # beside the bound and the peers, on the same input, alternating rounds,
 # each side a fresh process under /usr/bin/time (wall time, peak RSS), then
 # the time to the first batch of what it wrote, in another fresh process.
-# loaderx imports twice: with the default codec (zstd) and with --codec raw
+# loaderx imports twice: with --codec zstd and with --codec raw (the default
+# for numbers and bytes;
 # (the peers write their records uncompressed by default).
 #
 #   benches/import/run.sh DATA_DIR [ROUNDS] [KINDS] [PEERS]
@@ -61,7 +62,7 @@ side() {
             record "$kind" bound write -- "$bound" write "$bytes" "$dest"
             ;;
         loaderx)
-            record "$kind" loaderx import -- "$loaderx" import "$data/$kind" "$dest"
+            record "$kind" loaderx import -- "$loaderx" import --codec zstd "$data/$kind" "$dest"
             record "$kind" loaderx first -- "$py" benches/import/peers.py first loaderx "$kind" "$dest"
             ;;
         loaderx_raw)

@@ -13,8 +13,8 @@ use clap::ValueEnum;
 use indicatif::{HumanCount, ProgressBar, ProgressStyle};
 use loaderx::Codec;
 use loaderx::import::{
-    BATCH_ROWS_DEFAULT, ImageFolderOptions, ImageFolderSource, ImportOptions, ImportSummary, IpcSource, JsonlOptions,
-    JsonlSource, ParquetSource, Progress, Source, WebDatasetOptions, WebDatasetSource, import,
+    FORMAT_NAMES, Format, ImportOptions, ImportSummary, Opened, Progress, SourceOptions, detect_format, import,
+    open_source,
 };
 
 use crate::CliResult;
@@ -54,12 +54,19 @@ pub struct Request {
 
 pub fn run(paths: &[PathBuf], req: Request) -> CliResult<()> {
     let (dest, inputs) = paths.split_last().ok_or_else(|| CliError::new("give SOURCE... DEST"))?;
+    let first = inputs.first().ok_or_else(|| CliError::new("give SOURCE... DEST"))?;
     let format = match req.format {
-        Some(f) => f,
-        None => detect(&inputs[0])?,
+        Some(f) => f.format(),
+        None => detect_format(inputs)?.ok_or_else(|| {
+            let first = first.display();
+            CliError::new(format!("{first}: cannot tell its format from its name; pass --format {FORMAT_NAMES}"))
+        })?,
     };
+    only(format, req.infer_rows.is_some(), "--infer-rows", Format::Jsonl)?;
+    only(format, req.path_column, "--path-column", Format::ImageFolder)?;
     let opts = options(&req)?;
-    let (mut source, classes) = open(format, inputs, &req)?;
+    let given = SourceOptions { batch_rows: req.batch_rows, infer_rows: req.infer_rows, path_column: req.path_column };
+    let Opened { mut source, classes } = open_source(Some(format), inputs, &given)?;
     let bar = progress_bar(source.bytes_hint());
     let mut on_progress = |p: &Progress| {
         if let Some(bar) = &bar {
@@ -80,47 +87,26 @@ pub fn run(paths: &[PathBuf], req: Request) -> CliResult<()> {
     report(dest, &summary, req.json)
 }
 
-/// The source `inputs` name in `format`, and an image folder's class names
-/// as JSON.
-fn open(format: FormatArg, inputs: &[PathBuf], req: &Request) -> CliResult<(Box<dyn Source>, Option<String>)> {
-    let only = |given: bool, flag: &str, wanted: FormatArg| {
-        if given && format != wanted {
-            let (wanted, format) = (format!("{wanted:?}").to_lowercase(), format!("{format:?}").to_lowercase());
-            return Err(CliError::new(format!("{flag} is for --format {wanted}; this import is {format}")));
+impl FormatArg {
+    /// The library's format.
+    fn format(self) -> Format {
+        match self {
+            FormatArg::Parquet => Format::Parquet,
+            FormatArg::Arrow => Format::Arrow,
+            FormatArg::Jsonl => Format::Jsonl,
+            FormatArg::Webdataset => Format::WebDataset,
+            FormatArg::Imagefolder => Format::ImageFolder,
         }
-        Ok(())
-    };
-    only(req.infer_rows.is_some(), "--infer-rows", FormatArg::Jsonl)?;
-    only(req.path_column, "--path-column", FormatArg::Imagefolder)?;
-    let source: Box<dyn Source> = match format {
-        FormatArg::Parquet => Box::new(ParquetSource::open(inputs, req.batch_rows.unwrap_or(BATCH_ROWS_DEFAULT))?),
-        FormatArg::Arrow => Box::new(IpcSource::open(inputs)?),
-        FormatArg::Jsonl => {
-            let mut options = JsonlOptions::default();
-            options.infer_rows = req.infer_rows.unwrap_or(options.infer_rows);
-            options.batch_rows = req.batch_rows.unwrap_or(options.batch_rows);
-            Box::new(JsonlSource::open(inputs, options)?)
-        }
-        FormatArg::Webdataset => {
-            let mut options = WebDatasetOptions::default();
-            options.batch_rows = req.batch_rows.unwrap_or(options.batch_rows);
-            let patterns: Vec<String> = inputs.iter().map(|p| p.to_string_lossy().into_owned()).collect();
-            Box::new(WebDatasetSource::open(&patterns, options)?)
-        }
-        FormatArg::Imagefolder => {
-            let [root] = inputs else {
-                return Err(
-                    CliError::new("an image folder import takes one SOURCE, the folder of class folders").into()
-                );
-            };
-            let mut options = ImageFolderOptions { path_column: req.path_column, ..Default::default() };
-            options.batch_rows = req.batch_rows.unwrap_or(options.batch_rows);
-            let source = ImageFolderSource::open(root, options)?;
-            let classes = source.classes_json();
-            return Ok((Box::new(source), Some(classes)));
-        }
-    };
-    Ok((source, None))
+    }
+}
+
+/// `flag`, given, is for `wanted` only: refused, naming the flags, for another `format`.
+fn only(format: Format, given: bool, flag: &str, wanted: Format) -> Result<(), CliError> {
+    if given && format != wanted {
+        let (wanted, format) = (wanted.name(), format.name());
+        return Err(CliError::new(format!("{flag} is for --format {wanted}; this import is {format}")));
+    }
+    Ok(())
 }
 
 /// The import options `req` gives: columns, names, codecs, fills.
@@ -132,7 +118,7 @@ fn options(req: &Request) -> Result<ImportOptions, CliError> {
     for given in &req.codec {
         match given.split_once('=') {
             Some((column, name)) => opts.columns.codecs.push((column.to_string(), codec(name)?)),
-            None => opts.write.codec = codec(given)?,
+            None => opts.columns.codec = Some(codec(given)?),
         }
     }
     if let Some(rows) = req.commit_rows {
@@ -156,34 +142,6 @@ fn pairs(given: &[String], flag: &str, form: &str) -> Result<Vec<(String, String
 fn codec(name: &str) -> Result<Codec, CliError> {
     Codec::from_name(name)
         .ok_or_else(|| CliError::new(format!("unknown codec {name:?}: the codecs are raw, zstd and zstd_dict")))
-}
-
-/// The format `input` names by its extension, or by the files of a directory.
-fn detect(input: &Path) -> Result<FormatArg, CliError> {
-    let by_name = |p: &Path| match p.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
-        Some("parquet" | "pq") => Some(FormatArg::Parquet),
-        Some("arrow" | "arrows" | "ipc" | "feather") => Some(FormatArg::Arrow),
-        Some("jsonl" | "ndjson") => Some(FormatArg::Jsonl),
-        Some("tar") => Some(FormatArg::Webdataset),
-        _ => None,
-    };
-    if let Some(format) = by_name(input) {
-        return Ok(format);
-    }
-    if input.join("state.json").is_file() {
-        return Ok(FormatArg::Arrow);
-    }
-    if let Ok(entries) = std::fs::read_dir(input) {
-        let mut names: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
-        names.sort();
-        if let Some(format) = names.iter().find_map(|p| by_name(p)) {
-            return Ok(format);
-        }
-    }
-    Err(CliError::new(format!(
-        "{}: cannot tell its format from its name; pass --format parquet, arrow, jsonl, webdataset or imagefolder",
-        input.display()
-    )))
 }
 
 /// The bar over the input's bytes, with the rows as its message; none off a terminal.

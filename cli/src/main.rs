@@ -230,8 +230,9 @@ enum Command {
         /// A column's name in the table (repeatable).
         #[arg(long, value_name = "SOURCE=NAME")]
         rename: Vec<String>,
-        /// The table's codec (`zstd`, `raw`, `zstd_dict`), or a column's with
-        /// COLUMN=CODEC (repeatable): e.g. `--codec text=zstd_dict`.
+        /// Every column's codec (`zstd`, `raw`, `zstd_dict`), or a column's
+        /// with COLUMN=CODEC (repeatable): e.g. `--codec text=zstd_dict`.
+        /// Without it: zstd for text, raw for numbers and bytes.
         #[arg(long, value_name = "[COLUMN=]CODEC")]
         codec: Vec<String>,
         /// The value that fills a column's nulls (repeatable); without one,

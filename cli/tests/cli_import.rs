@@ -73,9 +73,9 @@ fn import_options_select_rename_set_codecs_and_fill_nulls() {
         "--rename",
         "id=key",
         "--codec",
-        "raw",
+        "zstd",
         "--codec",
-        "text=zstd",
+        "text=raw",
         "--fill-null",
         "id=-1",
         "--batch-rows",
@@ -87,9 +87,9 @@ fn import_options_select_rename_set_codecs_and_fill_nulls() {
     let columns: Vec<(&str, ColumnType)> = table.columns().map(|(n, k, _)| (n, k)).collect();
     assert_eq!(columns, [("text", ColumnType::Utf8), ("key", ColumnType::Fixed)]);
     let Some(TableColumn::Fixed(key)) = table.column("key") else { panic!() };
-    assert_eq!(key.schema().codec, loaderx::Codec::Raw);
+    assert_eq!(key.schema().codec, loaderx::Codec::Zstd, "--codec CODEC is every column's");
     let Some(TableColumn::Ragged(text)) = table.column("text") else { panic!() };
-    assert_eq!(text.schema().codec, loaderx::Codec::Zstd);
+    assert_eq!(text.schema().codec, loaderx::Codec::Raw, "--codec COLUMN=CODEC is that column's");
     assert_eq!(ids(&dest, "key"), [0, 1, 2, 3, -1, 5]);
 }
 

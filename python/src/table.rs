@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use loaderx::dataset::{DType, WriteOptions};
 use loaderx::format::{TABLE_FILE, column_dir_name};
-use loaderx::import::ImportSummary;
+use loaderx::import::{ImportSummary, kind_codec};
 use loaderx::table::{ColumnSpec, ColumnType, Table as RsTable, TableColumn, TableError, TableWriter, Values};
 use numpy::prelude::*;
 use numpy::{PyReadonlyArray1, PyUntypedArray};
@@ -444,15 +444,15 @@ fn column_codecs(py: Python<'_>, specs: &mut [ColumnSpec], codecs: Option<HashMa
 /// folder (`format` names the format if the extension does not).
 /// `columns` selects and orders the source's columns, `rename` maps a
 /// source name to a table name, `fill_null` gives a column's null fill.
-/// `codec` is every new column's codec, `codecs` (`{column: codec}`) a
-/// column's own. `mode`: None (append, warning with `AppendWarning` if the
+/// `codec` is every new column's codec (by default zstd for text, raw for
+/// numbers and bytes), `codecs` (`{column: codec}`) a column's own. `mode`: None (append, warning with `AppendWarning` if the
 /// table holds rows not of this import), `"append"`, or `"error"`.
 #[pyfunction]
 #[pyo3(
-    signature = (dest, source, *, codec = "zstd".to_string(), codecs = None, mode = None, columns = None,
+    signature = (dest, source, *, codec = None, codecs = None, mode = None, columns = None,
                  rename = None, fill_null = None, format = None, fingerprint = None, batch_rows = None,
                  commit_rows = None),
-    text_signature = "(dest, source, *, codec='zstd', codecs=None, mode=None, columns=None, rename=None, \
+    text_signature = "(dest, source, *, codec=None, codecs=None, mode=None, columns=None, rename=None, \
                       fill_null=None, format=None, fingerprint=None, batch_rows=None, commit_rows=None)"
 )]
 #[allow(clippy::too_many_arguments)]
@@ -460,7 +460,7 @@ pub fn write_table<'py>(
     py: Python<'py>,
     dest: PathBuf,
     source: &Bound<'py, PyAny>,
-    codec: String,
+    codec: Option<String>,
     codecs: Option<HashMap<String, String>>,
     mode: Option<String>,
     columns: Option<Vec<String>>,
@@ -481,7 +481,8 @@ pub fn write_table<'py>(
         )));
     }
     let started = Instant::now();
-    let opts = WriteOptions::codec(codec_of(py, &req.codec)?);
+    let every = req.codec.as_deref().map(|name| codec_of(py, name)).transpose()?;
+    let opts = WriteOptions::default();
     if dict.is_empty() {
         return Err(value_error("source has no columns: give a dict of at least one column"));
     }
@@ -493,6 +494,9 @@ pub fn write_table<'py>(
     let rows = rows_of(&columns)?;
     let mut specs: Vec<ColumnSpec> = columns.iter().map(|c| c.spec.clone()).collect();
     column_codecs(py, &mut specs, req.codecs.clone())?;
+    for spec in &mut specs {
+        spec.codec = spec.codec.or(every).or(Some(kind_codec(spec.kind)));
+    }
     let mut writer = writer(py, &dest, &specs, req.mode.as_deref(), &opts)?;
     let parts: Vec<Part<'_>> = columns.iter().map(Column::part).collect::<PyResult<_>>()?;
     let written = py.detach(|| fork::run(|| append_rows(&mut writer, &parts, rows).and_then(|_| writer.commit())))?;

@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use loaderx::import::{
-    BATCH_ROWS_DEFAULT, ImageFolderOptions, ImageFolderSource, ImportError, ImportOptions, ImportSummary, IpcSource,
-    JsonlOptions, JsonlSource, Mapping, ParquetSource, Progress, Source, WebDatasetOptions, WebDatasetSource, import,
+    Format, ImportError, ImportOptions, ImportSummary, Mapping, Opened, Progress, Source, SourceOptions, import,
+    open_source,
 };
 use loaderx::table::Table as RsTable;
 use pyo3::prelude::*;
@@ -26,7 +26,7 @@ use crate::table::check_dest;
 
 /// What `write_table` was asked beyond its destination and source.
 pub struct Request<'py> {
-    pub codec: String,
+    pub codec: Option<String>,
     pub codecs: Option<HashMap<String, String>>,
     pub mode: Option<String>,
     pub columns: Option<Vec<String>>,
@@ -134,7 +134,7 @@ fn run(py: Python<'_>, source: &mut dyn Source, dest: &Path, opts: &ImportOption
 /// The engine's options from `req`.
 fn options(py: Python<'_>, req: &Request<'_>) -> PyResult<ImportOptions> {
     let mut opts = ImportOptions::default();
-    opts.write.codec = codec_of(py, &req.codec)?;
+    opts.columns.codec = req.codec.as_deref().map(|name| codec_of(py, name)).transpose()?;
     opts.columns.select = req.columns.clone();
     opts.columns.rename = sorted(req.rename.clone());
     for (name, codec) in sorted(req.codecs.clone()) {
@@ -228,9 +228,6 @@ fn input_paths(py: Python<'_>, source: &Bound<'_, PyAny>) -> PyResult<Vec<PathBu
     Ok(paths)
 }
 
-/// A format's name, as `format=` takes it.
-const FORMATS: &str = "\"parquet\", \"arrow\", \"jsonl\", \"webdataset\" or \"imagefolder\"";
-
 /// The source reading `paths` in `format` (else the one their names
 /// give), and an image folder's `classes.json`.
 fn open_files(
@@ -238,68 +235,9 @@ fn open_files(
     format: Option<&str>,
     batch_rows: Option<usize>,
 ) -> Result<(Box<dyn Source>, Option<String>), ImportError> {
-    let format = match format {
-        Some(f) => f.to_string(),
-        None => detect(&paths[0])?.to_string(),
-    };
-    Ok(match format.as_str() {
-        "parquet" => (Box::new(ParquetSource::open(paths, batch_rows.unwrap_or(BATCH_ROWS_DEFAULT))?), None),
-        "arrow" => (Box::new(IpcSource::open(paths)?), None),
-        "jsonl" => {
-            let mut options = JsonlOptions::default();
-            options.batch_rows = batch_rows.unwrap_or(options.batch_rows);
-            (Box::new(JsonlSource::open(paths, options)?), None)
-        }
-        "webdataset" => {
-            let mut options = WebDatasetOptions::default();
-            options.batch_rows = batch_rows.unwrap_or(options.batch_rows);
-            let inputs: Vec<String> = paths.iter().map(|p| p.to_string_lossy().into_owned()).collect();
-            (Box::new(WebDatasetSource::open(&inputs, options)?), None)
-        }
-        "imagefolder" => {
-            let [root] = paths else {
-                return Err(ImportError::InvalidArgument(format!(
-                    "an image folder is one directory (root/<class>/<image>), not {} paths",
-                    paths.len()
-                )));
-            };
-            let mut options = ImageFolderOptions::default();
-            options.batch_rows = batch_rows.unwrap_or(options.batch_rows);
-            let source = ImageFolderSource::open(root, options)?;
-            let classes = source.classes_json();
-            (Box::new(source), Some(classes))
-        }
-        other => return Err(ImportError::InvalidArgument(format!("format must be {FORMATS}, not {other:?}"))),
-    })
-}
-
-/// The format `input`'s name gives (a directory: its files'; a Hugging
-/// Face `save_to_disk` directory: Arrow).
-fn detect(input: &Path) -> Result<&'static str, ImportError> {
-    let by_name = |p: &Path| match p.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
-        Some("parquet" | "pq") => Some("parquet"),
-        Some("arrow" | "arrows" | "ipc" | "feather") => Some("arrow"),
-        Some("jsonl" | "ndjson") => Some("jsonl"),
-        Some("tar") => Some("webdataset"),
-        _ => None,
-    };
-    if let Some(format) = by_name(input) {
-        return Ok(format);
-    }
-    if input.join("state.json").is_file() {
-        return Ok("arrow");
-    }
-    if let Ok(entries) = std::fs::read_dir(input) {
-        let mut names: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
-        names.sort();
-        if let Some(format) = names.iter().find_map(|p| by_name(p)) {
-            return Ok(format);
-        }
-    }
-    Err(ImportError::InvalidArgument(format!(
-        "{}: cannot tell its format from its name; pass format= ({FORMATS})",
-        input.display()
-    )))
+    let format = format.map(Format::parse).transpose()?;
+    let Opened { source, classes } = open_source(format, paths, &SourceOptions { batch_rows, ..Default::default() })?;
+    Ok((source, classes))
 }
 
 /// True if the table at `dest` last committed an import of `fingerprint`

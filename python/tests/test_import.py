@@ -120,6 +120,16 @@ def test_nulls_are_refused_then_filled(tmp_path):
         write_table(tmp_path / "x", table, fill_null={"a": {}})
 
 
+def test_a_columns_codec_follows_its_kind_unless_codec_names_one(tmp_path):
+    source = every_type(40)
+    write_table(tmp_path / "t", source, columns=["text", "i64"])
+    cols = Table(tmp_path / "t").datasets()
+    assert (cols["text"].codec, cols["i64"].codec) == ("zstd", "raw")
+    write_table(tmp_path / "u", source, columns=["text", "i64"], codec="zstd")
+    cols = Table(tmp_path / "u").datasets()
+    assert (cols["text"].codec, cols["i64"].codec) == ("zstd", "zstd")
+
+
 def test_column_selection_renaming_and_codecs(tmp_path):
     source = every_type(40)
     write_table(tmp_path / "t", source, columns=["text", "i64", "meta.id"], rename={"meta.id": "id"},

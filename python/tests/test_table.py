@@ -112,6 +112,13 @@ def test_append_and_the_modes(tmp_path):
     assert Table(tmp_path / "t").rows == 150
 
 
+def test_a_columns_codec_follows_its_kind_by_default(tmp_path):
+    write_table(tmp_path / "t", source(50))
+    cols = open_table(tmp_path / "t")
+    want = {"label": "raw", "image": "raw", "tokens": "raw", "blob": "raw", "text": "zstd"}
+    assert {name: cols[name].codec for name in want} == want
+
+
 def test_per_column_codecs(tmp_path):
     write_table(tmp_path / "t", source(50), codec="raw", codecs={"text": "zstd_dict", "label": "zstd"})
     cols = open_table(tmp_path / "t")

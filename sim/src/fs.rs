@@ -826,7 +826,12 @@ impl VfsFile for SimFile {
         if s.crashed {
             return Err(crash_error());
         }
-        Ok(Stat { len: s.inode(self.id).volatile.len, direct_alignment: SIM_DIRECT_ALIGN, modified: None })
+        Ok(Stat {
+            len: s.inode(self.id).volatile.len,
+            direct_alignment: SIM_DIRECT_ALIGN,
+            modified: None,
+            version: None,
+        })
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {

@@ -39,8 +39,9 @@ pub const IMPORT_ZSTD_LEVEL: i32 = 1;
 pub struct ImportOptions {
     /// Column selection, names, codecs and null fills.
     pub columns: ColumnOptions,
-    /// The table's write options (its default codec, ...; by default at
-    /// zstd level [`IMPORT_ZSTD_LEVEL`]).
+    /// The table's write options (its chunk and commit sizes, ...; by
+    /// default at zstd level [`IMPORT_ZSTD_LEVEL`]). A column's codec is
+    /// [`ColumnOptions`]'s, not `write.codec`.
     pub write: WriteOptions,
     /// A commit at least every this many rows.
     pub commit_rows: u64,

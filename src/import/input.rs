@@ -52,6 +52,8 @@ pub(crate) struct InputFile {
     pub(crate) len: u64,
     /// Nanoseconds since the Unix epoch, where the filesystem keeps it.
     pub(crate) modified: Option<u64>,
+    /// The content's stamp, where the filesystem keeps one ([`crate::io::Stat::version`]).
+    pub(crate) version: Option<u64>,
     /// Bytes read through [`InputFile::reader`]s (for progress).
     read: Arc<AtomicU64>,
 }
@@ -67,7 +69,14 @@ impl InputFile {
         let file: Arc<dyn VfsFile> = Arc::from(vfs.open(path, OpenMode::Read).map_err(io("open"))?);
         let stat = file.stat().map_err(io("stat"))?;
         let read = Arc::new(AtomicU64::new(0));
-        Ok(InputFile { path: path.to_path_buf(), file, len: stat.len, modified: stat.modified, read })
+        Ok(InputFile {
+            path: path.to_path_buf(),
+            file,
+            len: stat.len,
+            modified: stat.modified,
+            version: stat.version,
+            read,
+        })
     }
 
     /// The file's last [`TAIL_BYTES`] (at most), for a fingerprint where
@@ -209,21 +218,24 @@ impl Fingerprint {
         self.bytes(text.as_bytes());
     }
 
-    /// Adds a file: its path, length, and its modification time where the
-    /// filesystem keeps one, else the bytes of its tail (read only then: a
-    /// folder of a million images on a local disk reads none).
+    /// Adds a file: its path, length, its modification time and content
+    /// stamp (an object's entity tag) where the filesystem keeps them,
+    /// else the bytes of its tail (read only then: a folder of a million
+    /// images on a local disk reads none).
     pub(crate) fn file(&mut self, file: &InputFile) -> Result<(), ImportError> {
         self.text(&file.path.to_string_lossy());
         self.bytes(&file.len.to_le_bytes());
-        match file.modified {
-            Some(nanos) => {
-                self.text("mtime");
-                self.bytes(&nanos.to_le_bytes());
-            }
-            None => {
-                self.text("tail");
-                self.bytes(&file.tail()?);
-            }
+        if let Some(nanos) = file.modified {
+            self.text("mtime");
+            self.bytes(&nanos.to_le_bytes());
+        }
+        if let Some(version) = file.version {
+            self.text("version");
+            self.bytes(&version.to_le_bytes());
+        }
+        if file.modified.is_none() && file.version.is_none() {
+            self.text("tail");
+            self.bytes(&file.tail()?);
         }
         self.files += 1;
         self.bytes += file.len;

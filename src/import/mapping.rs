@@ -42,6 +42,9 @@ pub struct ColumnOptions {
     pub select: Option<Vec<String>>,
     /// `(source name, table name)`: a column's name in the table.
     pub rename: Vec<(String, String)>,
+    /// Every column's codec, unless `codecs` names it (`None`: by the
+    /// column's kind, [`kind_codec`]).
+    pub codec: Option<Codec>,
     /// `(source name, codec)`: a column's own codec.
     pub codecs: Vec<(String, Codec)>,
     /// `(source name, value)`: the value that fills the column's nulls,
@@ -178,6 +181,19 @@ impl Mapping {
     }
 }
 
+/// A column's codec when no option names one: zstd for text, which it
+/// compresses well; raw for numbers and bytes. On the token corpus of
+/// `docs/benchmarks.md` ("Import") zstd shrinks token ids by a third but
+/// costs the import 2.2x its time and every cold read a decompression; the
+/// bytes of a training set are mostly encoded images or audio, which zstd
+/// does not shrink.
+pub fn kind_codec(kind: ColumnType) -> Codec {
+    match kind {
+        ColumnType::Utf8 => Codec::Zstd,
+        ColumnType::Fixed | ColumnType::Ragged | ColumnType::Bytes => Codec::Raw,
+    }
+}
+
 /// `field` as columns: itself, or a struct's fields (recursively) named
 /// `name.field`; each with its indices down the structs.
 fn flatten(field: &Field, name: String, path: Vec<usize>, out: &mut Vec<(String, Vec<usize>, Field)>) {
@@ -200,9 +216,9 @@ impl Mapped {
         let name = lookup(&opts.rename).unwrap_or_else(|| source.to_string());
         let mut spec = column_spec(&name, field)
             .map_err(|reason| ImportError::ColumnType { column: source.to_string(), reason })?;
-        if let Some((_, codec)) = opts.codecs.iter().find(|(n, _)| n == source) {
-            spec = spec.with_codec(*codec);
-        }
+        let own = opts.codecs.iter().find(|(n, _)| n == source).map(|(_, codec)| *codec);
+        let codec = own.or(opts.codec).unwrap_or_else(|| kind_codec(spec.kind));
+        spec = spec.with_codec(codec);
         let elements: usize = spec.shape.iter().product();
         let row_bytes = spec.dtype.itemsize() * elements;
         let fill =

@@ -19,6 +19,7 @@ mod input;
 mod ipc;
 mod jsonl;
 mod mapping;
+mod open;
 mod parquet;
 mod parquet_decode;
 mod source;
@@ -32,7 +33,8 @@ pub use importer::{IMPORT_ZSTD_LEVEL, ImportOptions, ImportSummary, Progress, im
 pub use input::{SOURCE_BATCH_ROWS_MAX, SOURCE_INFER_BYTES_MAX};
 pub use ipc::IpcSource;
 pub use jsonl::{JSONL_BATCH_BYTES_MAX, JSONL_LINE_BYTES_MAX, JsonlOptions, JsonlSource};
-pub use mapping::{ColumnOptions, Converted, Cut, Mapping};
+pub use mapping::{ColumnOptions, Converted, Cut, Mapping, kind_codec};
+pub use open::{FORMAT_NAMES, Format, Opened, SourceOptions, detect_format, open_source, open_source_in};
 pub use parquet::{BATCH_ROWS_DEFAULT, DECODE_THREADS_MAX, ParquetSource};
 pub use source::Source;
 pub use webdataset::{KEY_COLUMN, WebDatasetOptions, WebDatasetSource, expand_braces};

@@ -174,6 +174,11 @@ pub struct Stat {
     /// the simulator and the remote backend. An import's fingerprint of
     /// its input files takes it (`src/import/input.rs`).
     pub modified: Option<u64>,
+    /// A stamp of the file's content that changes when it is replaced,
+    /// where the filesystem keeps one beside its time: an object's entity
+    /// tag, hashed (the bucket backend); `None` elsewhere. An import's
+    /// fingerprint takes it too.
+    pub version: Option<u64>,
 }
 
 impl Stat {
@@ -184,7 +189,7 @@ impl Stat {
     /// A file of `len` bytes with the default alignment and no
     /// modification time.
     pub fn of_len(len: u64) -> Stat {
-        Stat { len, direct_alignment: Stat::DIRECT_ALIGNMENT_DEFAULT, modified: None }
+        Stat { len, direct_alignment: Stat::DIRECT_ALIGNMENT_DEFAULT, modified: None, version: None }
     }
 }
 

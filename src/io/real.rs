@@ -541,7 +541,7 @@ fn statx(file: &File) -> Option<Stat> {
         let secs = stx.stx_mtime.tv_sec as u64;
         secs.saturating_mul(1_000_000_000).saturating_add(u64::from(stx.stx_mtime.tv_nsec))
     });
-    Some(Stat { len: stx.stx_size, direct_alignment, modified })
+    Some(Stat { len: stx.stx_size, direct_alignment, modified, version: None })
 }
 
 /// Tells the kernel that the file is read at random (`POSIX_FADV_RANDOM`):

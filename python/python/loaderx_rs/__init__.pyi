@@ -364,7 +364,7 @@ def write_table(
         Any,
     ],
     *,
-    codec: _Codec = "zstd",
+    codec: Optional[_Codec] = None,
     codecs: Optional[Mapping[str, _Codec]] = None,
     mode: Optional[Literal["append", "error"]] = None,
     columns: Optional[Sequence[str]] = None,

@@ -21,11 +21,13 @@
 //! Publishing and fetching whole stores is the `publish` module's, above
 //! the dataset layer; it reaches object storage through [`Location`].
 
+mod bucket;
 mod cache;
 mod fetch;
 mod manifest;
 
 pub use crate::format::MANIFEST_FILE;
+pub use bucket::{BUCKET_LIST_MAX, BUCKET_READ_AHEAD, BucketFs};
 pub use fetch::{FetchCounters, ObjectRef, RemoteError, RemoteErrorKind};
 pub use manifest::{Manifest, ObjectInfo};
 
