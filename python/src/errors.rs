@@ -337,7 +337,8 @@ pub fn loader_error(py: Python<'_>, e: &LoaderError) -> PyErr {
         | LoaderError::NoSources
         | LoaderError::SourceStreams { .. }
         | LoaderError::SourceSchema { .. }
-        | LoaderError::InvalidArgument(_) => PyValueError::new_err(message),
+        | LoaderError::InvalidArgument(_)
+        | LoaderError::State(_) => PyValueError::new_err(message),
         LoaderError::Sampler(e) => sampler_error(e),
         LoaderError::Gather { step, source, .. } => {
             let cause = dataset_error(py, source);

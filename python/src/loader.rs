@@ -27,7 +27,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use loaderx::loader::{Batch, Column, DataLoader as Loader, LoaderError, LoaderStats, StatsHandle, Stream};
+use loaderx::loader::{
+    Batch, Column, DataLoader as Loader, LoaderError, LoaderState, LoaderStats, StatsHandle, Stream,
+};
 use numpy::PyArrayDescr;
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError};
 use pyo3::prelude::*;
@@ -292,6 +294,9 @@ pub struct DataLoader {
     window_start: Option<LoaderStats>,
     /// Time `next()` was blocked waiting for a batch (the exposed wait).
     consumer_wait: Duration,
+    /// The crate loader's state at its first step (`state_dict` sets the
+    /// step); `None` before `__init__`.
+    state: Option<LoaderState>,
 }
 
 /// A loader's arguments, but `start_step` (pickling).
@@ -307,6 +312,16 @@ struct Config {
     shard_index: usize,
     shard_count: usize,
     epochs: Option<u64>,
+}
+
+impl Config {
+    fn clone_ref(&self, py: Python<'_>) -> Config {
+        Config {
+            streams: self.streams.clone_ref(py),
+            transform: self.transform.as_ref().map(|t| t.clone_ref(py)),
+            ..*self
+        }
+    }
 }
 
 pub(crate) fn streams_of<'py>(streams: &Bound<'py, PyAny>) -> PyResult<Vec<(String, Bound<'py, PyAny>)>> {
@@ -342,6 +357,7 @@ impl DataLoader {
             stats: None,
             window_start: None,
             consumer_wait: Duration::ZERO,
+            state: None,
         }
     }
 
@@ -375,84 +391,29 @@ impl DataLoader {
         {
             return Err(PyTypeError::new_err("transform must be callable"));
         }
-        let mut builder = Loader::builder()
-            .batch_size(batch_size)
-            .num_workers(num_workers)
-            // The reference's prefetch_size counts the batches ready in its
-            // queue; each of its workers holds one more in production. The
-            // crate's prefetch counts both.
-            .prefetch(prefetch_size.saturating_add(num_workers))
-            .mode(mode_of(mode)?)
-            .seed(seed)
-            .shard(shard_index, shard_count)
-            .start_step(start_step);
-        if fork::forked() {
-            // In a fork child the global rayon pool has no threads: decode
-            // on the workers' own (fork.rs).
-            builder = builder.inline_gathers(true);
-        }
-        let mut records = None;
-        let (builder, columns, kept) = match streams.cast::<Mixture>() {
-            Ok(mixture) => {
-                let (mixture, columns) = mixture.get().parts(py)?;
-                (builder.mixture(mixture), columns, streams.clone().unbind())
-            }
+        let streams = match streams.cast::<Mixture>() {
+            Ok(_) => streams.clone().unbind(),
             Err(_) => {
-                let mut columns = Vec::new();
                 let kept = PyDict::new(py);
                 for (name, stream) in streams_of(streams)? {
                     kept.set_item(&name, &stream)?;
-                    records = records.or(stream.len().ok().map(|n| n as u64));
-                    let (stream, dtype) = stream_of(py, &name, &stream)?;
-                    builder = builder.stream(name.clone(), stream);
-                    columns.push(StreamColumn { name, dtype });
                 }
-                if columns.is_empty() {
-                    return Err(value_error("need at least one stream"));
-                }
-                (builder, columns, kept.into_any().unbind())
+                kept.into_any().unbind()
             }
         };
-        let loader = py.detach(|| builder.build()).map_err(|e| loader_error(py, &e))?;
-        let batch_len = loader.batch_len();
-        let end = epoch_end(records, batch_size, mode, epochs)?;
-        if let Some(records) = records
-            && (batch_size as u64) > records
-        {
-            warn_batch_over_records(py, batch_size, records)?;
-        }
-        let columns = Arc::new(columns);
-        let stats = Some(loader.stats_handle());
         let config = Config {
-            streams: kept,
+            streams,
             num_workers,
             batch_size,
             prefetch_size,
             mode,
             seed,
-            transform: transform.as_ref().map(|t| t.clone_ref(py)),
+            transform,
             shard_index,
             shard_count,
             epochs,
         };
-        let source = match transform {
-            None => Source::Direct(loader),
-            Some(transform) => piped(loader, transform, columns.clone(), prefetch_size)?,
-        };
-        *self = DataLoader {
-            config: Some(config),
-            source: Some(source),
-            columns,
-            batch_len,
-            step: start_step,
-            first_step: start_step,
-            records,
-            end: end.map(|steps| start_step.max(steps)),
-            home_pid: std::process::id(),
-            stats,
-            window_start: None,
-            consumer_wait: Duration::ZERO,
-        };
+        *self = DataLoader::open(py, config, Start::Step(start_step))?;
         Ok(())
     }
 
@@ -478,6 +439,35 @@ impl DataLoader {
     #[getter]
     fn step(&self) -> u64 {
         self.step
+    }
+
+    /// The loader's checkpoint, as torchdata's `StatefulDataLoader` gives
+    /// it: a small dict of plain values (JSON- and `torch.save`-safe) with
+    /// the step of the next batch, the seed, mode, global batch size and
+    /// sharding, and the identity of the streams (names, dtypes, shapes,
+    /// lengths; a mixture's sources, modes and weight schedule). Save it
+    /// with the model; `load_state_dict` resumes from it.
+    fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let template = self.state.as_ref().ok_or_else(not_open)?;
+        let state = LoaderState { step: self.step, ..template.clone() };
+        py.import("json")?.call_method1("loads", (state.to_json().to_string(),))
+    }
+
+    /// Resumes from a `state_dict()`: the next batch is the one of its
+    /// step, exactly as the loader that saved it would have given. The
+    /// state must be of this loader's streams (names, dtypes, shapes and
+    /// lengths), seed, mode and batch size, else `ValueError` says what
+    /// differs; `shard_index` / `shard_count` may differ (elastic resume:
+    /// every host's slice is cut from the same global batch). Stops the
+    /// loader's threads and starts new ones at that step.
+    fn load_state_dict(&mut self, py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<()> {
+        let text: String = py.import("json")?.call_method1("dumps", (state,))?.extract()?;
+        let state: LoaderState = text.parse().map_err(|e| loader_error(py, &e))?;
+        let config = self.config.as_ref().ok_or_else(not_open)?.clone_ref(py);
+        let reopened = DataLoader::open(py, config, Start::State(state))?;
+        self.stop(py);
+        *self = reopened;
+        Ok(())
     }
 
     /// Records per batch on this host.
@@ -622,6 +612,32 @@ impl DataLoader {
     }
 }
 
+/// Adds `streams` (the stream dict or a `Mixture`) to `builder`. Returns
+/// the builder, the batch's columns, and the records per stream (`None`
+/// for a `Mixture`).
+fn with_streams(
+    py: Python<'_>,
+    mut builder: loaderx::loader::LoaderBuilder,
+    streams: &Bound<'_, PyAny>,
+) -> PyResult<(loaderx::loader::LoaderBuilder, Vec<StreamColumn>, Option<u64>)> {
+    if let Ok(mixture) = streams.cast::<Mixture>() {
+        let (mixture, columns) = mixture.get().parts(py)?;
+        return Ok((builder.mixture(mixture), columns, None));
+    }
+    let mut columns = Vec::new();
+    let mut records = None;
+    for (name, stream) in streams_of(streams)? {
+        records = records.or(stream.len().ok().map(|n| n as u64));
+        let (stream, dtype) = stream_of(py, &name, &stream)?;
+        builder = builder.stream(name.clone(), stream);
+        columns.push(StreamColumn { name, dtype });
+    }
+    if columns.is_empty() {
+        return Err(value_error("need at least one stream"));
+    }
+    Ok((builder, columns, records))
+}
+
 /// A stream's crate handle and NumPy dtype; `TypeError` naming it if it
 /// is not a `Dataset` or `RaggedDataset` (or a subclass).
 pub(crate) fn stream_of(py: Python<'_>, name: &str, stream: &Bound<'_, PyAny>) -> PyResult<(Stream, Py<PyArrayDescr>)> {
@@ -724,7 +740,70 @@ fn stats_dict<'py>(py: Python<'py>, s: &LoaderStats) -> PyResult<Bound<'py, PyDi
     Ok(d)
 }
 
+/// Where a loader starts: a step (`start_step`), or a saved state
+/// (`load_state_dict`), checked against the loader.
+enum Start {
+    Step(u64),
+    State(LoaderState),
+}
+
 impl DataLoader {
+    /// Builds the crate's loader from `config`, starting at `start`, and
+    /// starts its threads.
+    fn open(py: Python<'_>, config: Config, start: Start) -> PyResult<DataLoader> {
+        let mut builder = Loader::builder()
+            .batch_size(config.batch_size)
+            .num_workers(config.num_workers)
+            // The reference's prefetch_size counts the batches ready in its
+            // queue; each of its workers holds one more in production. The
+            // crate's prefetch counts both.
+            .prefetch(config.prefetch_size.saturating_add(config.num_workers))
+            .mode(mode_of(config.mode)?)
+            .seed(config.seed)
+            .shard(config.shard_index, config.shard_count);
+        builder = match &start {
+            Start::Step(step) => builder.start_step(*step),
+            Start::State(state) => builder.resume(state),
+        };
+        if fork::forked() {
+            // In a fork child the global rayon pool has no threads: decode
+            // on the workers' own (fork.rs).
+            builder = builder.inline_gathers(true);
+        }
+        let (builder, columns, records) = with_streams(py, builder, config.streams.bind(py))?;
+        let loader = py.detach(|| builder.build()).map_err(|e| loader_error(py, &e))?;
+        let batch_len = loader.batch_len();
+        let end = epoch_end(records, config.batch_size, config.mode, config.epochs)?;
+        if let Some(records) = records
+            && (config.batch_size as u64) > records
+        {
+            warn_batch_over_records(py, config.batch_size, records)?;
+        }
+        let columns = Arc::new(columns);
+        let stats = Some(loader.stats_handle());
+        let state = loader.state();
+        let start_step = state.step;
+        let source = match &config.transform {
+            None => Source::Direct(loader),
+            Some(transform) => piped(loader, transform.clone_ref(py), columns.clone(), config.prefetch_size)?,
+        };
+        Ok(DataLoader {
+            config: Some(config),
+            source: Some(source),
+            columns,
+            batch_len,
+            step: start_step,
+            first_step: start_step,
+            records,
+            end: end.map(|steps| start_step.max(steps)),
+            home_pid: std::process::id(),
+            stats,
+            window_start: None,
+            consumer_wait: Duration::ZERO,
+            state: Some(state),
+        })
+    }
+
     /// Time in the Python transform so far (zero without one).
     fn python_transform(&self) -> Duration {
         match &self.source {

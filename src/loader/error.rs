@@ -73,6 +73,9 @@ pub enum LoaderError {
     },
     /// The loader stopped after returning an earlier error.
     Stopped,
+    /// A saved [`LoaderState`](super::LoaderState) that is malformed, or
+    /// does not fit the loader it is loaded into; why.
+    State(String),
 }
 
 impl From<SamplerError> for LoaderError {
@@ -118,6 +121,7 @@ impl fmt::Display for LoaderError {
             LoaderError::Transform { step, source } => write!(f, "step {step}: the transform failed: {source}"),
             LoaderError::Panic { step, message } => write!(f, "step {step}: a loader worker panicked: {message}"),
             LoaderError::Stopped => write!(f, "the loader stopped after an earlier error"),
+            LoaderError::State(why) => write!(f, "{why}"),
         }
     }
 }

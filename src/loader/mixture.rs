@@ -36,6 +36,7 @@ use std::time::Instant;
 
 use super::batch::{Batch, Column, Stream};
 use super::error::LoaderError;
+use super::state::{SourceIdentity, StreamIdentity};
 use crate::dataset::{Dataset, Pool, RaggedDataset};
 use crate::sampler::{Draw, MixedSampler, Mode};
 
@@ -106,6 +107,15 @@ impl Mixture {
     /// The weight schedule: `(start_step, weights)`, the first at step 0.
     pub fn schedule(&self) -> &[(u64, Vec<f64>)] {
         &self.schedule
+    }
+
+    /// What each source's streams hold, for a [`LoaderState`](super::LoaderState).
+    pub(super) fn identity(&self) -> Vec<SourceIdentity> {
+        let identity = |(streams, mode): &Source| SourceIdentity {
+            mode: *mode,
+            streams: streams.iter().map(|(n, s)| StreamIdentity::of(n, s)).collect(),
+        };
+        self.sources.iter().map(identity).collect()
     }
 
     /// Checks the sources against each other and the weights, as `build`

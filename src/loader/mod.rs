@@ -49,6 +49,7 @@ mod batch;
 mod error;
 mod mixture;
 mod pack;
+mod state;
 mod stats;
 mod worker;
 
@@ -58,6 +59,7 @@ pub use batch::{Batch, Column, Stream};
 pub use error::{LoaderError, TransformError};
 pub use mixture::Mixture;
 pub use pack::{Packed, pack, pack_transform};
+pub use state::{LoaderState, STATE_FORMAT, STATE_ITEMS_MAX, STATE_VERSION, SourceIdentity, StreamIdentity, Weights};
 pub use stats::{LoaderStats, WAIT_BUCKETS, WorkerStats};
 
 use crate::dataset::Pool;
@@ -79,6 +81,8 @@ pub struct LoaderBuilder {
     seed: u64,
     shard: (usize, usize),
     start_step: u64,
+    /// A saved state to resume from ([`LoaderBuilder::resume`]).
+    resume: Option<LoaderState>,
     transform: Option<Arc<Transform>>,
     reuse_buffers: bool,
     /// `None`: chosen at build ([`LoaderBuilder::inline_gathers`]).
@@ -98,6 +102,7 @@ impl Default for LoaderBuilder {
             seed: 42,
             shard: (0, 1),
             start_step: 0,
+            resume: None,
             transform: None,
             reuse_buffers: true,
             inline_gathers: None,
@@ -185,6 +190,16 @@ impl LoaderBuilder {
         self
     }
 
+    /// Resumes from a saved [`DataLoader::state`]: the loader starts at
+    /// its step, after `build` checks that the state fits (the same seed,
+    /// mode, global batch size and sources; the sharding may differ), or
+    /// fails with [`LoaderError::State`] saying what differs. Overrides
+    /// [`start_step`](Self::start_step).
+    pub fn resume(mut self, state: &LoaderState) -> LoaderBuilder {
+        self.resume = Some(state.clone());
+        self
+    }
+
     /// The collate step, applied by the workers to every batch.
     pub fn transform<F>(mut self, f: F) -> LoaderBuilder
     where
@@ -234,6 +249,11 @@ impl LoaderBuilder {
         if prefetch == 0 {
             return Err(LoaderError::InvalidArgument("prefetch must be at least 1".into()));
         }
+        let state = self.state();
+        if let Some(saved) = &self.resume {
+            saved.check_fits(&state)?;
+        }
+        let start_step = self.resume.as_ref().map_or(self.start_step, |s| s.step);
         let (plan, columns) = match self.mixture {
             Some(_) if !self.streams.is_empty() => {
                 return Err(LoaderError::InvalidArgument("a loader takes streams or a mixture, not both".into()));
@@ -256,9 +276,28 @@ impl LoaderBuilder {
         let pools = (0..columns).map(|_| self.reuse_buffers.then(|| Pool::new(prefetch + 1))).collect();
         let job = Job { plan, transform: self.transform, pools };
         let inline = self.inline_gathers.unwrap_or(self.num_workers >= rayon::current_num_threads());
-        let workers =
-            Workers::start(Arc::new(job), self.num_workers, prefetch, self.start_step, inline, self.statistics)?;
-        Ok(DataLoader { workers, batch_len, done: false })
+        let workers = Workers::start(Arc::new(job), self.num_workers, prefetch, start_step, inline, self.statistics)?;
+        Ok(DataLoader { workers, batch_len, done: false, state })
+    }
+
+    /// The state of a loader of these settings (at step 0).
+    fn state(&self) -> LoaderState {
+        let (sources, schedule) = match &self.mixture {
+            Some(mixture) => (mixture.identity(), Some(mixture.schedule().to_vec())),
+            None => {
+                let streams = self.streams.iter().map(|(n, s)| StreamIdentity::of(n, s)).collect();
+                (vec![SourceIdentity { mode: None, streams }], None)
+            }
+        };
+        LoaderState {
+            step: 0,
+            seed: self.seed,
+            mode: self.mode,
+            batch_size: self.batch_size,
+            shard: self.shard,
+            sources,
+            schedule,
+        }
     }
 }
 
@@ -288,6 +327,8 @@ pub struct DataLoader {
     batch_len: usize,
     /// An error was returned: the iterator is over.
     done: bool,
+    /// Its state at step 0 ([`DataLoader::state`] sets the step).
+    state: LoaderState,
 }
 
 impl DataLoader {
@@ -300,6 +341,12 @@ impl DataLoader {
     /// save it in a checkpoint, resume with [`LoaderBuilder::start_step`].
     pub fn step(&self) -> u64 {
         self.workers.step()
+    }
+
+    /// The checkpoint of this loader: its [`step`](Self::step) and what
+    /// its batches depend on. Resume with [`LoaderBuilder::resume`].
+    pub fn state(&self) -> LoaderState {
+        LoaderState { step: self.step(), ..self.state.clone() }
     }
 
     /// The statistics since the loader was built: time per stage and
