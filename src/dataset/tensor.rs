@@ -3,6 +3,7 @@
 //! their memory through.
 
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use super::dtype::{DType, Element};
@@ -14,13 +15,21 @@ use super::error::DatasetError;
 pub(crate) struct Pool {
     free: Mutex<Vec<Words>>,
     /// At most this many free buffers are kept.
-    keep: usize,
+    keep: AtomicUsize,
 }
 
 impl Pool {
     /// A pool keeping at most `keep` free buffers.
     pub(crate) fn new(keep: usize) -> Arc<Pool> {
-        Arc::new(Pool { free: Mutex::new(Vec::new()), keep })
+        Arc::new(Pool { free: Mutex::new(Vec::new()), keep: AtomicUsize::new(keep) })
+    }
+
+    /// Keeps at most `keep` free buffers from now on (the loader's tuner
+    /// sizes it to its budget); buffers over it are freed.
+    pub(crate) fn set_keep(&self, keep: usize) {
+        self.keep.store(keep, Relaxed);
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        free.truncate(keep);
     }
 
     fn take(&self) -> Option<Words> {
@@ -29,7 +38,7 @@ impl Pool {
 
     fn give(&self, words: Words) {
         let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        if free.len() < self.keep {
+        if free.len() < self.keep.load(Relaxed) {
             free.push(words);
         }
     }

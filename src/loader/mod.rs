@@ -51,6 +51,7 @@ mod mixture;
 mod pack;
 mod state;
 mod stats;
+mod tune;
 mod worker;
 
 use std::sync::Arc;
@@ -61,11 +62,12 @@ pub use mixture::Mixture;
 pub use pack::{Packed, pack, pack_transform};
 pub use state::{LoaderState, STATE_FORMAT, STATE_ITEMS_MAX, STATE_VERSION, SourceIdentity, StreamIdentity, Weights};
 pub use stats::{LoaderStats, WAIT_BUCKETS, WorkerStats};
+pub use tune::{Autotune, DECISIONS_KEPT, Decision, Setting, Tuning};
 
 use crate::dataset::Pool;
 use crate::sampler::{Mode, Sampler};
 pub use worker::StatsHandle;
-use worker::{Job, Plan, Workers};
+use worker::{Job, Launch, Plan, Workers};
 
 /// A transform: the collate step, a batch in, a batch out, fallible.
 pub type Transform = dyn Fn(Batch) -> Result<Batch, TransformError> + Send + Sync;
@@ -88,6 +90,7 @@ pub struct LoaderBuilder {
     /// `None`: chosen at build ([`LoaderBuilder::inline_gathers`]).
     inline_gathers: Option<bool>,
     statistics: bool,
+    autotune: Option<Autotune>,
 }
 
 impl Default for LoaderBuilder {
@@ -107,6 +110,7 @@ impl Default for LoaderBuilder {
             reuse_buffers: true,
             inline_gathers: None,
             statistics: true,
+            autotune: None,
         }
     }
 }
@@ -240,6 +244,18 @@ impl LoaderBuilder {
         self
     }
 
+    /// Tunes the workers and the window while the loader runs, within
+    /// `limits`: the exposed wait near zero, the memory of its batches
+    /// within the budget, never more workers than `max_workers`. It starts
+    /// with one worker; [`num_workers`](Self::num_workers) and
+    /// [`prefetch`](Self::prefetch) are then unused. The batches are the
+    /// same as without it. `tune.rs` has the policy;
+    /// [`DataLoader::tuning`] its decisions.
+    pub fn autotune(mut self, limits: Autotune) -> LoaderBuilder {
+        self.autotune = Some(limits);
+        self
+    }
+
     /// Checks the settings and starts the workers.
     pub fn build(self) -> Result<DataLoader, LoaderError> {
         if self.num_workers == 0 {
@@ -254,6 +270,7 @@ impl LoaderBuilder {
             saved.check_fits(&state)?;
         }
         let start_step = self.resume.as_ref().map_or(self.start_step, |s| s.step);
+        let mut launch = self.launch(prefetch, start_step)?;
         let (plan, columns) = match self.mixture {
             Some(_) if !self.streams.is_empty() => {
                 return Err(LoaderError::InvalidArgument("a loader takes streams or a mixture, not both".into()));
@@ -273,11 +290,30 @@ impl LoaderBuilder {
             }
         };
         let batch_len = plan.batch_len();
-        let pools = (0..columns).map(|_| self.reuse_buffers.then(|| Pool::new(prefetch + 1))).collect();
+        // Tuned, the pools keep what the budget leaves ([`tune`]).
+        let keep = if launch.tuner.is_some() { launch.setting.window + 1 } else { launch.slots + 1 };
+        let pools = (0..columns).map(|_| self.reuse_buffers.then(|| Pool::new(keep))).collect();
         let job = Job { plan, transform: self.transform, pools };
-        let inline = self.inline_gathers.unwrap_or(self.num_workers >= rayon::current_num_threads());
-        let workers = Workers::start(Arc::new(job), self.num_workers, prefetch, start_step, inline, self.statistics)?;
+        launch.inline = self.inline_gathers.unwrap_or(launch.threads >= rayon::current_num_threads());
+        let workers = Workers::start(Arc::new(job), launch)?;
         Ok(DataLoader { workers, batch_len, done: false, state })
+    }
+
+    /// How the workers start: fixed (`num_workers`, `prefetch`) or tuned.
+    fn launch(&self, prefetch: usize, start: u64) -> Result<Launch, LoaderError> {
+        let Some(limits) = self.autotune else {
+            let setting = Setting { workers: self.num_workers, window: prefetch };
+            let (threads, slots, statistics) = (self.num_workers, prefetch, self.statistics);
+            return Ok(Launch { threads, slots, setting, start, inline: false, statistics, tuner: None });
+        };
+        if limits.max_workers == 0 || limits.memory_budget == 0 {
+            return Err(LoaderError::InvalidArgument("autotune needs max_workers and memory_budget above 0".into()));
+        }
+        let slots = limits.max_workers.saturating_mul(4).clamp(8, 1024);
+        let tuner = tune::Tuner::new(limits, slots);
+        let setting = tuner.setting();
+        let threads = limits.max_workers.min(1024);
+        Ok(Launch { threads, slots, setting, start, inline: false, statistics: true, tuner: Some(tuner) })
     }
 
     /// The state of a loader of these settings (at step 0).
@@ -354,6 +390,12 @@ impl DataLoader {
     /// ([`LoaderStats`]; a window is the difference of two snapshots).
     pub fn stats(&self) -> LoaderStats {
         self.workers.stats_handle().stats()
+    }
+
+    /// The tuner's setting and decisions ([`LoaderBuilder::autotune`]);
+    /// `None` without tuning.
+    pub fn tuning(&self) -> Option<Tuning> {
+        self.workers.tuning()
     }
 
     /// A reader of [`stats`](Self::stats) for another thread.

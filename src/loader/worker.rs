@@ -24,6 +24,7 @@ use super::batch::{Batch, Stream};
 use super::error::LoaderError;
 use super::mixture::Mixed;
 use super::stats::{Counters, LoaderStats, batch_bytes};
+use super::tune::{Setting, Tuner, Tuning};
 use crate::dataset::Pool;
 use crate::sampler::ShardedSampler;
 
@@ -126,6 +127,11 @@ struct State {
     slots: VecDeque<Option<Result<Batch, LoaderError>>>,
     /// Set on drop and after an error: workers leave.
     stop: bool,
+    /// Workers `0..workers` claim steps; the others wait (tuning).
+    workers: usize,
+    /// Steps claimed ahead of `next` (in production or ready) stay below
+    /// this; at most `slots.len()`.
+    window: usize,
     /// Workers still running (decremented as each leaves, panic or not).
     alive: usize,
 }
@@ -137,7 +143,6 @@ struct Shared {
     room: Condvar,
     /// The consumer waits here for slot 0.
     ready: Condvar,
-    prefetch: usize,
     /// The statistics, outside the lock.
     counters: Counters,
 }
@@ -175,7 +180,7 @@ fn work(k: usize, shared: &Shared, job: &Job) {
                 if state.stop {
                     return;
                 }
-                if state.claim.wrapping_sub(state.next) < shared.prefetch as u64 {
+                if k < state.workers && state.claim.wrapping_sub(state.next) < state.window as u64 {
                     break;
                 }
                 state = shared.room.wait(state).unwrap_or_else(|e| e.into_inner());
@@ -224,6 +229,10 @@ pub(super) struct Workers {
     threads: Vec<JoinHandle<()>>,
     /// With inline gathers, worker `k`'s one-thread pool (its thread is `threads[k]`).
     pools: Vec<rayon::ThreadPool>,
+    /// The tuner, run by the consumer after each take.
+    tuner: Option<Tuner>,
+    /// The job's buffer pools, which the tuner sizes.
+    buffers: Vec<Arc<Pool>>,
 }
 
 /// Starts worker `k`. With `inline`, the worker is the one thread of its own
@@ -255,32 +264,54 @@ fn spawn(
     Ok((handle, Some(pool)))
 }
 
+/// How the workers start: the threads, the slots of the window, and what
+/// runs at first (all of it without tuning).
+#[derive(Debug)]
+pub(super) struct Launch {
+    /// Worker threads started (the most that may produce).
+    pub(super) threads: usize,
+    /// The window's slots (the widest window).
+    pub(super) slots: usize,
+    /// The workers producing and the window at first.
+    pub(super) setting: Setting,
+    /// The first step.
+    pub(super) start: u64,
+    /// Gathers on the workers' own threads ([`spawn`]).
+    pub(super) inline: bool,
+    /// Count statistics (tuning needs them).
+    pub(super) statistics: bool,
+    /// The tuner, if tuning.
+    pub(super) tuner: Option<Tuner>,
+}
+
 impl Workers {
-    pub(super) fn start(
-        job: Arc<Job>,
-        count: usize,
-        prefetch: usize,
-        start: u64,
-        inline: bool,
-        statistics: bool,
-    ) -> Result<Workers, LoaderError> {
+    pub(super) fn start(job: Arc<Job>, launch: Launch) -> Result<Workers, LoaderError> {
+        let count = launch.threads;
+        debug_assert!(launch.setting.window <= launch.slots && launch.setting.workers <= count);
         let state = State {
-            next: start,
-            claim: start,
-            slots: (0..prefetch).map(|_| None).collect(),
+            next: launch.start,
+            claim: launch.start,
+            slots: (0..launch.slots).map(|_| None).collect(),
             stop: false,
+            workers: launch.setting.workers,
+            window: launch.setting.window,
             alive: count,
         };
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
             room: Condvar::new(),
             ready: Condvar::new(),
-            prefetch,
-            counters: Counters::new(count, statistics),
+            counters: Counters::new(count, launch.statistics),
         });
-        let mut workers = Workers { shared: shared.clone(), threads: Vec::with_capacity(count), pools: Vec::new() };
+        let mut workers = Workers {
+            shared: shared.clone(),
+            threads: Vec::with_capacity(count),
+            pools: Vec::new(),
+            tuner: launch.tuner,
+            buffers: job.pools.iter().flatten().cloned().collect(),
+        };
         for k in 0..count {
-            match spawn(k, inline, shared.clone(), job.clone()) {
+            match spawn(k, launch.inline, shared.clone(), job.clone()) {
                 Ok((handle, pool)) => {
                     workers.threads.push(handle);
                     workers.pools.extend(pool);
@@ -295,6 +326,31 @@ impl Workers {
         Ok(workers)
     }
 
+    /// The tuning so far (`None` without a tuner).
+    pub(super) fn tuning(&self) -> Option<Tuning> {
+        self.tuner.as_ref().map(Tuner::tuning)
+    }
+
+    /// After a take: lets the tuner look, and applies what it decides.
+    fn tune(&mut self, step: u64) {
+        let Some(tuner) = self.tuner.as_mut() else { return };
+        if !tuner.due() {
+            return;
+        }
+        let decided = tuner.observe(step, self.shared.counters.snapshot(0));
+        let keep = tuner.kept_buffers();
+        for pool in &self.buffers {
+            pool.set_keep(keep);
+        }
+        let Some(setting) = decided else { return };
+        let mut state = self.shared.lock();
+        debug_assert!(setting.window <= state.slots.len() && setting.workers <= self.threads.len());
+        state.workers = setting.workers;
+        state.window = setting.window;
+        drop(state);
+        self.shared.room.notify_all();
+    }
+
     /// The step the consumer gets next.
     pub(super) fn step(&self) -> u64 {
         self.shared.lock().next
@@ -306,7 +362,16 @@ impl Workers {
     }
 
     /// The result of the next step, in order; waits for it.
-    pub(super) fn next(&self) -> Result<Batch, LoaderError> {
+    pub(super) fn next(&mut self) -> Result<Batch, LoaderError> {
+        let result = self.take();
+        if let Ok(batch) = &result {
+            self.tune(batch.step());
+        }
+        result
+    }
+
+    /// The result of the next step, in order; waits for it.
+    fn take(&self) -> Result<Batch, LoaderError> {
         let start = self.shared.counters.enabled.then(Instant::now);
         let mut state = self.shared.lock();
         loop {
@@ -329,7 +394,13 @@ impl Workers {
                 }
                 state.next = state.next.wrapping_add(1);
                 drop(state);
-                self.shared.room.notify_one();
+                if self.tuner.is_some() {
+                    // Workers over the tuned count wait on `room` too: one
+                    // woken alone might be one of them, and the wake lost.
+                    self.shared.room.notify_all();
+                } else {
+                    self.shared.room.notify_one();
+                }
                 return result;
             }
             if state.alive == 0 {
