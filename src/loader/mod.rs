@@ -50,15 +50,19 @@ mod error;
 mod mixture;
 mod pack;
 mod stats;
+mod trace;
 mod worker;
 
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Instant;
 
 pub use batch::{Batch, Column, Stream};
 pub use error::{LoaderError, TransformError};
 pub use mixture::Mixture;
 pub use pack::{Packed, pack, pack_transform};
 pub use stats::{LoaderStats, WAIT_BUCKETS, WorkerStats};
+pub use trace::TRACE_EVENTS_MAX;
 
 use crate::dataset::Pool;
 use crate::sampler::{Mode, Sampler};
@@ -84,6 +88,8 @@ pub struct LoaderBuilder {
     /// `None`: chosen at build ([`LoaderBuilder::inline_gathers`]).
     inline_gathers: Option<bool>,
     statistics: bool,
+    trace_path: Option<PathBuf>,
+    trace_events_max: usize,
 }
 
 impl Default for LoaderBuilder {
@@ -102,6 +108,8 @@ impl Default for LoaderBuilder {
             reuse_buffers: true,
             inline_gathers: None,
             statistics: true,
+            trace_path: None,
+            trace_events_max: TRACE_EVENTS_MAX,
         }
     }
 }
@@ -119,6 +127,7 @@ impl std::fmt::Debug for LoaderBuilder {
             .field("shard", &self.shard)
             .field("start_step", &self.start_step)
             .field("transform", &self.transform.is_some())
+            .field("trace_path", &self.trace_path)
             .finish()
     }
 }
@@ -225,6 +234,25 @@ impl LoaderBuilder {
         self
     }
 
+    /// Record a trace of the stages (`docs/loader.md`, "Trace"): per step,
+    /// each worker's `sample`, `gather` and `transform` spans and the
+    /// consumer's `wait`, written to `path` as a Chrome Trace Event Format
+    /// file (Perfetto, `chrome://tracing`) when the loader is closed or
+    /// dropped, and by [`DataLoader::flush_trace`]. At most
+    /// [`TRACE_EVENTS_MAX`] spans are kept; the rest are counted in the
+    /// file. Unset (the default), nothing is recorded.
+    pub fn trace_path(mut self, path: impl Into<PathBuf>) -> LoaderBuilder {
+        self.trace_path = Some(path.into());
+        self
+    }
+
+    /// The spans a trace keeps at most (default [`TRACE_EVENTS_MAX`]); for tests.
+    #[doc(hidden)]
+    pub fn trace_events_max(mut self, max: usize) -> LoaderBuilder {
+        self.trace_events_max = max;
+        self
+    }
+
     /// Checks the settings and starts the workers.
     pub fn build(self) -> Result<DataLoader, LoaderError> {
         if self.num_workers == 0 {
@@ -256,8 +284,9 @@ impl LoaderBuilder {
         let pools = (0..columns).map(|_| self.reuse_buffers.then(|| Pool::new(prefetch + 1))).collect();
         let job = Job { plan, transform: self.transform, pools };
         let inline = self.inline_gathers.unwrap_or(self.num_workers >= rayon::current_num_threads());
+        let trace = self.trace_path.map(|path| trace::Trace::new(path, self.num_workers, self.trace_events_max));
         let workers =
-            Workers::start(Arc::new(job), self.num_workers, prefetch, self.start_step, inline, self.statistics)?;
+            Workers::start(Arc::new(job), self.num_workers, prefetch, self.start_step, inline, self.statistics, trace)?;
         Ok(DataLoader { workers, batch_len, done: false })
     }
 }
@@ -330,8 +359,27 @@ impl DataLoader {
         result
     }
 
-    /// Stops and joins every thread (as dropping does).
-    pub fn close(self) {}
+    /// Writes the trace ([`LoaderBuilder::trace_path`]) with the spans
+    /// recorded so far, replacing the file whole (a temporary file, synced,
+    /// renamed); the loader goes on. Nothing to do without a trace.
+    pub fn flush_trace(&mut self) -> std::io::Result<()> {
+        self.workers.write_trace()
+    }
+
+    /// Records a span of a stage above the loader on a track of its own,
+    /// named `track` (after the workers' tracks; made at its first span),
+    /// when tracing; otherwise does nothing. The Python binding's transform
+    /// thread records its `python_transform` spans so.
+    pub fn trace_span(&self, track: &str, name: &'static str, step: u64, start: Instant, end: Instant) {
+        self.workers.extra_span(track, name, step, start, end);
+    }
+
+    /// Stops and joins every thread (as dropping does), then writes the
+    /// trace if one was asked for, returning its I/O error (dropping
+    /// ignores it).
+    pub fn close(mut self) -> std::io::Result<()> {
+        self.workers.close()
+    }
 }
 
 impl Iterator for DataLoader {
