@@ -22,6 +22,7 @@
 //! joining threads that are not there.
 
 use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
@@ -101,6 +102,8 @@ struct Pipe {
     capacity: usize,
     /// Nanoseconds in the Python transform (with the batch's conversion).
     transform_ns: AtomicU64,
+    /// How closing the crate's loader went (writing its trace), once the thread has ended.
+    closed: Mutex<Option<std::io::Result<()>>>,
 }
 
 struct PipeState {
@@ -208,9 +211,13 @@ pub fn shutdown_loaders(py: Python<'_>) {
     }
 }
 
+/// The track of the transform thread's spans in a loader's trace.
+const PYTHON_TRACK: &str = "python transform";
+
 /// The transform thread: the crate's batches in order, converted and
-/// transformed, queued.
+/// transformed (each a `python_transform` span when tracing), queued.
 fn produce(mut loader: Loader, pipe: Arc<Pipe>, transform: Py<PyAny>, columns: Arc<Vec<StreamColumn>>) {
+    let mut step = loader.step();
     while pipe.wait_for_room() {
         let result = loader.next_batch();
         if matches!(result, Err(LoaderError::Stopped)) || pipe.stopped() {
@@ -227,8 +234,10 @@ fn produce(mut loader: Loader, pipe: Arc<Pipe>, transform: Py<PyAny>, columns: A
                 }
                 Err(e) => Err(loader_error(py, &e)),
             };
-            let spent = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            let end = Instant::now();
+            let spent = u64::try_from((end - start).as_nanos()).unwrap_or(u64::MAX);
             pipe.transform_ns.fetch_add(spent, Relaxed);
+            loader.trace_span(PYTHON_TRACK, "python_transform", step, start, end);
             let failed = item.is_err();
             match pipe.push(item) {
                 Ok(()) => failed,
@@ -241,10 +250,12 @@ fn produce(mut loader: Loader, pipe: Arc<Pipe>, transform: Py<PyAny>, columns: A
         if outcome {
             break;
         }
+        step = step.wrapping_add(1);
     }
     pipe.end();
     // The crate's loader joins its workers, which never need the GIL.
-    drop(loader);
+    let closed = loader.close();
+    *pipe.closed.lock().unwrap_or_else(|e| e.into_inner()) = Some(closed);
     Python::attach(|_| drop((transform, columns)));
 }
 
@@ -292,6 +303,9 @@ pub struct DataLoader {
     window_start: Option<LoaderStats>,
     /// Time `next()` was blocked waiting for a batch (the exposed wait).
     consumer_wait: Duration,
+    /// Writing the trace failed when the loader stopped before `close()`,
+    /// which raises it.
+    trace_error: Option<std::io::Error>,
 }
 
 /// A loader's arguments, but `start_step` (pickling).
@@ -307,6 +321,7 @@ struct Config {
     shard_index: usize,
     shard_count: usize,
     epochs: Option<u64>,
+    trace_path: Option<PathBuf>,
 }
 
 pub(crate) fn streams_of<'py>(streams: &Bound<'py, PyAny>) -> PyResult<Vec<(String, Bound<'py, PyAny>)>> {
@@ -326,7 +341,7 @@ impl DataLoader {
     #[new]
     #[pyo3(
         signature = (*_args, **_kwargs),
-        text_signature = "(streams, num_workers=4, batch_size=256, prefetch_size=4, mode=1, seed=42, transform=None, *, shard_index=0, shard_count=1, start_step=0, epochs=None)"
+        text_signature = "(streams, num_workers=4, batch_size=256, prefetch_size=4, mode=1, seed=42, transform=None, *, shard_index=0, shard_count=1, start_step=0, epochs=None, trace_path=None)"
     )]
     fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> DataLoader {
         DataLoader {
@@ -342,11 +357,13 @@ impl DataLoader {
             stats: None,
             window_start: None,
             consumer_wait: Duration::ZERO,
+            trace_error: None,
         }
     }
 
     #[pyo3(signature = (streams, num_workers = 4, batch_size = 256, prefetch_size = 4, mode = None, seed = 42,
-                        transform = None, *, shard_index = 0, shard_count = 1, start_step = 0, epochs = None))]
+                        transform = None, *, shard_index = 0, shard_count = 1, start_step = 0, epochs = None,
+                        trace_path = None))]
     #[allow(clippy::too_many_arguments)]
     fn __init__(
         &mut self,
@@ -362,6 +379,7 @@ impl DataLoader {
         shard_count: usize,
         start_step: u64,
         epochs: Option<u64>,
+        trace_path: Option<PathBuf>,
     ) -> PyResult<()> {
         let mode = mode.map_or(Ok(1), mode_number)?;
         if self.config.is_some() {
@@ -390,6 +408,9 @@ impl DataLoader {
             // In a fork child the global rayon pool has no threads: decode
             // on the workers' own (fork.rs).
             builder = builder.inline_gathers(true);
+        }
+        if let Some(path) = &trace_path {
+            builder = builder.trace_path(path);
         }
         let mut records = None;
         let (builder, columns, kept) = match streams.cast::<Mixture>() {
@@ -434,6 +455,7 @@ impl DataLoader {
             shard_index,
             shard_count,
             epochs,
+            trace_path,
         };
         let source = match transform {
             None => Source::Direct(loader),
@@ -452,6 +474,7 @@ impl DataLoader {
             stats,
             window_start: None,
             consumer_wait: Duration::ZERO,
+            trace_error: None,
         };
         Ok(())
     }
@@ -469,6 +492,7 @@ impl DataLoader {
         kwargs.set_item("shard_count", c.shard_count)?;
         kwargs.set_item("start_step", me.step)?;
         kwargs.set_item("epochs", c.epochs)?;
+        kwargs.set_item("trace_path", c.trace_path.as_ref())?;
         drop(me);
         crate::pickle::reduce(slf.as_any(), &py.get_type::<DataLoader>(), args, kwargs)
     }
@@ -601,9 +625,14 @@ impl DataLoader {
         Ok(text)
     }
 
-    /// Stops and joins every worker thread.
-    fn close(&mut self, py: Python<'_>) {
+    /// Stops and joins every worker thread, then writes the trace
+    /// (`trace_path=`), raising `OSError` if it cannot be written.
+    fn close(&mut self, py: Python<'_>) -> PyResult<()> {
         self.stop(py);
+        match self.trace_error.take() {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -616,9 +645,9 @@ impl DataLoader {
         _t: &Bound<'_, PyAny>,
         _v: &Bound<'_, PyAny>,
         _tb: &Bound<'_, PyAny>,
-    ) -> bool {
-        self.close(py);
-        false
+    ) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
     }
 }
 
@@ -647,6 +676,7 @@ fn piped(loader: Loader, transform: Py<PyAny>, columns: Arc<Vec<StreamColumn>>, 
         changed: Condvar::new(),
         capacity,
         transform_ns: AtomicU64::new(0),
+        closed: Mutex::new(None),
     });
     let thread_pipe = pipe.clone();
     let thread = std::thread::Builder::new()
@@ -735,8 +765,9 @@ impl DataLoader {
 
     /// Stops and joins the loader's threads with the GIL released (the
     /// crate's workers never need it; the transform thread may be waiting
-    /// for it). In a fork child the threads are not there: nothing is
-    /// joined or dropped.
+    /// for it), which writes the trace; its error is kept for `close()`.
+    /// In a fork child the threads are not there: nothing is joined or
+    /// dropped.
     fn stop(&mut self, py: Python<'_>) {
         let Some(source) = self.source.take() else {
             return;
@@ -745,12 +776,17 @@ impl DataLoader {
             std::mem::forget(source);
             return;
         }
-        match source {
-            Source::Direct(loader) => py.detach(|| drop(loader)),
+        let closed = match source {
+            Source::Direct(loader) => py.detach(|| loader.close()),
             Source::Piped(producer) => {
                 let left = py.detach(|| producer.shut_down());
                 drop(left);
+                let closed = producer.pipe.closed.lock().unwrap_or_else(|e| e.into_inner()).take();
+                closed.unwrap_or(Ok(()))
             }
+        };
+        if let Err(e) = closed {
+            self.trace_error = Some(e);
         }
     }
 }
