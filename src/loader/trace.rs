@@ -23,8 +23,8 @@ use std::time::Instant;
 use crate::io::real::RealFs;
 use crate::io::{OpenMode, SyncKind, Vfs, VfsFile, write_all_at};
 
-/// The spans a trace keeps by default (about 40 MB of them); later ones
-/// are counted as dropped.
+/// The spans a trace keeps by default (40 bytes each); later ones are
+/// counted as dropped.
 pub const TRACE_EVENTS_MAX: usize = 1_000_000;
 
 /// Span names of the loader's own stages.
