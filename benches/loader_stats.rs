@@ -1,18 +1,21 @@
-//! The cost of the loader's statistics: batches/s with
-//! `LoaderBuilder::statistics(true)` against `false`, in alternating rounds
-//! (the order flipping each round), on two workloads: small batches (32
-//! records of 256 bytes, where the per-batch cost weighs most) and the
-//! loader benchmark's records (256 records of 12,288 bytes, raw).
+//! The cost of the loader's statistics and trace: time per batch with
+//! neither (`statistics(false)`), with the statistics (the default) and
+//! with both (`trace_path`), in rounds whose order rotates, on two
+//! workloads: small batches (32 records of 256 bytes, where the per-batch
+//! cost weighs most) and the loader benchmark's records (256 records of
+//! 12,288 bytes, raw).
 //!
 //! ```text
 //! cargo bench -p loaderx --bench loader_stats -- [--rounds 9] [--batches 2000] [--workers 2]
 //! ```
 //!
 //! Per round and workload: one loader per setting, 100 batches pulled
-//! first, then `--batches` timed (each dropped before the next). Prints each
+//! first, then `--batches` timed (each dropped before the next; a trace is
+//! written when its loader is dropped, after the timing). Prints each
 //! setting's median time per batch and the median and range of the
-//! per-round ratios on / off.
+//! per-round ratios to `off`.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -43,14 +46,22 @@ fn parse_args() -> Res<Args> {
     Ok(a)
 }
 
-/// Seconds per batch of `batches` batches after a warm-up.
-fn run(data: &Arc<Dataset>, batch: usize, workers: usize, batches: usize, statistics: bool) -> Res<f64> {
-    let mut loader = DataLoader::builder()
+/// What a loader counts: nothing, the statistics, the statistics and a trace.
+const SETTINGS: [&str; 3] = ["off", "stats", "stats+trace"];
+
+/// Seconds per batch of `batches` batches after a warm-up, with setting
+/// `SETTINGS[setting]` (a trace goes to `trace`).
+fn run(data: &Arc<Dataset>, batch: usize, a: &Args, setting: usize, trace: &Path) -> Res<f64> {
+    let mut builder = DataLoader::builder()
         .stream("x", data.clone())
         .batch_size(batch)
-        .num_workers(workers)
-        .statistics(statistics)
-        .build()?;
+        .num_workers(a.workers)
+        .statistics(setting > 0);
+    if setting == 2 {
+        builder = builder.trace_path(trace);
+    }
+    let mut loader = builder.build()?;
+    let batches = a.batches;
     for _ in 0..100 {
         loader.next_batch()?;
     }
@@ -75,26 +86,31 @@ fn main() -> Res<()> {
     let large: Vec<f32> = (0..5_000 * 3072).map(|v| (v as f32 * 0.1).sin()).collect();
     write_dataset(dir.path().join("large"), &large, &[3072], &raw)?;
     drop((small, large));
-    println!("workers {}, {} rounds of {} batches, on/off alternating", a.workers, a.rounds, a.batches);
+    println!("workers {}, {} rounds of {} batches, order rotating", a.workers, a.rounds, a.batches);
+    let trace = dir.path().join("trace.json");
     for (name, batch) in [("small", 32), ("large", 256)] {
         let data = Arc::new(Dataset::open(dir.path().join(name))?);
-        let (mut on, mut off, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+        let mut times: [Vec<f64>; 3] = Default::default();
         for round in 0..a.rounds {
-            let first = round % 2 == 0;
-            let x = run(&data, batch, a.workers, a.batches, first)?;
-            let y = run(&data, batch, a.workers, a.batches, !first)?;
-            let (t_on, t_off) = if first { (x, y) } else { (y, x) };
-            on.push(t_on);
-            off.push(t_off);
-            ratios.push(t_on / t_off);
+            for k in 0..SETTINGS.len() {
+                let setting = (round + k) % SETTINGS.len();
+                times[setting].push(run(&data, batch, &a, setting, &trace)?);
+            }
         }
+        report(name, batch, &times);
+    }
+    Ok(())
+}
+
+/// Each setting's median time per batch and its per-round ratio to `off`.
+fn report(name: &str, batch: usize, times: &[Vec<f64>; 3]) {
+    for (setting, t) in SETTINGS.iter().zip(times) {
+        let ratios: Vec<f64> = t.iter().zip(&times[0]).map(|(x, off)| x / off).collect();
         let (lo, hi) = ratios.iter().fold((f64::MAX, f64::MIN), |(l, h), &r| (l.min(r), h.max(r)));
         println!(
-            "{name:5} batch {batch:3}: on {:8.1} us/batch, off {:8.1} us/batch, on/off median {:.4} (range {lo:.4} to {hi:.4})",
-            median(on) * 1e6,
-            median(off) * 1e6,
+            "{name:5} batch {batch:3} {setting:11}: {:8.1} us/batch, / off median {:.4} (range {lo:.4} to {hi:.4})",
+            median(t.clone()) * 1e6,
             median(ratios),
         );
     }
-    Ok(())
 }

@@ -158,7 +158,7 @@ const LAYERS: [(&str, &[&str]); 12] = [
     ("store", &["io", "format", "error", "sync", "first_fit"]),
     ("dataset", &["store", "io", "format", "error", "sync"]),
     ("table", &["dataset", "store", "io", "format", "error", "sync"]),
-    ("loader", &["dataset", "sampler", "store", "first_fit", "format", "error", "sync"]),
+    ("loader", &["dataset", "sampler", "store", "io", "first_fit", "format", "error", "sync"]),
     ("publish", &["dataset", "store", "io", "format", "error"]),
     ("import", &["table", "dataset", "store", "io", "format", "error", "sync"]),
 ];

@@ -161,7 +161,7 @@ fn dropping_mid_way_and_during_a_slow_transform_joins_promptly() {
     }
     let took = within(30, move || {
         let start = Instant::now();
-        loader.close();
+        loader.close().unwrap();
         start.elapsed()
     });
     // At most one transform per worker to finish.

@@ -7,7 +7,7 @@
 //! record twice, so none comes from the cache). Figures only;
 //! `docs/benchmarks.md` has the controlled comparison.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use loaderx::ReadMode;
@@ -29,6 +29,8 @@ pub struct Options {
     pub seed: u64,
     pub cold: bool,
     pub read_mode: ReadModeArg,
+    /// Where to write the loader's trace (`--trace`).
+    pub trace: Option<PathBuf>,
 }
 
 /// `--read-mode`: how the store's reads reach records (`ReadMode`).
@@ -297,15 +299,19 @@ fn bench_gather(store: &Records, opts: &Options) -> CliResult<Run> {
     })
 }
 
-/// The loader workload: one stream, IID batches, `workers` threads.
+/// The loader workload: one stream, IID batches, `workers` threads;
+/// traced to `--trace` if given.
 fn bench_loader(path: &Path, stream: Stream, workers: usize, opts: &Options) -> CliResult<Run> {
-    let mut loader = DataLoader::builder()
+    let mut builder = DataLoader::builder()
         .stream("data", stream)
         .batch_size(opts.batch_size)
         .num_workers(workers)
         .mode(opts.mode())
-        .seed(opts.seed)
-        .build()?;
+        .seed(opts.seed);
+    if let Some(trace) = &opts.trace {
+        builder = builder.trace_path(trace);
+    }
+    let mut loader = builder.build()?;
     let mut before = None;
     let mut run = measure(opts, path, |step| {
         if step == 1 {
@@ -320,6 +326,11 @@ fn bench_loader(path: &Path, stream: Stream, workers: usize, opts: &Options) -> 
         Ok((batch.indices().len() as u64, bytes as u64))
     })?;
     run.stats = before.map(|b| loader.stats().since(&b));
+    if let Err(e) = loader.close()
+        && let Some(trace) = &opts.trace
+    {
+        return Err(CliError::with_source(format!("{}: could not write the trace", trace.display()), e).into());
+    }
     Ok(run)
 }
 

@@ -363,6 +363,10 @@ enum Command {
         /// (many reads in flight), direct (batched, past the page cache).
         #[arg(long, value_enum, default_value_t = bench::ReadModeArg::Auto)]
         read_mode: bench::ReadModeArg,
+        /// Write a trace of the loader's stages (Chrome Trace Event Format,
+        /// for Perfetto or chrome://tracing) to this file.
+        #[arg(long, value_name = "PATH")]
+        trace: Option<PathBuf>,
         /// Print one JSON object instead of a table.
         #[arg(long)]
         json: bool,
@@ -477,9 +481,9 @@ fn main() -> ExitCode {
             let how = delete::How { shard, wait };
             delete::run(&store, indices, from_file.as_deref(), how, json).map(|()| Done::Ok)
         }
-        Command::Bench { store, batch_size, batches, seconds, workers, seed, cold, read_mode, json } => {
-            let opts =
-                bench::Options { batch_size: batch_size as usize, batches, seconds, workers, seed, cold, read_mode };
+        Command::Bench { store, batch_size, batches, seconds, workers, seed, cold, read_mode, trace, json } => {
+            let batch_size = batch_size as usize;
+            let opts = bench::Options { batch_size, batches, seconds, workers, seed, cold, read_mode, trace };
             bench::run(&store, &opts, json).map(|()| Done::Ok)
         }
         Command::Push { store, url, json } => publish::run_push(&store, &url, json).map(|()| Done::Ok),

@@ -129,3 +129,26 @@ fn bench_cold_evicts_and_draws_no_record_twice() {
     }
     assert_usage(&loaderx(&["bench", p, "--read-mode", "fast"]));
 }
+
+#[test]
+fn bench_trace_writes_the_loaders_stages() {
+    let _x = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let values: Vec<f32> = (0..40 * 12).map(|v| v as f32).collect();
+    write_dataset(&data, &values, &[12], &WriteOptions::default()).unwrap();
+    let trace = dir.path().join("trace.json");
+    let (p, t) = (path_str(&data), path_str(&trace));
+    ok_json(&loaderx(&["bench", p, "--batches", "4", "--batch-size", "8", "--workers", "2", "--trace", t, "--json"]));
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let events = json["traceEvents"].as_array().unwrap();
+    let count = |name: &str| events.iter().filter(|e| e["ph"] == "X" && e["name"] == name).count();
+    // A warm-up batch and 4 timed ones.
+    assert_eq!(count("wait"), 5, "{json}");
+    assert!(count("gather") >= 5, "{json}");
+    assert_eq!(json["otherData"]["dropped_events"], 0);
+
+    let missing = dir.path().join("missing").join("trace.json");
+    let args = ["bench", p, "--batches", "2", "--trace", path_str(&missing)];
+    assert_fails(&loaderx(&args), "could not write the trace");
+}

@@ -22,6 +22,7 @@
 //! joining threads that are not there.
 
 use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
@@ -103,6 +104,8 @@ struct Pipe {
     capacity: usize,
     /// Nanoseconds in the Python transform (with the batch's conversion).
     transform_ns: AtomicU64,
+    /// How closing the crate's loader went (writing its trace), once the thread has ended.
+    closed: Mutex<Option<std::io::Result<()>>>,
 }
 
 struct PipeState {
@@ -210,9 +213,13 @@ pub fn shutdown_loaders(py: Python<'_>) {
     }
 }
 
+/// The track of the transform thread's spans in a loader's trace.
+const PYTHON_TRACK: &str = "python transform";
+
 /// The transform thread: the crate's batches in order, converted and
-/// transformed, queued.
+/// transformed (each a `python_transform` span when tracing), queued.
 fn produce(mut loader: Loader, pipe: Arc<Pipe>, transform: Py<PyAny>, columns: Arc<Vec<StreamColumn>>) {
+    let mut step = loader.step();
     while pipe.wait_for_room() {
         let result = loader.next_batch();
         if matches!(result, Err(LoaderError::Stopped)) || pipe.stopped() {
@@ -229,8 +236,10 @@ fn produce(mut loader: Loader, pipe: Arc<Pipe>, transform: Py<PyAny>, columns: A
                 }
                 Err(e) => Err(loader_error(py, &e)),
             };
-            let spent = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            let end = Instant::now();
+            let spent = u64::try_from((end - start).as_nanos()).unwrap_or(u64::MAX);
             pipe.transform_ns.fetch_add(spent, Relaxed);
+            loader.trace_span(PYTHON_TRACK, "python_transform", step, start, end);
             let failed = item.is_err();
             match pipe.push(item) {
                 Ok(()) => failed,
@@ -243,17 +252,19 @@ fn produce(mut loader: Loader, pipe: Arc<Pipe>, transform: Py<PyAny>, columns: A
         if outcome {
             break;
         }
+        step = step.wrapping_add(1);
     }
     pipe.end();
     // The crate's loader joins its workers, which never need the GIL.
-    drop(loader);
+    let closed = loader.close();
+    *pipe.closed.lock().unwrap_or_else(|e| e.into_inner()) = Some(closed);
     Python::attach(|_| drop((transform, columns)));
 }
 
 /// Where `next()` takes batches from.
 enum Source {
     /// No transform: straight from the crate's loader.
-    Direct(Loader),
+    Direct(Box<Loader>),
     /// A transform: from the transform thread's queue.
     Piped(Arc<Producer>),
 }
@@ -297,6 +308,9 @@ pub struct DataLoader {
     /// The crate loader's state at its first step (`state_dict` sets the
     /// step); `None` before `__init__`.
     state: Option<LoaderState>,
+    /// Writing the trace failed when the loader stopped before `close()`,
+    /// which raises it.
+    trace_error: Option<std::io::Error>,
 }
 
 /// A loader's arguments, but `start_step` (pickling).
@@ -312,6 +326,7 @@ struct Config {
     shard_index: usize,
     shard_count: usize,
     epochs: Option<u64>,
+    trace_path: Option<PathBuf>,
 }
 
 impl Config {
@@ -319,6 +334,7 @@ impl Config {
         Config {
             streams: self.streams.clone_ref(py),
             transform: self.transform.as_ref().map(|t| t.clone_ref(py)),
+            trace_path: self.trace_path.clone(),
             ..*self
         }
     }
@@ -341,7 +357,7 @@ impl DataLoader {
     #[new]
     #[pyo3(
         signature = (*_args, **_kwargs),
-        text_signature = "(streams, num_workers=4, batch_size=256, prefetch_size=4, mode=1, seed=42, transform=None, *, shard_index=0, shard_count=1, start_step=0, epochs=None)"
+        text_signature = "(streams, num_workers=4, batch_size=256, prefetch_size=4, mode=1, seed=42, transform=None, *, shard_index=0, shard_count=1, start_step=0, epochs=None, trace_path=None)"
     )]
     fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> DataLoader {
         DataLoader {
@@ -358,11 +374,13 @@ impl DataLoader {
             window_start: None,
             consumer_wait: Duration::ZERO,
             state: None,
+            trace_error: None,
         }
     }
 
     #[pyo3(signature = (streams, num_workers = 4, batch_size = 256, prefetch_size = 4, mode = None, seed = 42,
-                        transform = None, *, shard_index = 0, shard_count = 1, start_step = 0, epochs = None))]
+                        transform = None, *, shard_index = 0, shard_count = 1, start_step = 0, epochs = None,
+                        trace_path = None))]
     #[allow(clippy::too_many_arguments)]
     fn __init__(
         &mut self,
@@ -378,6 +396,7 @@ impl DataLoader {
         shard_count: usize,
         start_step: u64,
         epochs: Option<u64>,
+        trace_path: Option<PathBuf>,
     ) -> PyResult<()> {
         let mode = mode.map_or(Ok(1), mode_number)?;
         if self.config.is_some() {
@@ -412,6 +431,7 @@ impl DataLoader {
             shard_index,
             shard_count,
             epochs,
+            trace_path,
         };
         *self = DataLoader::open(py, config, Start::Step(start_step))?;
         Ok(())
@@ -430,6 +450,7 @@ impl DataLoader {
         kwargs.set_item("shard_count", c.shard_count)?;
         kwargs.set_item("start_step", me.step)?;
         kwargs.set_item("epochs", c.epochs)?;
+        kwargs.set_item("trace_path", c.trace_path.as_ref())?;
         drop(me);
         crate::pickle::reduce(slf.as_any(), &py.get_type::<DataLoader>(), args, kwargs)
     }
@@ -591,9 +612,14 @@ impl DataLoader {
         Ok(text)
     }
 
-    /// Stops and joins every worker thread.
-    fn close(&mut self, py: Python<'_>) {
+    /// Stops and joins every worker thread, then writes the trace
+    /// (`trace_path=`), raising `OSError` if it cannot be written.
+    fn close(&mut self, py: Python<'_>) -> PyResult<()> {
         self.stop(py);
+        match self.trace_error.take() {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -606,9 +632,9 @@ impl DataLoader {
         _t: &Bound<'_, PyAny>,
         _v: &Bound<'_, PyAny>,
         _tb: &Bound<'_, PyAny>,
-    ) -> bool {
-        self.close(py);
-        false
+    ) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
     }
 }
 
@@ -663,6 +689,7 @@ fn piped(loader: Loader, transform: Py<PyAny>, columns: Arc<Vec<StreamColumn>>, 
         changed: Condvar::new(),
         capacity,
         transform_ns: AtomicU64::new(0),
+        closed: Mutex::new(None),
     });
     let thread_pipe = pipe.clone();
     let thread = std::thread::Builder::new()
@@ -765,6 +792,9 @@ impl DataLoader {
             Start::Step(step) => builder.start_step(*step),
             Start::State(state) => builder.resume(state),
         };
+        if let Some(path) = &config.trace_path {
+            builder = builder.trace_path(path);
+        }
         if fork::forked() {
             // In a fork child the global rayon pool has no threads: decode
             // on the workers' own (fork.rs).
@@ -784,7 +814,7 @@ impl DataLoader {
         let state = loader.state();
         let start_step = state.step;
         let source = match &config.transform {
-            None => Source::Direct(loader),
+            None => Source::Direct(Box::new(loader)),
             Some(transform) => piped(loader, transform.clone_ref(py), columns.clone(), config.prefetch_size)?,
         };
         Ok(DataLoader {
@@ -801,6 +831,7 @@ impl DataLoader {
             window_start: None,
             consumer_wait: Duration::ZERO,
             state: Some(state),
+            trace_error: None,
         })
     }
 
@@ -814,8 +845,9 @@ impl DataLoader {
 
     /// Stops and joins the loader's threads with the GIL released (the
     /// crate's workers never need it; the transform thread may be waiting
-    /// for it). In a fork child the threads are not there: nothing is
-    /// joined or dropped.
+    /// for it), which writes the trace; its error is kept for `close()`.
+    /// In a fork child the threads are not there: nothing is joined or
+    /// dropped.
     fn stop(&mut self, py: Python<'_>) {
         let Some(source) = self.source.take() else {
             return;
@@ -824,12 +856,17 @@ impl DataLoader {
             std::mem::forget(source);
             return;
         }
-        match source {
-            Source::Direct(loader) => py.detach(|| drop(loader)),
+        let closed = match source {
+            Source::Direct(loader) => py.detach(|| loader.close()),
             Source::Piped(producer) => {
                 let left = py.detach(|| producer.shut_down());
                 drop(left);
+                let closed = producer.pipe.closed.lock().unwrap_or_else(|e| e.into_inner()).take();
+                closed.unwrap_or(Ok(()))
             }
+        };
+        if let Err(e) = closed {
+            self.trace_error = Some(e);
         }
     }
 }

@@ -51,10 +51,13 @@ mod mixture;
 mod pack;
 mod state;
 mod stats;
+mod trace;
 mod tune;
 mod worker;
 
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Instant;
 
 pub use batch::{Batch, Column, Stream};
 pub use error::{LoaderError, TransformError};
@@ -62,6 +65,7 @@ pub use mixture::Mixture;
 pub use pack::{Packed, pack, pack_transform};
 pub use state::{LoaderState, STATE_FORMAT, STATE_ITEMS_MAX, STATE_VERSION, SourceIdentity, StreamIdentity, Weights};
 pub use stats::{LoaderStats, WAIT_BUCKETS, WorkerStats};
+pub use trace::TRACE_EVENTS_MAX;
 pub use tune::{Autotune, DECISIONS_KEPT, Decision, Setting, Tuning};
 
 use crate::dataset::Pool;
@@ -91,6 +95,8 @@ pub struct LoaderBuilder {
     inline_gathers: Option<bool>,
     statistics: bool,
     autotune: Option<Autotune>,
+    trace_path: Option<PathBuf>,
+    trace_events_max: usize,
 }
 
 impl Default for LoaderBuilder {
@@ -111,6 +117,8 @@ impl Default for LoaderBuilder {
             inline_gathers: None,
             statistics: true,
             autotune: None,
+            trace_path: None,
+            trace_events_max: TRACE_EVENTS_MAX,
         }
     }
 }
@@ -128,6 +136,7 @@ impl std::fmt::Debug for LoaderBuilder {
             .field("shard", &self.shard)
             .field("start_step", &self.start_step)
             .field("transform", &self.transform.is_some())
+            .field("trace_path", &self.trace_path)
             .finish()
     }
 }
@@ -256,6 +265,25 @@ impl LoaderBuilder {
         self
     }
 
+    /// Record a trace of the stages (`docs/loader.md`, "Trace"): per step,
+    /// each worker's `sample`, `gather` and `transform` spans and the
+    /// consumer's `wait`, written to `path` as a Chrome Trace Event Format
+    /// file (Perfetto, `chrome://tracing`) when the loader is closed or
+    /// dropped, and by [`DataLoader::flush_trace`]. At most
+    /// [`TRACE_EVENTS_MAX`] spans are kept; the rest are counted in the
+    /// file. Unset (the default), nothing is recorded.
+    pub fn trace_path(mut self, path: impl Into<PathBuf>) -> LoaderBuilder {
+        self.trace_path = Some(path.into());
+        self
+    }
+
+    /// The spans a trace keeps at most (default [`TRACE_EVENTS_MAX`]); for tests.
+    #[doc(hidden)]
+    pub fn trace_events_max(mut self, max: usize) -> LoaderBuilder {
+        self.trace_events_max = max;
+        self
+    }
+
     /// Checks the settings and starts the workers.
     pub fn build(self) -> Result<DataLoader, LoaderError> {
         if self.num_workers == 0 {
@@ -295,6 +323,7 @@ impl LoaderBuilder {
         let pools = (0..columns).map(|_| self.reuse_buffers.then(|| Pool::new(keep))).collect();
         let job = Job { plan, transform: self.transform, pools };
         launch.inline = self.inline_gathers.unwrap_or(launch.threads >= rayon::current_num_threads());
+        launch.trace = self.trace_path.map(|path| trace::Trace::new(path, launch.threads, self.trace_events_max));
         let workers = Workers::start(Arc::new(job), launch)?;
         Ok(DataLoader { workers, batch_len, done: false, state })
     }
@@ -304,7 +333,7 @@ impl LoaderBuilder {
         let Some(limits) = self.autotune else {
             let setting = Setting { workers: self.num_workers, window: prefetch };
             let (threads, slots, statistics) = (self.num_workers, prefetch, self.statistics);
-            return Ok(Launch { threads, slots, setting, start, inline: false, statistics, tuner: None });
+            return Ok(Launch { threads, slots, setting, start, inline: false, statistics, tuner: None, trace: None });
         };
         if limits.max_workers == 0 || limits.memory_budget == 0 {
             return Err(LoaderError::InvalidArgument("autotune needs max_workers and memory_budget above 0".into()));
@@ -313,7 +342,7 @@ impl LoaderBuilder {
         let tuner = tune::Tuner::new(limits, slots);
         let setting = tuner.setting();
         let threads = limits.max_workers.min(1024);
-        Ok(Launch { threads, slots, setting, start, inline: false, statistics: true, tuner: Some(tuner) })
+        Ok(Launch { threads, slots, setting, start, inline: false, statistics: true, tuner: Some(tuner), trace: None })
     }
 
     /// The state of a loader of these settings (at step 0).
@@ -419,8 +448,27 @@ impl DataLoader {
         result
     }
 
-    /// Stops and joins every thread (as dropping does).
-    pub fn close(self) {}
+    /// Writes the trace ([`LoaderBuilder::trace_path`]) with the spans
+    /// recorded so far, replacing the file whole (a temporary file, synced,
+    /// renamed); the loader goes on. Nothing to do without a trace.
+    pub fn flush_trace(&mut self) -> std::io::Result<()> {
+        self.workers.write_trace()
+    }
+
+    /// Records a span of a stage above the loader on a track of its own,
+    /// named `track` (after the workers' tracks; made at its first span),
+    /// when tracing; otherwise does nothing. The Python binding's transform
+    /// thread records its `python_transform` spans so.
+    pub fn trace_span(&self, track: &str, name: &'static str, step: u64, start: Instant, end: Instant) {
+        self.workers.extra_span(track, name, step, start, end);
+    }
+
+    /// Stops and joins every thread (as dropping does), then writes the
+    /// trace if one was asked for, returning its I/O error (dropping
+    /// ignores it).
+    pub fn close(mut self) -> std::io::Result<()> {
+        self.workers.close()
+    }
 }
 
 impl Iterator for DataLoader {

@@ -24,6 +24,7 @@ use super::batch::{Batch, Stream};
 use super::error::LoaderError;
 use super::mixture::Mixed;
 use super::stats::{Counters, LoaderStats, batch_bytes};
+use super::trace::Trace;
 use super::tune::{Setting, Tuner, Tuning};
 use crate::dataset::Pool;
 use crate::sampler::ShardedSampler;
@@ -77,9 +78,11 @@ pub(super) struct Job {
 }
 
 impl Job {
-    /// The batch of `step`, timed into worker `k`'s counters.
-    fn produce_timed(&self, step: u64, k: usize, counters: &Counters) -> Result<Batch, LoaderError> {
-        if !counters.enabled {
+    /// The batch of `step`, timed into worker `k`'s counters and traced
+    /// (whichever is on; neither: no clock is read).
+    fn produce_timed(&self, step: u64, k: usize, shared: &Shared) -> Result<Batch, LoaderError> {
+        let (counters, trace) = (&shared.counters, shared.trace.as_ref());
+        if !counters.enabled && trace.is_none() {
             return self.produce(step);
         }
         let start = Instant::now();
@@ -90,8 +93,14 @@ impl Job {
             (Ok(batch), Some(f)) => f(batch).map_err(|source| LoaderError::Transform { step, source }),
             (batch, _) => batch,
         };
-        let bytes = result.as_ref().map(batch_bytes).unwrap_or(0);
-        counters.produced(k, [sampled - start, gathered - sampled, gathered.elapsed()], bytes);
+        let done = Instant::now();
+        if counters.enabled {
+            let bytes = result.as_ref().map(batch_bytes).unwrap_or(0);
+            counters.produced(k, [sampled - start, gathered - sampled, done - gathered], bytes);
+        }
+        if let Some(trace) = trace {
+            trace.stages(k, step, [start, sampled, gathered, done]);
+        }
         result
     }
 
@@ -105,8 +114,8 @@ impl Job {
     }
 
     /// [`Job::produce_timed`], a panic turned into [`LoaderError::Panic`].
-    fn produce_caught(&self, step: u64, k: usize, counters: &Counters) -> Result<Batch, LoaderError> {
-        catch_unwind(AssertUnwindSafe(|| self.produce_timed(step, k, counters))).unwrap_or_else(|payload| {
+    fn produce_caught(&self, step: u64, k: usize, shared: &Shared) -> Result<Batch, LoaderError> {
+        catch_unwind(AssertUnwindSafe(|| self.produce_timed(step, k, shared))).unwrap_or_else(|payload| {
             let message = payload
                 .downcast_ref::<&str>()
                 .map(|s| s.to_string())
@@ -145,6 +154,8 @@ struct Shared {
     ready: Condvar,
     /// The statistics, outside the lock.
     counters: Counters,
+    /// The trace, if one was asked for (outside the lock).
+    trace: Option<Trace>,
 }
 
 impl Shared {
@@ -189,7 +200,7 @@ fn work(k: usize, shared: &Shared, job: &Job) {
             state.claim = step.wrapping_add(1);
             step
         };
-        let result = job.produce_caught(step, k, &shared.counters);
+        let result = job.produce_caught(step, k, shared);
         let mut state = shared.lock();
         if state.stop {
             return;
@@ -233,6 +244,9 @@ pub(super) struct Workers {
     tuner: Option<Tuner>,
     /// The job's buffer pools, which the tuner sizes.
     buffers: Vec<Arc<Pool>>,
+    /// The trace's spans offered when it was last written (`None`: never):
+    /// the drop writes it again only if there is more.
+    trace_written: Option<u64>,
 }
 
 /// Starts worker `k`. With `inline`, the worker is the one thread of its own
@@ -282,6 +296,8 @@ pub(super) struct Launch {
     pub(super) statistics: bool,
     /// The tuner, if tuning.
     pub(super) tuner: Option<Tuner>,
+    /// The trace, if asked for.
+    pub(super) trace: Option<Trace>,
 }
 
 impl Workers {
@@ -302,6 +318,7 @@ impl Workers {
             room: Condvar::new(),
             ready: Condvar::new(),
             counters: Counters::new(count, launch.statistics),
+            trace: launch.trace,
         });
         let mut workers = Workers {
             shared: shared.clone(),
@@ -309,6 +326,7 @@ impl Workers {
             pools: Vec::new(),
             tuner: launch.tuner,
             buffers: job.pools.iter().flatten().cloned().collect(),
+            trace_written: None,
         };
         for k in 0..count {
             match spawn(k, launch.inline, shared.clone(), job.clone()) {
@@ -372,7 +390,8 @@ impl Workers {
 
     /// The result of the next step, in order; waits for it.
     fn take(&self) -> Result<Batch, LoaderError> {
-        let start = self.shared.counters.enabled.then(Instant::now);
+        let (counters, trace) = (&self.shared.counters, self.shared.trace.as_ref());
+        let start = (counters.enabled || trace.is_some()).then(Instant::now);
         let mut state = self.shared.lock();
         loop {
             if state.stop {
@@ -380,9 +399,15 @@ impl Workers {
             }
             if let Some(result) = state.slots[0].take() {
                 if let Some(start) = start {
-                    let depth = 1 + state.slots.iter().skip(1).take_while(|s| s.is_some()).count();
-                    let bytes = result.as_ref().map(batch_bytes).unwrap_or(0);
-                    self.shared.counters.taken(start.elapsed(), depth, bytes);
+                    let now = Instant::now();
+                    if counters.enabled {
+                        let depth = 1 + state.slots.iter().skip(1).take_while(|s| s.is_some()).count();
+                        let bytes = result.as_ref().map(batch_bytes).unwrap_or(0);
+                        counters.taken(now - start, depth, bytes);
+                    }
+                    if let Some(trace) = trace {
+                        trace.wait(state.next, start, now);
+                    }
                 }
                 state.slots.pop_front();
                 state.slots.push_back(None);
@@ -412,10 +437,30 @@ impl Workers {
             state = self.shared.ready.wait(state).unwrap_or_else(|e| e.into_inner());
         }
     }
-}
 
-impl Drop for Workers {
-    fn drop(&mut self) {
+    /// Writes the trace with what was recorded so far (nothing without
+    /// one). Failed or not, the drop writes it again only if more came.
+    pub(super) fn write_trace(&mut self) -> std::io::Result<()> {
+        let Some(trace) = &self.shared.trace else { return Ok(()) };
+        self.trace_written = Some(trace.offered());
+        trace.write()
+    }
+
+    /// Records a span on a track of its own, after the workers' (tracing only).
+    pub(super) fn extra_span(&self, track: &str, name: &'static str, step: u64, start: Instant, end: Instant) {
+        if let Some(trace) = &self.shared.trace {
+            trace.extra_span(track, name, step, start, end);
+        }
+    }
+
+    /// Stops and joins every thread, then writes the trace (if any).
+    pub(super) fn close(&mut self) -> std::io::Result<()> {
+        self.join();
+        self.write_trace()
+    }
+
+    /// Stops and joins every thread (once; later calls do nothing).
+    fn join(&mut self) {
         self.shared.stop();
         // A pool's thread exits once its pool is dropped and its job (the
         // worker loop, which sees `stop`) has returned.
@@ -424,6 +469,22 @@ impl Drop for Workers {
             // A worker's panics are caught per step; a join error would be a
             // panic in the hand-over itself, which there is no one to tell.
             let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Workers {
+    /// Stops and joins every thread, then writes the trace if it has spans
+    /// not written yet, ignoring an I/O error (there is no one to tell).
+    fn drop(&mut self) {
+        self.join();
+        let unwritten = match (&self.shared.trace, self.trace_written) {
+            (Some(trace), Some(written)) => trace.offered() != written,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if unwritten {
+            let _ = self.write_trace();
         }
     }
 }

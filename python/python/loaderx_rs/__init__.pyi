@@ -233,6 +233,7 @@ class DataLoader:
         shard_count: int = 1,
         start_step: int = 0,
         epochs: Optional[int] = None,
+        trace_path: Optional[_Path] = None,
     ) -> None: ...
     @property
     def step(self) -> int: ...
