@@ -140,3 +140,27 @@ fn zero_limits_are_refused() {
         assert!(matches!(builder(&x).autotune(limits).build(), Err(LoaderError::InvalidArgument(_))));
     }
 }
+
+#[test]
+fn the_decisions_are_in_the_trace_with_their_reasons() {
+    let (dir, x) = dataset();
+    let path = dir.path().join("trace.json");
+    let limits = Autotune { memory_budget: 1 << 30, max_workers: 3 };
+    let mut loader = builder(&x).autotune(limits).transform(sleeping(|_| 2000)).trace_path(&path).build().unwrap();
+    for _ in 0..100 {
+        loader.next_batch().unwrap();
+    }
+    let tuning = loader.tuning().unwrap();
+    loader.close().unwrap();
+    let trace: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let marks: Vec<&serde_json::Value> =
+        trace["traceEvents"].as_array().unwrap().iter().filter(|e| e["name"] == "tune").collect();
+    assert!(tuning.decided > 0);
+    assert_eq!(marks.len() as u64, tuning.decided);
+    for (mark, decision) in marks.iter().zip(&tuning.decisions) {
+        assert_eq!(mark["ph"], "i");
+        assert_eq!(mark["args"]["reason"], decision.reason.as_str());
+        assert_eq!(mark["args"]["workers"], decision.setting.workers);
+        assert_eq!(mark["args"]["step"], decision.step);
+    }
+}

@@ -36,6 +36,7 @@ mod sampler;
 mod store;
 mod table;
 mod table_import;
+mod tuning;
 
 use pyo3::prelude::*;
 

@@ -32,6 +32,7 @@ use loaderx::loader::{
     Batch, Column, DataLoader as Loader, LoaderError, LoaderState, LoaderStats, StatsHandle, Stream,
 };
 use numpy::PyArrayDescr;
+use pyo3::IntoPyObjectExt;
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyModule, PyTuple, PyType};
@@ -42,6 +43,7 @@ use crate::errors::{loader_error, value_error};
 use crate::fork;
 use crate::mixture::Mixture;
 use crate::sampler::{mode_number, mode_of};
+use crate::tuning;
 
 /// A stream's name and the NumPy dtype of its batches.
 pub(crate) struct StreamColumn {
@@ -317,9 +319,11 @@ pub struct DataLoader {
 struct Config {
     /// The stream dict (a copy), or the `Mixture`.
     streams: Py<PyAny>,
-    num_workers: usize,
+    /// `None`: `"auto"`.
+    num_workers: Option<usize>,
     batch_size: usize,
-    prefetch_size: usize,
+    /// `None`: `"auto"`.
+    prefetch_size: Option<usize>,
     mode: u8,
     seed: u64,
     transform: Option<Py<PyAny>>,
@@ -327,6 +331,8 @@ struct Config {
     shard_count: usize,
     epochs: Option<u64>,
     trace_path: Option<PathBuf>,
+    /// `memory_budget=`, in bytes.
+    memory_budget: Option<u64>,
 }
 
 impl Config {
@@ -357,7 +363,7 @@ impl DataLoader {
     #[new]
     #[pyo3(
         signature = (*_args, **_kwargs),
-        text_signature = "(streams, num_workers=4, batch_size=256, prefetch_size=4, mode=1, seed=42, transform=None, *, shard_index=0, shard_count=1, start_step=0, epochs=None, trace_path=None)"
+        text_signature = "(streams, num_workers=4, batch_size=256, prefetch_size=4, mode=1, seed=42, transform=None, *, shard_index=0, shard_count=1, start_step=0, epochs=None, trace_path=None, memory_budget=None)"
     )]
     fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> DataLoader {
         DataLoader {
@@ -378,17 +384,17 @@ impl DataLoader {
         }
     }
 
-    #[pyo3(signature = (streams, num_workers = 4, batch_size = 256, prefetch_size = 4, mode = None, seed = 42,
+    #[pyo3(signature = (streams, num_workers = None, batch_size = 256, prefetch_size = None, mode = None, seed = 42,
                         transform = None, *, shard_index = 0, shard_count = 1, start_step = 0, epochs = None,
-                        trace_path = None))]
+                        trace_path = None, memory_budget = None))]
     #[allow(clippy::too_many_arguments)]
     fn __init__(
         &mut self,
         py: Python<'_>,
         streams: &Bound<'_, PyAny>,
-        num_workers: usize,
+        num_workers: Option<&Bound<'_, PyAny>>,
         batch_size: usize,
-        prefetch_size: usize,
+        prefetch_size: Option<&Bound<'_, PyAny>>,
         mode: Option<&Bound<'_, PyAny>>,
         seed: u64,
         transform: Option<Py<PyAny>>,
@@ -397,12 +403,19 @@ impl DataLoader {
         start_step: u64,
         epochs: Option<u64>,
         trace_path: Option<PathBuf>,
+        memory_budget: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let mode = mode.map_or(Ok(1), mode_number)?;
+        let num_workers = num_workers.map_or(Ok(Some(4)), |n| tuning::count_or_auto("num_workers", n))?;
+        let prefetch_size = prefetch_size.map_or(Ok(Some(4)), |n| tuning::count_or_auto("prefetch_size", n))?;
+        let memory_budget = memory_budget.map(tuning::byte_size).transpose()?;
+        if memory_budget == Some(0) {
+            return Err(value_error("memory_budget must be above 0 bytes"));
+        }
         if self.config.is_some() {
             return Err(PyRuntimeError::new_err("the DataLoader is open already"));
         }
-        if prefetch_size == 0 {
+        if prefetch_size == Some(0) {
             return Err(value_error("prefetch_size must be at least 1"));
         }
         if let Some(t) = &transform
@@ -432,6 +445,7 @@ impl DataLoader {
             shard_count,
             epochs,
             trace_path,
+            memory_budget,
         };
         *self = DataLoader::open(py, config, Start::Step(start_step))?;
         Ok(())
@@ -443,7 +457,9 @@ impl DataLoader {
         let me = slf.borrow();
         let c = me.config.as_ref().ok_or_else(not_open)?;
         let transform = c.transform.as_ref().map_or_else(|| py.None(), |t| t.clone_ref(py));
-        let args = (c.streams.clone_ref(py), c.num_workers, c.batch_size, c.prefetch_size, c.mode, c.seed, transform);
+        let auto = |n: Option<usize>| n.map_or_else(|| "auto".into_py_any(py), |n| n.into_py_any(py));
+        let (workers, prefetch) = (auto(c.num_workers)?, auto(c.prefetch_size)?);
+        let args = (c.streams.clone_ref(py), workers, c.batch_size, prefetch, c.mode, c.seed, transform);
         let args = args.into_pyobject(py)?;
         let kwargs = PyDict::new(py);
         kwargs.set_item("shard_index", c.shard_index)?;
@@ -451,6 +467,7 @@ impl DataLoader {
         kwargs.set_item("start_step", me.step)?;
         kwargs.set_item("epochs", c.epochs)?;
         kwargs.set_item("trace_path", c.trace_path.as_ref())?;
+        kwargs.set_item("memory_budget", c.memory_budget)?;
         drop(me);
         crate::pickle::reduce(slf.as_any(), &py.get_type::<DataLoader>(), args, kwargs)
     }
@@ -586,6 +603,12 @@ impl DataLoader {
         out.set_item("window", stats_dict(py, &window)?)?;
         out.set_item("consumer_wait_s", self.consumer_wait.as_secs_f64())?;
         out.set_item("python_transform_s", self.python_transform().as_secs_f64())?;
+        let c = self.config.as_ref().ok_or_else(not_open)?;
+        let tuned = match (handle.tuning(), tuning::limits(c.num_workers, c.prefetch_size, c.memory_budget)) {
+            (Some(t), Some(limits)) => Some(tuning::tuning_dict(py, &t, limits.memory_budget)?),
+            _ => None,
+        };
+        out.set_item("tuning", tuned)?;
         Ok(out)
     }
 
@@ -767,6 +790,10 @@ fn stats_dict<'py>(py: Python<'py>, s: &LoaderStats) -> PyResult<Bound<'py, PyDi
     Ok(d)
 }
 
+/// Transformed batches queued ahead of `next()` when `prefetch_size` is
+/// `"auto"` (the tuner sizes the crate's window, not this queue).
+const TUNED_TRANSFORM_QUEUE: usize = 2;
+
 /// Where a loader starts: a step (`start_step`), or a saved state
 /// (`load_state_dict`), checked against the loader.
 enum Start {
@@ -778,16 +805,19 @@ impl DataLoader {
     /// Builds the crate's loader from `config`, starting at `start`, and
     /// starts its threads.
     fn open(py: Python<'_>, config: Config, start: Start) -> PyResult<DataLoader> {
-        let mut builder = Loader::builder()
-            .batch_size(config.batch_size)
-            .num_workers(config.num_workers)
+        let mut builder = Loader::builder().batch_size(config.batch_size);
+        let limits = tuning::limits(config.num_workers, config.prefetch_size, config.memory_budget);
+        builder = match (limits, config.num_workers, config.prefetch_size) {
+            (Some(limits), ..) => builder.autotune(limits),
             // The reference's prefetch_size counts the batches ready in its
             // queue; each of its workers holds one more in production. The
             // crate's prefetch counts both.
-            .prefetch(config.prefetch_size.saturating_add(config.num_workers))
-            .mode(mode_of(config.mode)?)
-            .seed(config.seed)
-            .shard(config.shard_index, config.shard_count);
+            (None, Some(workers), Some(prefetch)) => {
+                builder.num_workers(workers).prefetch(prefetch.saturating_add(workers))
+            }
+            (None, ..) => unreachable!("tuning::limits is None only for two counts"),
+        };
+        builder = builder.mode(mode_of(config.mode)?).seed(config.seed).shard(config.shard_index, config.shard_count);
         builder = match &start {
             Start::Step(step) => builder.start_step(*step),
             Start::State(state) => builder.resume(state),
@@ -815,7 +845,10 @@ impl DataLoader {
         let start_step = state.step;
         let source = match &config.transform {
             None => Source::Direct(Box::new(loader)),
-            Some(transform) => piped(loader, transform.clone_ref(py), columns.clone(), config.prefetch_size)?,
+            Some(transform) => {
+                let ready = config.prefetch_size.unwrap_or(TUNED_TRANSFORM_QUEUE);
+                piped(loader, transform.clone_ref(py), columns.clone(), ready)?
+            }
         };
         Ok(DataLoader {
             config: Some(config),

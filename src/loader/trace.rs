@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
+use super::tune::{Decision, Setting};
 use crate::io::real::RealFs;
 use crate::io::{OpenMode, SyncKind, Vfs, VfsFile, write_all_at};
 
@@ -66,6 +67,18 @@ pub(super) struct Trace {
     tracks: Vec<Mutex<Vec<Span>>>,
     /// Tracks after the workers', in the order they were first used.
     extras: Mutex<Vec<Extra>>,
+    /// The tuner's decisions, instant events on the consumer's track.
+    decisions: Mutex<Vec<Mark>>,
+}
+
+/// A tuner's decision at `at_ns`: the step, the setting and why.
+#[derive(Clone, Debug)]
+struct Mark {
+    at_ns: u64,
+    step: u64,
+    workers: usize,
+    window: usize,
+    reason: String,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -87,6 +100,16 @@ impl Trace {
             offered: AtomicU64::new(0),
             tracks: (0..=workers).map(|_| Mutex::new(Vec::new())).collect(),
             extras: Mutex::new(Vec::new()),
+            decisions: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The tuner decided `decision` at `at`.
+    pub(super) fn decision(&self, at: Instant, decision: &Decision) {
+        if self.admit(1) == 1 {
+            let Setting { workers, window } = decision.setting;
+            let (step, reason) = (decision.step, decision.reason.clone());
+            lock(&self.decisions).push(Mark { at_ns: nanos(self.origin, at), step, workers, window, reason });
         }
     }
 
@@ -185,10 +208,32 @@ impl Trace {
                 out.flush_if_full()?;
             }
         }
+        self.write_decisions(out)?;
         out.push(&format!(
             "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{{\"dropped_events\":{dropped},\"events_max\":{}}}}}\n",
             self.max
         ));
+        Ok(())
+    }
+}
+
+impl Trace {
+    /// The tuner's decisions: instant events (`"ph": "i"`) named `tune` on
+    /// the consumer's track, the setting and the reason in `args`.
+    fn write_decisions(&self, out: &mut Pieces<'_>) -> io::Result<()> {
+        for d in lock(&self.decisions).iter() {
+            out.push(&format!(
+                ",\n{{\"name\":\"tune\",\"cat\":\"tuner\",\"ph\":\"i\",\"s\":\"t\",\"ts\":{},\"pid\":1,\"tid\":0,\
+                 \"args\":{{\"step\":{},\"workers\":{},\"window\":{},\"reason\":",
+                micros(d.at_ns),
+                d.step,
+                d.workers,
+                d.window
+            ));
+            out.push_json_string(&d.reason);
+            out.push("}}");
+            out.flush_if_full()?;
+        }
         Ok(())
     }
 }

@@ -144,6 +144,16 @@ impl Tuner {
         self.tuning.clone()
     }
 
+    /// The budget's limit on the window now.
+    pub(super) fn tuning_limit(&self) -> Option<usize> {
+        self.tuning.window_limit
+    }
+
+    /// The latest decision.
+    pub(super) fn last_decision(&self) -> Option<&Decision> {
+        self.tuning.decisions.last()
+    }
+
     /// Looks at the statistics `now`; a new setting if the period is over
     /// and the policy changes it.
     pub(super) fn observe(&mut self, step: u64, now: LoaderStats) -> Option<Setting> {
@@ -189,7 +199,7 @@ impl Tuner {
             let w = (workers + add).min(self.limits.max_workers).min(limit);
             let grown = Setting { workers: w, window: window.max(w + 1).min(limit) };
             (grown, format!("{figures}: more workers"))
-        } else if p.wait > WAIT_HIGH && window < limit {
+        } else if p.wait > WAIT_HIGH && p.busy < BUSY_LOW && window < limit {
             (Setting { workers, window: window + 1 }, format!("{figures}: a wider window"))
         } else if p.wait < WAIT_LOW && p.busy < BUSY_LOW && workers > 1 {
             (Setting { workers: workers - 1, window }, format!("{figures}: a worker idles"))

@@ -156,6 +156,9 @@ struct Shared {
     counters: Counters,
     /// The trace, if one was asked for (outside the lock).
     trace: Option<Trace>,
+    /// The tuning as of the tuner's last change, for readers on other
+    /// threads (its own lock: the tuner publishes, readers copy).
+    tuning: Mutex<Option<Tuning>>,
 }
 
 impl Shared {
@@ -230,6 +233,12 @@ impl StatsHandle {
     pub fn stats(&self) -> LoaderStats {
         let ready = ready(&self.shared.lock());
         self.shared.counters.snapshot(ready)
+    }
+
+    /// The tuner's setting and decisions (`None` without tuning), as of
+    /// its last decision.
+    pub fn tuning(&self) -> Option<Tuning> {
+        self.shared.tuning.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
 
@@ -319,6 +328,7 @@ impl Workers {
             ready: Condvar::new(),
             counters: Counters::new(count, launch.statistics),
             trace: launch.trace,
+            tuning: Mutex::new(launch.tuner.as_ref().map(Tuner::tuning)),
         });
         let mut workers = Workers {
             shared: shared.clone(),
@@ -349,18 +359,33 @@ impl Workers {
         self.tuner.as_ref().map(Tuner::tuning)
     }
 
+    /// Publishes the tuner's state for [`StatsHandle::tuning`].
+    fn publish_tuning(&self) {
+        let tuning = self.tuner.as_ref().map(Tuner::tuning);
+        *self.shared.tuning.lock().unwrap_or_else(|e| e.into_inner()) = tuning;
+    }
+
     /// After a take: lets the tuner look, and applies what it decides.
     fn tune(&mut self, step: u64) {
         let Some(tuner) = self.tuner.as_mut() else { return };
         if !tuner.due() {
             return;
         }
+        let limit = tuner.tuning_limit();
         let decided = tuner.observe(step, self.shared.counters.snapshot(0));
+        let changed = decided.is_some() || tuner.tuning_limit() != limit;
         let keep = tuner.kept_buffers();
         for pool in &self.buffers {
             pool.set_keep(keep);
         }
+        if changed {
+            self.publish_tuning();
+        }
         let Some(setting) = decided else { return };
+        let tuner = self.tuner.as_ref().expect("tuning");
+        if let (Some(trace), Some(decision)) = (&self.shared.trace, tuner.last_decision()) {
+            trace.decision(Instant::now(), decision);
+        }
         let mut state = self.shared.lock();
         debug_assert!(setting.window <= state.slots.len() && setting.workers <= self.threads.len());
         state.workers = setting.workers;

@@ -222,9 +222,9 @@ class DataLoader:
         streams: Union[
             Mapping[str, Union[Dataset, RaggedDataset]], Iterable[tuple[str, Union[Dataset, RaggedDataset]]], Mixture
         ],
-        num_workers: int = 4,
+        num_workers: Union[int, Literal["auto"]] = 4,
         batch_size: int = 256,
-        prefetch_size: int = 4,
+        prefetch_size: Union[int, Literal["auto"]] = 4,
         mode: _ModeArg = 1,
         seed: int = 42,
         transform: Optional[Callable[[Batch], Any]] = None,
@@ -234,6 +234,7 @@ class DataLoader:
         start_step: int = 0,
         epochs: Optional[int] = None,
         trace_path: Optional[_Path] = None,
+        memory_budget: Union[int, str, None] = None,
     ) -> None: ...
     @property
     def step(self) -> int: ...
