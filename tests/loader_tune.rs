@@ -59,21 +59,33 @@ fn tuning_changes_nothing_in_the_batches() {
 }
 
 #[test]
-fn workers_are_added_while_the_consumer_waits_and_never_over_the_cores() {
+fn it_starts_at_the_cores_given_then_follows_the_cost() {
     let (_dir, x) = dataset();
     let limits = Autotune { memory_budget: 1 << 30, max_workers: 3 };
-    let mut loader = builder(&x).autotune(limits).transform(sleeping(|_| 2000)).build().unwrap();
-    let mut most = 0;
-    for _ in 0..150 {
+    // Cheap batches and a slow consumer, then batches that take 2 ms.
+    let cost = |step: u64| if step < 300 { 0 } else { 2000 };
+    let mut loader = builder(&x).autotune(limits).transform(sleeping(cost)).build().unwrap();
+    let (mut least, mut most_after) = (usize::MAX, 0);
+    for step in 0..500u64 {
         loader.next_batch().unwrap();
         let setting = loader.tuning().unwrap().setting.unwrap();
         assert!(setting.workers <= 3 && setting.workers <= setting.window, "{setting:?}");
-        most = most.max(setting.workers);
+        if step < 300 {
+            std::thread::sleep(Duration::from_micros(500));
+            least = least.min(setting.workers);
+        } else {
+            most_after = most_after.max(setting.workers);
+        }
     }
     let tuning = loader.tuning().unwrap();
-    assert_eq!(most, 3, "{tuning:#?}");
+    let first = &tuning.decisions[0];
+    assert!(first.reason.contains("start") && first.setting.workers == 3, "{tuning:#?}");
+    assert_eq!(least, 1, "idle workers retired: {tuning:#?}");
+    assert_eq!(most_after, 3, "workers added back: {tuning:#?}");
     assert!(tuning.decisions.iter().any(|d| d.reason.contains("more workers")), "{tuning:#?}");
-    assert!(tuning.decisions.iter().all(|d| d.reason.contains('%') || d.reason.contains("budget")));
+    for d in &tuning.decisions[1..] {
+        assert!(d.reason.contains('%') || d.reason.contains("budget"), "{d:?}");
+    }
 }
 
 #[test]

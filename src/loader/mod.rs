@@ -66,7 +66,7 @@ pub use pack::{Packed, pack, pack_transform};
 pub use state::{LoaderState, STATE_FORMAT, STATE_ITEMS_MAX, STATE_VERSION, SourceIdentity, StreamIdentity, Weights};
 pub use stats::{LoaderStats, WAIT_BUCKETS, WorkerStats};
 pub use trace::TRACE_EVENTS_MAX;
-pub use tune::{Autotune, DECISIONS_KEPT, Decision, Setting, Tuning};
+pub use tune::{Autotune, CALM_PERIODS, DECISIONS_KEPT, Decision, Setting, Tuning};
 
 use crate::dataset::Pool;
 use crate::sampler::{Mode, Sampler};

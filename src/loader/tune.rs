@@ -2,18 +2,25 @@
 //! the window holds, while the loader runs.
 //!
 //! The [`Tuner`] is the policy; the workers (`worker.rs`) apply what it
-//! decides. It runs on the consumer's thread, in `next_batch`, once per
-//! period (at least [`PERIOD_BATCHES`] batches and [`PERIOD`] of time), and
-//! looks at the statistics of that period:
+//! decides. It runs on the consumer's thread, in `next_batch`.
 //!
-//! - **the exposed wait** (the share of the period the consumer waited for
-//!   a batch). Above [`WAIT_HIGH`], the loader is the bottleneck. If the
-//!   workers were busy, it adds workers (doubling while the consumer waited
-//!   most of the time, else one). If they were not, it widens the window.
-//! - **idle workers.** When the consumer never waited (below [`WAIT_LOW`])
-//!   and the workers were busy less than [`BUSY_LOW`] of the time, it
-//!   retires a worker, which gives a core back.
-//! - **the budget.** The window holds at most `budget / batch_bytes - 1`
+//! - **The start.** One worker produces the first batch, which gives a
+//!   batch's size. Then every core given works, with two batches each in
+//!   the window, as far as the budget allows.
+//! - **Then, once per period** (at least [`PERIOD_BATCHES`] batches and
+//!   [`PERIOD`] of time), it looks at the period's statistics:
+//!   - **the exposed wait**, the share of the period the consumer waited
+//!     for a batch. Above [`WAIT_HIGH`], the loader is the bottleneck. If
+//!     the workers were busy, it adds workers (doubling while the consumer
+//!     waited most of the time, else one), up to the cores given. If they
+//!     were not (they waited for room while a slow step held the window's
+//!     head), it widens the window.
+//!   - **idle workers.** When the consumer never waited (below
+//!     [`WAIT_LOW`]) and the workers but one would have been busy less than
+//!     [`RETIRE_BUSY`] of the time, it retires a worker, which gives a core
+//!     back. After workers were added, none is retired for
+//!     [`CALM_PERIODS`] periods.
+//! - **The budget.** The window holds at most `budget / batch_bytes - 1`
 //!   batches, where `batch_bytes` is the mean size of the batches produced
 //!   so far. The last one is left for the free buffers kept for reuse:
 //!   batches in production or ready, plus kept buffers, stay within the
@@ -36,8 +43,16 @@ pub const PERIOD: Duration = Duration::from_millis(25);
 pub const WAIT_HIGH: f64 = 0.02;
 /// The consumer waited less than this share: the loader keeps up.
 pub const WAIT_LOW: f64 = 0.002;
-/// Workers busy less than this share of a period are idle enough to retire one.
+/// Workers busy less than this share of a period are not the bottleneck
+/// (the consumer's wait then comes from the window).
 pub const BUSY_LOW: f64 = 0.5;
+/// A worker is retired when the others would have been busy less than
+/// this share of the period: well below saturation, so that a burst does
+/// not make the consumer wait.
+pub const RETIRE_BUSY: f64 = 0.4;
+/// Periods after workers were added before one may be retired: the
+/// hysteresis that keeps a noisy period from undoing a decision.
+pub const CALM_PERIODS: u32 = 8;
 /// The decisions kept (the latest; the count of all is kept too).
 pub const DECISIONS_KEPT: usize = 256;
 
@@ -91,6 +106,8 @@ pub(super) struct Tuner {
     /// The most batches the window can hold (the workers' slots).
     max_window: usize,
     setting: Setting,
+    /// Periods left before a worker may be retired (after one was added).
+    calm: u32,
     /// The snapshot at the start of the period.
     start: Option<LoaderStats>,
     /// Batches taken since the period started, and when it started: a
@@ -108,13 +125,15 @@ struct Period {
 }
 
 impl Tuner {
-    /// A tuner starting with one worker and a window of two.
+    /// A tuner starting with one worker and a window of one, until the
+    /// first batch says how large a batch is.
     pub(super) fn new(limits: Autotune, max_window: usize) -> Tuner {
-        let setting = Setting { workers: 1, window: 2.min(max_window) };
+        let setting = Setting { workers: 1, window: 1 };
         Tuner {
             limits,
             max_window,
             setting,
+            calm: 0,
             start: None,
             taken: 0,
             started: Instant::now(),
@@ -154,13 +173,15 @@ impl Tuner {
         self.tuning.decisions.last()
     }
 
-    /// Looks at the statistics `now`; a new setting if the period is over
-    /// and the policy changes it.
+    /// Looks at the statistics `now`; a new setting if the policy changes
+    /// it: at the first batch (the start), or once a period is over.
     pub(super) fn observe(&mut self, step: u64, now: LoaderStats) -> Option<Setting> {
+        let batch_bytes = mean_batch_bytes(&now);
         let Some(start) = &self.start else {
             self.start = Some(now);
             (self.taken, self.started) = (0, Instant::now());
-            return None;
+            let (setting, reason) = self.first(batch_bytes?)?;
+            return Some(self.apply(step, setting, reason));
         };
         let period = now.since(start);
         if period.taken < PERIOD_BATCHES || period.elapsed < PERIOD {
@@ -170,11 +191,26 @@ impl Tuner {
         let figures = Period {
             wait: period.wait.as_secs_f64() / period.elapsed.as_secs_f64(),
             busy: busy(&period, self.setting.workers),
-            batch_bytes: (now.taken > 0)
-                .then(|| now.bytes() / now.workers.iter().map(|w| w.batches).sum::<u64>().max(1)),
+            batch_bytes,
         };
         self.start = Some(now);
+        self.calm = self.calm.saturating_sub(1);
         let (setting, reason) = self.decide(&figures)?;
+        Some(self.apply(step, setting, reason))
+    }
+
+    /// The start, once the first batch gives its size: the cores given,
+    /// two batches each in the window, within the budget.
+    fn first(&mut self, batch_bytes: u64) -> Option<(Setting, String)> {
+        let limit = self.window_limit(Some(batch_bytes));
+        self.tuning.window_limit = Some(limit);
+        let workers = self.limits.max_workers.min(limit);
+        let setting = Setting { workers, window: (2 * workers).min(limit) };
+        let reason = format!("a batch holds {batch_bytes} bytes, the window at most {limit}: start");
+        (setting != self.setting).then_some((setting, reason))
+    }
+
+    fn apply(&mut self, step: u64, setting: Setting, reason: String) -> Setting {
         self.setting = setting;
         self.tuning.setting = Some(setting);
         self.tuning.decided += 1;
@@ -182,7 +218,7 @@ impl Tuner {
             self.tuning.decisions.remove(0);
         }
         self.tuning.decisions.push(Decision { step, setting, reason });
-        Some(setting)
+        setting
     }
 
     /// The policy: the next setting and why, or `None` to keep this one.
@@ -191,17 +227,20 @@ impl Tuner {
         self.tuning.window_limit = Some(limit);
         let Setting { workers, window } = self.setting;
         let figures = format!("waited {:.1}%, workers busy {:.0}%", p.wait * 100.0, p.busy * 100.0);
+        // The busy share the workers but one would have had.
+        let busy_after = p.busy * workers as f64 / (workers.max(2) - 1) as f64;
         let (next, why) = if window > limit || workers > limit {
             let w = window.min(limit);
-            (Setting { workers: workers.min(w), window: w }, format!("the budget holds {limit} batches"))
+            (Setting { workers: workers.min(w), window: w }, format!("the budget holds {limit} batches and a buffer"))
         } else if p.wait > WAIT_HIGH && p.busy >= BUSY_LOW && workers < self.limits.max_workers {
             let add = if p.wait > 0.5 { workers } else { 1 };
             let w = (workers + add).min(self.limits.max_workers).min(limit);
             let grown = Setting { workers: w, window: window.max(w + 1).min(limit) };
+            self.calm = CALM_PERIODS;
             (grown, format!("{figures}: more workers"))
         } else if p.wait > WAIT_HIGH && p.busy < BUSY_LOW && window < limit {
             (Setting { workers, window: window + 1 }, format!("{figures}: a wider window"))
-        } else if p.wait < WAIT_LOW && p.busy < BUSY_LOW && workers > 1 {
+        } else if p.wait < WAIT_LOW && busy_after < RETIRE_BUSY && workers > 1 && self.calm == 0 {
             (Setting { workers: workers - 1, window }, format!("{figures}: a worker idles"))
         } else {
             return None;
@@ -220,6 +259,12 @@ impl Tuner {
 }
 
 /// The share of the period the `workers` producing were busy.
+/// The mean bytes of a batch produced so far (`None` before the first).
+fn mean_batch_bytes(now: &LoaderStats) -> Option<u64> {
+    let batches: u64 = now.workers.iter().map(|w| w.batches).sum();
+    (batches > 0).then(|| now.bytes() / batches)
+}
+
 fn busy(period: &LoaderStats, workers: usize) -> f64 {
     let busy: f64 = period.workers.iter().map(|w| w.busy().as_secs_f64()).sum();
     let capacity = period.elapsed.as_secs_f64() * workers.max(1) as f64;

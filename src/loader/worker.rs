@@ -1,12 +1,18 @@
 //! The worker threads and the ordered hand-over.
 //!
-//! One mutex guards a window of `prefetch` slots, slot `i` holding the
-//! result of step `next + i` once a worker has produced it. A worker claims
-//! the next unclaimed step only while it lies inside the window (so at most
-//! `prefetch` batches exist inside the loader), produces it without the lock,
-//! and puts it into its slot. The consumer takes slot 0 when it is full, which
-//! moves the window on by one and wakes a worker. Results are handed over in
-//! step order, whatever order they were produced in.
+//! One mutex guards a window of slots, slot `i` holding the result of step
+//! `next + i` once a worker has produced it. A worker claims the next
+//! unclaimed step only while it lies inside the window's current width
+//! (`window`, at most the slots; so at most `window` batches exist inside
+//! the loader), produces it without the lock, and puts it into its slot.
+//! The consumer takes slot 0 when it is full, which moves the window on by
+//! one and wakes a worker. Results are handed over in step order, whatever
+//! order they were produced in.
+//!
+//! Tuning (`tune.rs`) changes the window's width and how many workers
+//! claim (`workers`: worker `k` claims only while `k < workers`), under the
+//! same lock; the consumer then wakes every worker, since one woken alone
+//! might be one that may not claim.
 //!
 //! Stopping: `stop` is set (on drop, or after an error was handed over),
 //! both condition variables are notified, and every worker leaves at its next
