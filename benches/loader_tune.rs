@@ -179,7 +179,7 @@ fn main() -> Res<()> {
         ratios.push(this[0] / best);
         println!("round {round}: auto {:.3} s, best fixed {best:.3} s, ratio {:.3}", this[0], this[0] / best);
     }
-    println!("budget {} MiB; batch {} KiB", budget >> 20, BATCH * RECORD_BYTES >> 10);
+    println!("budget {} MiB; batch {} KiB", budget >> 20, (BATCH * RECORD_BYTES) >> 10);
     for (k, side) in sides.iter().enumerate() {
         println!("{side:>12}: median {:.3} s, most bytes held {} KiB", median(times[k].clone()), held[k] >> 10);
     }
