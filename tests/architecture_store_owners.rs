@@ -9,7 +9,7 @@
 use std::path::Path;
 
 /// The owners: each holds state only its own file changes.
-const OWNERS: [(&str, &str); 12] = [
+const OWNERS: [(&str, &str); 13] = [
     ("src/store/mod.rs", "Zrecord"),
     ("src/store/access.rs", "Home"),
     ("src/store/meta.rs", "Meta"),
@@ -22,12 +22,14 @@ const OWNERS: [(&str, &str); 12] = [
     ("src/store/codec.rs", "Dictionary"),
     ("src/store/entry.rs", "ValidEntry"),
     ("src/store/read.rs", "View"),
+    ("src/store/read_stats.rs", "ReadCounters"),
 ];
 
 /// Plain values, whose fields are their interface.
-const VALUES: [&str; 13] = [
+const VALUES: [&str; 14] = [
     "Options",
     "Stats",
+    "ReadStats",
     "CompactOptions",
     "CompactPlan",
     "CompactReport",

@@ -99,6 +99,7 @@ fn first_of(s: &LoaderStats) -> LoaderStats {
         depth_sum: 0,
         ready: s.ready,
         in_flight_bytes: s.in_flight_bytes,
+        reads: Default::default(),
     }
 }
 
@@ -134,6 +135,7 @@ fn wait_quantiles_are_bucket_bounds() {
         depth_sum: 150,
         ready: 0,
         in_flight_bytes: 0,
+        reads: Default::default(),
     };
     assert_eq!(s.wait_quantile(0.5), Duration::ZERO);
     assert_eq!(s.wait_quantile(0.51), Duration::from_nanos(2047));
@@ -211,4 +213,34 @@ fn statistics_off_count_nothing_and_change_no_batch() {
     assert_eq!((s.taken, s.bytes(), s.wait), (0, 0, Duration::ZERO));
     assert!(s.workers.iter().all(|w| w.batches == 0 && w.busy() == Duration::ZERO));
     assert_eq!(on.stats().taken, 6);
+}
+
+#[test]
+fn reads_are_split_by_where_the_bytes_came_from() {
+    let (dir, x) = fixture();
+    // A store read through its mappings (its pages are in memory: just written).
+    let mapped = Arc::new(Dataset::open_with(dir.path().join("x"), loaderx::ReadMode::Mapped).unwrap());
+    let batched = Arc::new(Dataset::open_with(dir.path().join("x"), loaderx::ReadMode::Batched).unwrap());
+    for (data, from_memory) in [(mapped, true), (batched, false)] {
+        // Reads before the loader are not its own.
+        data.gather(&[0, 1, 2]).unwrap();
+        let mut loader = builder(&data).num_workers(2).build().unwrap();
+        for _ in 0..12 {
+            loader.next_batch().unwrap();
+        }
+        drop(loader.next_batch().unwrap());
+        let s = loader.stats();
+        let produced: u64 = s.workers.iter().map(|w| w.batches).sum();
+        let (memory, device) = (s.reads.memory_bytes, s.reads.device_bytes);
+        let read = if from_memory { memory } else { device };
+        assert_eq!(read, produced * 10 * 4 * 4, "{:?}", s.reads);
+        assert_eq!(if from_memory { device } else { memory }, 0, "{:?}", s.reads);
+        let gathers = if from_memory { s.reads.memory_gathers } else { s.reads.device_gathers };
+        assert_eq!(gathers, produced);
+        // A window subtracts reads too.
+        let later = loader.stats();
+        assert!(later.since(&s).reads.memory_bytes + later.since(&s).reads.device_bytes <= read);
+        assert!(s.prometheus().contains("loaderx_store_read_bytes_total{from=\"memory\"}"));
+    }
+    let _ = x;
 }

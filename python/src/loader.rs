@@ -784,6 +784,10 @@ fn stats_dict<'py>(py: Python<'py>, s: &LoaderStats) -> PyResult<Bound<'py, PyDi
     d.set_item("ready", s.ready)?;
     d.set_item("mean_ready", s.mean_ready())?;
     d.set_item("in_flight_bytes", s.in_flight_bytes)?;
+    d.set_item("read_memory_s", s.reads.memory_time.as_secs_f64())?;
+    d.set_item("read_memory_bytes", s.reads.memory_bytes)?;
+    d.set_item("read_device_s", s.reads.device_time.as_secs_f64())?;
+    d.set_item("read_device_bytes", s.reads.device_bytes)?;
     let workers: Vec<f64> = (0..s.workers.len()).map(|k| s.busy_fraction(k)).collect();
     d.set_item("worker_busy", workers)?;
     d.set_item("worker_batches", s.workers.iter().map(|w| w.batches).collect::<Vec<_>>())?;

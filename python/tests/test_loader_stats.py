@@ -91,3 +91,19 @@ def test_metrics_text_parses(x):
     assert samples['loaderx_worker_batches_total{worker="0"}'] + samples[
         'loaderx_worker_batches_total{worker="1"}'
     ] == samples["loaderx_read_bytes_total"] / 160
+
+
+@pytest.mark.parametrize("read_mode, path", [("mapped", "memory"), ("batched", "device")])
+def test_reads_are_split_by_where_the_bytes_came_from(tmp_path, read_mode, path):
+    write_dataset(tmp_path / "r", np.arange(400 * 4, dtype=np.float32).reshape(400, 4))
+    data = Dataset(tmp_path / "r", read_mode=read_mode)
+    with DataLoader({"x": data}, num_workers=2, batch_size=10) as loader:
+        for _ in range(8):
+            next(loader)
+        run = loader.stats()["run"]
+        text = loader.metrics_text()
+    other = "device" if path == "memory" else "memory"
+    assert run[f"read_{path}_bytes"] >= 8 * 10 * 4 * 4 and run[f"read_{path}_bytes"] % 160 == 0
+    assert run[f"read_{other}_bytes"] == 0 and run[f"read_{other}_s"] == 0
+    assert run[f"read_{path}_s"] > 0
+    assert f'loaderx_store_read_bytes_total{{from="{path}"}}' in text

@@ -129,6 +129,12 @@ impl<K: ColumnKind> DatasetOf<K> {
         &self.schema
     }
 
+    /// What this dataset's gathers read, by where the bytes came from
+    /// (memory or the device; [`ReadStats`](crate::ReadStats)).
+    pub fn read_stats(&self) -> crate::ReadStats {
+        self.shards.read_stats()
+    }
+
     /// The element type.
     pub fn dtype(&self) -> DType {
         self.schema.dtype

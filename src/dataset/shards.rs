@@ -159,6 +159,17 @@ impl Shards {
         self.len() == 0
     }
 
+    /// What the gathers of the shards' stores opened so far read, by path
+    /// ([`ReadStats`](crate::ReadStats)).
+    pub fn read_stats(&self) -> crate::ReadStats {
+        let table = self.table();
+        table
+            .stores
+            .iter()
+            .filter_map(|cell| cell.get())
+            .fold(crate::ReadStats::default(), |sum, store| sum.plus(&store.read_stats()))
+    }
+
     /// Number of shards (1 for a single store).
     pub fn count(&self) -> usize {
         self.table().index.shards()

@@ -24,6 +24,23 @@ impl Stream {
         }
     }
 
+    /// What the stream's stores read, by path ([`ReadStats`](crate::ReadStats)).
+    pub fn read_stats(&self) -> crate::ReadStats {
+        match self {
+            Stream::Fixed(d) => d.read_stats(),
+            Stream::Ragged(d) => d.read_stats(),
+        }
+    }
+
+    /// The same dataset handle as `other`.
+    pub(crate) fn same(&self, other: &Stream) -> bool {
+        match (self, other) {
+            (Stream::Fixed(a), Stream::Fixed(b)) => Arc::ptr_eq(a, b),
+            (Stream::Ragged(a), Stream::Ragged(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
     /// True if the stream has no record.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

@@ -194,6 +194,11 @@ impl Mixed {
         Ok(Mixed { sampler, ..self })
     }
 
+    /// Every source's streams.
+    pub(super) fn streams(&self) -> Vec<&Stream> {
+        self.sources.iter().flatten().collect()
+    }
+
     /// The number of streams (columns).
     pub(super) fn columns(&self) -> usize {
         self.names.len()

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use super::batch::{Batch, Column};
+use crate::ReadStats;
 
 /// Buckets of the wait histogram: bucket `b` holds waits of `2^(b-1)` to
 /// `2^b - 1` nanoseconds (bucket 0: zero), so 64 buckets cover every `u64`.
@@ -119,6 +120,7 @@ impl Counters {
             depth_sum: self.depth_sum.load(Relaxed),
             ready,
             in_flight_bytes: self.in_flight.load(Relaxed),
+            reads: ReadStats::default(),
         }
     }
 }
@@ -129,9 +131,8 @@ pub struct WorkerStats {
     /// Time drawing a step's record indices (the sampler).
     pub sample: Duration,
     /// Time gathering: reading and decoding every stream at the indices.
-    /// The read path does not say whether a read was served from memory
-    /// (the page cache, a mapping) or the device, so reads and decoding
-    /// are one figure.
+    /// [`LoaderStats::reads`] splits the stores' part by where the bytes
+    /// came from.
     pub gather: Duration,
     /// Time in the transform (the collate step).
     pub transform: Duration,
@@ -170,6 +171,12 @@ pub struct LoaderStats {
     pub ready: usize,
     /// Bytes of the batches produced and not yet taken, at the snapshot.
     pub in_flight_bytes: u64,
+    /// What the streams' stores read since the loader was built, by where
+    /// the bytes came from: memory (the mapped path) or the device or
+    /// network (positional reads), decoding included in each time. The
+    /// stores' counters are shared by every reader of the same dataset
+    /// handle, so a reader beside the loader is counted too.
+    pub reads: ReadStats,
 }
 
 impl LoaderStats {
@@ -198,6 +205,7 @@ impl LoaderStats {
             depth_sum: self.depth_sum.saturating_sub(earlier.depth_sum),
             ready: self.ready,
             in_flight_bytes: self.in_flight_bytes,
+            reads: self.reads.since(&earlier.reads),
         }
     }
 
@@ -285,6 +293,22 @@ impl LoaderStats {
             "gauge",
             "Bytes of batches produced and not yet taken.",
             &[(String::new(), self.in_flight_bytes as f64)],
+        );
+        let r = &self.reads;
+        let from = |memory: f64, device: f64| {
+            vec![("{from=\"memory\"}".to_string(), memory), ("{from=\"device\"}".to_string(), device)]
+        };
+        metric(
+            "store_read_bytes_total",
+            "counter",
+            "Bytes the streams' stores gathered, by where they came from (device: or network).",
+            &from(r.memory_bytes as f64, r.device_bytes as f64),
+        );
+        metric(
+            "store_read_seconds_total",
+            "counter",
+            "Time in the stores' gathers, decoding included, by where the bytes came from.",
+            &from(r.memory_time.as_secs_f64(), r.device_time.as_secs_f64()),
         );
         metric(
             "elapsed_seconds",

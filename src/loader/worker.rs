@@ -32,6 +32,7 @@ use super::mixture::Mixed;
 use super::stats::{Counters, LoaderStats, batch_bytes};
 use super::trace::Trace;
 use super::tune::{Setting, Tuner, Tuning};
+use crate::ReadStats;
 use crate::dataset::Pool;
 use crate::sampler::ShardedSampler;
 
@@ -44,6 +45,21 @@ pub(super) enum Plan {
 }
 
 impl Plan {
+    /// Every distinct stream (a dataset given twice counted once).
+    fn streams(&self) -> Vec<Stream> {
+        let all: Vec<&Stream> = match self {
+            Plan::Streams { streams, .. } => streams.iter().map(|(_, s)| s).collect(),
+            Plan::Mixed(mixed) => mixed.streams(),
+        };
+        let mut out: Vec<Stream> = Vec::with_capacity(all.len());
+        for s in all {
+            if !out.iter().any(|o| o.same(s)) {
+                out.push(s.clone());
+            }
+        }
+        out
+    }
+
     /// Records per batch on this host.
     pub(super) fn batch_len(&self) -> usize {
         match self {
@@ -73,6 +89,29 @@ impl Plan {
         }
         Ok(Batch::with_indices(batch, indices))
     }
+}
+
+/// Every distinct stream of a loader, and what their stores had read when
+/// it was built: [`LoaderStats::reads`] is what they read since.
+#[derive(Debug)]
+struct ReadSources {
+    streams: Vec<Stream>,
+    baseline: ReadStats,
+}
+
+impl ReadSources {
+    fn new(streams: Vec<Stream>) -> ReadSources {
+        let baseline = sum_reads(&streams);
+        ReadSources { streams, baseline }
+    }
+
+    fn since_build(&self) -> ReadStats {
+        sum_reads(&self.streams).since(&self.baseline)
+    }
+}
+
+fn sum_reads(streams: &[Stream]) -> ReadStats {
+    streams.iter().fold(ReadStats::default(), |sum, s| sum.plus(&s.read_stats()))
 }
 
 /// What every worker needs to produce the batch of a step.
@@ -162,6 +201,8 @@ struct Shared {
     counters: Counters,
     /// The trace, if one was asked for (outside the lock).
     trace: Option<Trace>,
+    /// The streams' stores, for the read statistics.
+    reads: ReadSources,
     /// The tuning as of the tuner's last change, for readers on other
     /// threads (its own lock: the tuner publishes, readers copy).
     tuning: Mutex<Option<Tuning>>,
@@ -238,7 +279,9 @@ impl StatsHandle {
     /// A snapshot of the statistics (see [`LoaderStats`]).
     pub fn stats(&self) -> LoaderStats {
         let ready = ready(&self.shared.lock());
-        self.shared.counters.snapshot(ready)
+        let mut stats = self.shared.counters.snapshot(ready);
+        stats.reads = self.shared.reads.since_build();
+        stats
     }
 
     /// The tuner's setting and decisions (`None` without tuning), as of
@@ -335,6 +378,7 @@ impl Workers {
             counters: Counters::new(count, launch.statistics),
             trace: launch.trace,
             tuning: Mutex::new(launch.tuner.as_ref().map(Tuner::tuning)),
+            reads: ReadSources::new(job.plan.streams()),
         });
         let mut workers = Workers {
             shared: shared.clone(),

@@ -80,11 +80,13 @@ impl Zrecord {
         let serial = total < PARALLEL_BYTES_MIN || !self.read_engine().splits_gathers();
         let tasks = rayon::current_num_threads() * BATCHED_TASKS_PER_THREAD;
         let mode = self.read_mode_for(&items, view);
+        let started = std::time::Instant::now();
         if mode != ReadMode::Mapped {
             let per_task = if serial { items.len() } else { items.len().div_ceil(tasks) }.max(1);
-            return items.par_chunks_mut(per_task).try_for_each(|task| self.read_batched(view, task, mode));
+            let read = items.par_chunks_mut(per_task).try_for_each(|task| self.read_batched(view, task, mode));
+            self.reads.note(mode, total, started.elapsed());
+            return read;
         }
-        let started = std::time::Instant::now();
         let read = if serial {
             items.iter_mut().try_for_each(|(index, out)| self.read_into(*index, view, out))
         } else {
@@ -96,10 +98,19 @@ impl Zrecord {
             let min_len = by_count.max(by_bytes).max(1);
             items.par_iter_mut().with_min_len(min_len).try_for_each(|(index, out)| self.read_into(*index, view, out))
         };
+        let elapsed = started.elapsed();
         if self.options.read_mode == ReadMode::Auto {
-            self.residency.note_mapped(total, started.elapsed());
+            self.residency.note_mapped(total, elapsed);
         }
+        self.reads.note(mode, total, elapsed);
         read
+    }
+
+    /// What this handle's gathers have read since it was opened, by
+    /// where the bytes came from: memory (the mapped path) or the device
+    /// or network (positional reads). See [`ReadStats`](super::ReadStats).
+    pub fn read_stats(&self) -> super::ReadStats {
+        self.reads.snapshot()
     }
 
     /// The logical length of each record of `indices`, into `out`.

@@ -54,6 +54,8 @@ mod moves;
 pub use moves::CompactReport;
 mod open;
 mod read;
+mod read_stats;
+pub use read_stats::ReadStats;
 mod readers;
 mod repack;
 mod verify;
@@ -218,6 +220,8 @@ pub struct Zrecord {
     dict: OnceLock<Dictionary>,
     fail_stop: FailStop,
     residency: batch::Residency,
+    /// What gathers read, by path ([`Zrecord::read_stats`]).
+    reads: read_stats::ReadCounters,
 }
 
 impl Zrecord {

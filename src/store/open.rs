@@ -54,8 +54,16 @@ pub(super) fn open(vfs: Arc<dyn Vfs>, path: &Path, options: Options) -> Result<Z
     }
     let home = Arc::new(Home::new(vfs, path, access));
     let chunks = ChunkSet::new(home.clone());
-    let mut store =
-        Zrecord { home, chunks, fail_stop: FailStop::new(), options, meta, dict, residency: Default::default() };
+    let mut store = Zrecord {
+        home,
+        chunks,
+        fail_stop: FailStop::new(),
+        options,
+        meta,
+        dict,
+        residency: Default::default(),
+        reads: Default::default(),
+    };
     if !read_only {
         store.recover(intent, meta_len)?;
     }
