@@ -116,3 +116,26 @@ def test_an_unwritable_path_is_an_oserror_from_close(x, tmp_path):
     loader = DataLoader({"x": x}, num_workers=2, batch_size=8, trace_path=path)
     next(loader)
     del loader
+
+
+def test_a_trace_draws_as_svg(tmp_path):
+    """python/bench/trace_svg.py (the picture in docs/loader.md) draws a real trace."""
+    import importlib.util
+    import xml.etree.ElementTree as ET
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[1] / "bench" / "trace_svg.py"
+    spec = importlib.util.spec_from_file_location("trace_svg", bench)
+    trace_svg = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(trace_svg)
+    write_dataset(tmp_path / "x", np.arange(400 * 4, dtype=np.float32).reshape(400, 4))
+    trace = tmp_path / "trace.json"
+    with DataLoader({"x": Dataset(tmp_path / "x")}, num_workers=2, batch_size=10, trace_path=trace) as loader:
+        for _ in range(20):
+            next(loader)
+    out = tmp_path / "trace.svg"
+    trace_svg.draw(json.loads(trace.read_text()), out)
+    root = ET.parse(out).getroot()
+    titles = [t.text for t in root.iter("{http://www.w3.org/2000/svg}title")]
+    assert sum(1 for t in titles if t.startswith("gather step")) >= 20
+    assert any(t.startswith("wait step") for t in titles)
