@@ -165,8 +165,8 @@ fn main() -> Res<()> {
             if !out.status.success() {
                 return Err(format!("side {} failed: {}", sides[s], String::from_utf8_lossy(&out.stderr)).into());
             }
-            if round == 0 && s == 0 {
-                print!("auto's decisions in round 0:\n{}", String::from_utf8_lossy(&out.stderr));
+            if s == 0 {
+                print!("auto's decisions in round {round}:\n{}", String::from_utf8_lossy(&out.stderr));
             }
             let text = String::from_utf8(out.stdout)?;
             let mut fields = text.split_whitespace();

@@ -49,7 +49,7 @@ pub const BUSY_LOW: f64 = 0.5;
 /// A worker is retired when the others would have been busy less than
 /// this share of the period: well below saturation, so that a burst does
 /// not make the consumer wait.
-pub const RETIRE_BUSY: f64 = 0.4;
+pub const RETIRE_BUSY: f64 = 0.3;
 /// Periods after workers were added before one may be retired: the
 /// hysteresis that keeps a noisy period from undoing a decision.
 pub const CALM_PERIODS: u32 = 8;
