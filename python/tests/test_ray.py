@@ -259,9 +259,18 @@ def test_gc_leaves_a_running_write_alone(tmp_path):
 def test_append_adds_a_set_of_shards(cluster, tmp_path):
     dest = tmp_path / "t"
     lray.write(source(3000, 3), dest)
+    reader = loaderx_rs.Table(dest)  # a reader of the previous version, open across the commit
     lray.write(ray.data.range(2000, override_num_blocks=2).map_batches(
         lambda b: make_batch(b["id"] + 3000), batch_format="numpy"), dest)
+    assert reader.rows == 3000
+    check_rows(pa.table(loaderx_rs.to_arrow(reader)), np.arange(3000))
     assert loaderx_rs.Table(dest).rows == 5000
     check_rows(pa.table(loaderx_rs.to_arrow(dest)), np.arange(5000))
     t = pa.concat_tables(ray.get(lray.read(dest).to_arrow_refs()))
     check_rows(t, np.arange(5000))
+
+
+def test_a_sink_refuses_a_dataset(tmp_path):
+    loaderx_rs.write_dataset(str(tmp_path / "d"), np.zeros((4, 2), dtype=np.float32))
+    with pytest.raises(ValueError, match="not a table"):
+        lray.Sink(tmp_path / "d")

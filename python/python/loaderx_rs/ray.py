@@ -302,6 +302,8 @@ class Sink(Datasink):
         if (Path(self.dest) / "table.json").is_file():
             table = loaderx_rs.Table(self.dest)
             self.codecs = {name: table[name].codec for name in table.columns}
+        elif any((Path(self.dest) / f).exists() for f in ("schema.json", "shards.json", "meta.zr")):
+            raise ValueError(f"{self.dest} holds a dataset, not a table: a Ray write goes to a table")
 
     @property
     def staging(self) -> str:
