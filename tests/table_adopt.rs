@@ -4,6 +4,9 @@
 //! crash between the column shard tables and the commit left as the old
 //! rows, and the next adoption past it; unlisted shard directories removed.
 
+// Lists of row ranges, one range a list like any other.
+#![allow(clippy::single_range_in_vec_init)]
+
 use std::path::{Path, PathBuf};
 
 use loaderx::dataset::{DType, WriteOptions};
