@@ -1,8 +1,10 @@
 """Ray Data against our own paths, on one table, side by side in one run
 (docs/benchmarks.md, "Ray Data"; docs/ray.md).
 
-Reads, each consuming every row in batches of `--batch` rows:
+Reads, each consuming every row in batches of `--batch` rows (and, for
+Ray, also in its blocks as they come, `batch_size=None`):
   ray      loaderx_rs.ray.read(table).iter_batches(batch_format="pyarrow")
+  direct   the read tasks' body (`_read_range`) in this process, no Ray
   loader   DataLoader(open_table(table), mode=SEQUENTIAL, num_workers=N)
   parquet  ray.data.read_parquet(the same rows exported to Parquet files)
 Writes, of the same rows held in memory as one Arrow table:
@@ -14,6 +16,7 @@ A local Ray instance of `--cpus` CPUs (ray.init, no cluster). Each figure
 is the best of `--repeat` runs, MB/s of column values and rows/s.
 
     python python/bench/ray_read.py --rows 200000 --dir /tmp/raybench
+    python python/bench/ray_read.py --address 127.0.0.1:PORT   # a cluster from `ray start`
 """
 
 import argparse
@@ -57,6 +60,12 @@ def read_ray(path, batch):
     return n
 
 
+def read_direct(path):
+    source = lray.LoaderxDatasource(path)
+    rows = source._rows
+    return sum(b.num_rows for b in lray._read_range(path, True, source._columns, 0, rows, lray.BLOCK_ROWS))
+
+
 def read_loader(path, batch, workers, rows):
     with loaderx_rs.DataLoader(loaderx_rs.open_table(path), batch_size=batch, num_workers=workers,
                                mode=loaderx_rs.SEQUENTIAL) as loader:
@@ -79,6 +88,7 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--dir", default="/tmp/loaderx-ray-bench")
+    ap.add_argument("--address", help="a running Ray cluster's address (else a local instance of --cpus)")
     args = ap.parse_args()
     shutil.rmtree(args.dir, ignore_errors=True)
     os.makedirs(args.dir)
@@ -89,13 +99,20 @@ def main():
     os.makedirs(pq_dir)
     for k, part in enumerate(range(0, args.rows, args.rows // 8)):
         pq.write_table(data.slice(part, args.rows // 8), os.path.join(pq_dir, f"{k}.parquet"), compression="none")
-    ray.init(num_cpus=args.cpus, logging_level="ERROR", log_to_driver=False, include_dashboard=False)
+    if args.address:
+        ray.init(address=args.address, logging_level="ERROR", log_to_driver=False)
+        args.cpus = int(ray.cluster_resources().get("CPU", 1))
+    else:
+        ray.init(num_cpus=args.cpus, logging_level="ERROR", log_to_driver=False, include_dashboard=False)
     ray.data.DataContext.get_current().enable_progress_bars = False
     results = {}
     assert read_ray(table, args.batch) == args.rows
     results["read: ray (loaderx_rs.ray.read)"] = timed(lambda: read_ray(table, args.batch), args.repeat)
+    results["read: ray, its blocks whole (batch_size=None)"] = timed(lambda: read_ray(table, None), args.repeat)
+    results["read: one read task's body in the driver, no Ray"] = timed(lambda: read_direct(table), args.repeat)
     results["read: DataLoader"] = timed(lambda: read_loader(table, args.batch, args.workers, args.rows), args.repeat)
     results["read: ray read_parquet"] = timed(lambda: read_parquet(pq_dir, args.batch), args.repeat)
+    results["read: ray read_parquet, its blocks whole"] = timed(lambda: read_parquet(pq_dir, None), args.repeat)
 
     def fresh(name):
         path = os.path.join(args.dir, name)
@@ -107,13 +124,14 @@ def main():
     results["write: write_table, one process"] = timed(lambda: loaderx_rs.write_table(fresh("w-import"), data),
                                                        args.repeat)
     results["write: ray write_parquet"] = timed(lambda: blocks.write_parquet(fresh("w-pq")), args.repeat)
-    ray.shutdown()
     mb = value_bytes / 1e6
+    nodes = sum(1 for n in ray.nodes() if n["Alive"]) if ray.is_initialized() else "?"
     print(f"{args.rows} rows, {mb:.0f} MB of values, batch {args.batch}, {args.cpus} Ray CPUs, "
-          f"{args.workers} loader workers, best of {args.repeat}")
+          f"{args.workers} loader workers, best of {args.repeat}, nodes {nodes}")
     print(f"| path | seconds | MB/s | rows/s |\n|---|---|---|---|")
     for name, s in results.items():
         print(f"| {name} | {s:.2f} | {mb / s:.0f} | {args.rows / s:,.0f} |")
+    ray.shutdown()
 
 
 if __name__ == "__main__":

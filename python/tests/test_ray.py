@@ -21,6 +21,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+# Ray 2.60 authenticates by token, reads the mode when imported, and a node
+# takes ~/.ray/auth_token if there is one: unless the environment says
+# otherwise, the cluster and this driver share a token of their own.
+if "RAY_AUTH_MODE" not in os.environ:
+    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=os.urandom(16).hex())
+    os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
+
 ray = pytest.importorskip("ray", reason="needs ray[data] (pip install 'ray[data]>=2.60,<2.61')")
 pa = pytest.importorskip("pyarrow", reason="needs pyarrow")
 

@@ -41,6 +41,9 @@ STAGING_DIR = ".staging"
 #: Rows of one block a read task yields, at most (and `BLOCK_BYTES` of values).
 BLOCK_ROWS = 65536
 BLOCK_BYTES = 64 << 20
+#: Bytes of values a read task reads at least, by default: Ray asks for 200
+#: tasks whatever the size, and a task costs milliseconds to schedule.
+TASK_BYTES_MIN = 64 << 20
 #: The column name a single dataset (not a table) reads as.
 DATA_COLUMN = "data"
 
@@ -184,11 +187,15 @@ class LoaderxDatasource(Datasource):
     `columns` selects and orders a table's columns (Ray's projection
     pushdown narrows it further); a single dataset is one column named
     `column_name`. Read tasks cover whole shards where there are enough,
-    index ranges otherwise, and read `BLOCK_ROWS` rows per gather."""
+    index ranges otherwise, each at least `task_bytes_min` bytes of values
+    (fewer tasks than Ray asks for on small data), and read `BLOCK_ROWS`
+    rows per gather."""
 
-    def __init__(self, path: Any, columns: Optional[Sequence[str]] = None, *, column_name: str = DATA_COLUMN):
+    def __init__(self, path: Any, columns: Optional[Sequence[str]] = None, *, column_name: str = DATA_COLUMN,
+                 task_bytes_min: int = TASK_BYTES_MIN):
         super().__init__()
         self._projection_map = None
+        self._task_bytes_min = task_bytes_min
         self._path = os.fspath(path)
         self._is_table = not _is_url(self._path) and (Path(self._path) / "table.json").is_file()
         if self._is_table:
@@ -227,6 +234,8 @@ class LoaderxDatasource(Datasource):
         columns = self._selected()
         row_bytes = max(sum(c.row_bytes for c in columns), 1.0)
         step = int(max(1, min(BLOCK_ROWS, BLOCK_BYTES // row_bytes)))
+        if self._task_bytes_min > 0:
+            parallelism = min(parallelism, max(1, int(self._rows * row_bytes // self._task_bytes_min)))
         tasks = []
         for lo, hi in _ranges(self._starts, self._rows, parallelism):
             meta = BlockMetadata(num_rows=hi - lo, size_bytes=int((hi - lo) * row_bytes), input_files=[self._path],
@@ -241,8 +250,11 @@ def read(path: Any, columns: Optional[Sequence[str]] = None, *, column_name: str
          override_num_blocks: Optional[int] = None, **ray_args) -> "ray.data.Dataset":
     """The dataset or table at `path` (a store published to `s3://` for a
     dataset) as a `ray.data.Dataset`; `columns` selects a table's columns.
-    Other keyword arguments go to `ray.data.read_datasource`."""
-    source = LoaderxDatasource(path, columns, column_name=column_name)
+    `override_num_blocks` sets the read tasks' number (by default each task
+    reads at least `TASK_BYTES_MIN`). Other keyword arguments go to
+    `ray.data.read_datasource`."""
+    task_bytes_min = TASK_BYTES_MIN if override_num_blocks is None else 0
+    source = LoaderxDatasource(path, columns, column_name=column_name, task_bytes_min=task_bytes_min)
     return ray.data.read_datasource(source, override_num_blocks=override_num_blocks, **ray_args)
 
 
