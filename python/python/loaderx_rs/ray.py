@@ -253,8 +253,14 @@ def read(path: Any, columns: Optional[Sequence[str]] = None, *, column_name: str
     `override_num_blocks` sets the read tasks' number (by default each task
     reads at least `TASK_BYTES_MIN`). Other keyword arguments go to
     `ray.data.read_datasource`."""
-    task_bytes_min = TASK_BYTES_MIN if override_num_blocks is None else 0
-    source = LoaderxDatasource(path, columns, column_name=column_name, task_bytes_min=task_bytes_min)
+    source = LoaderxDatasource(path, columns, column_name=column_name, task_bytes_min=0)
+    if override_num_blocks is None:
+        # Ray splits the blocks of fewer tasks than it asked for (200) into
+        # slices, and a slice of a list column is copied to be stored: ask
+        # for the tasks this read makes, each of at least TASK_BYTES_MIN.
+        asked = ray.data.DataContext.get_current().read_op_min_num_blocks
+        override_num_blocks = max(1, min(asked, source.estimate_inmemory_data_size() // TASK_BYTES_MIN))
+        override_num_blocks = len(source.get_read_tasks(override_num_blocks))
     return ray.data.read_datasource(source, override_num_blocks=override_num_blocks, **ray_args)
 
 
