@@ -2,7 +2,8 @@
 writes through the sink read back exactly, reads of datasets written by the
 binding (one store, sharded, a table) with their values and column types,
 projection, `map_batches`, a write whose task raises leaving nothing
-committed and `gc` removing what a killed driver staged, appends.
+committed and `gc` removing what a killed driver staged, a worker killed
+mid-write and retried with every row once, appends.
 
 The nodes are `ray start --block` processes of this module, stopped by
 their pids (SIGTERM, then SIGKILL) and every process whose command line
@@ -281,3 +282,24 @@ def test_a_sink_refuses_a_dataset(tmp_path):
     loaderx_rs.write_dataset(str(tmp_path / "d"), np.zeros((4, 2), dtype=np.float32))
     with pytest.raises(ValueError, match="not a table"):
         lray.Sink(tmp_path / "d")
+
+
+def die_once(ids, marker):
+    """Rows `ids`, but the worker process exits the first time it meets
+    row 2600, after its task has staged the blocks before it."""
+    if 2600 in ids and not os.path.exists(marker):
+        Path(marker).touch()
+        os._exit(1)
+    return make_batch(ids)
+
+
+def test_a_worker_killed_mid_write_is_retried_with_every_row_once(cluster, tmp_path):
+    dest, marker = tmp_path / "t", str(tmp_path / "killed")
+    ds = ray.data.range(4000, override_num_blocks=4).map_batches(
+        lambda b: die_once(b["id"], marker), batch_format="numpy", batch_size=200)
+    sink = lray.write(ds, dest)
+    assert os.path.exists(marker), "no worker was killed"
+    assert sink.rows == 4000
+    check_rows(pa.table(loaderx_rs.to_arrow(dest)), np.arange(4000))
+    assert lray.gc(dest) == []
+    assert not (dest / lray.STAGING_DIR / sink.write_id).exists()
