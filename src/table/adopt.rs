@@ -30,9 +30,9 @@ use super::commit::{ColumnType, Commit};
 use super::error::TableError;
 use super::writer::{ColumnSpec, TableWriter, column_schema};
 use crate::dataset::{DatasetError, Schema, ShardTable, WriteOptions, shard_dir};
-use crate::format::{SHARDS_MAX, TABLE_FILE, TABLE_ROWS_MAX, column_dir_name, shard_of_dir_name};
-use crate::io::Vfs;
+use crate::format::{SHARDS_MAX, STAGING_DIR, TABLE_FILE, TABLE_ROWS_MAX, column_dir_name, shard_of_dir_name};
 use crate::io::real::RealFs;
+use crate::io::{FileKind, LockKind, OpenMode, Vfs};
 
 /// A staged table that passed A0: its directory and committed rows.
 struct Staged {
@@ -212,4 +212,40 @@ fn remove_unlisted(vfs: &Arc<dyn Vfs>, dir: &Path, first: usize) -> Result<(), T
         }
     }
     Ok(())
+}
+
+/// Removes the staged tables of the writes to `dest` no longer running:
+/// each directory `dest/.staging/w/` whose lock file `w.lock` no writer
+/// holds (its exclusive `flock` taken here, not waiting), and that lock
+/// file. A running write's directory is left alone. Returns the removed
+/// directories. `.staging` itself stays (a write starting now may be
+/// creating its directory in it). Real filesystem only.
+pub fn remove_staging(dest: &Path) -> Result<Vec<PathBuf>, TableError> {
+    let vfs = RealFs;
+    let root = dest.join(STAGING_DIR);
+    let io = |path: &Path, op| {
+        let path = path.to_path_buf();
+        move |source| TableError::Io { path, op, source }
+    };
+    if vfs.kind(&root).map_err(io(&root, "stat the staging directory"))? != Some(FileKind::Dir) {
+        return Ok(Vec::new());
+    }
+    let mut names = vfs.list_dir(&root).map_err(io(&root, "list the staging directory"))?;
+    names.sort();
+    let mut removed = Vec::new();
+    for name in names.iter().filter(|n| !n.ends_with(".lock")) {
+        let dir = root.join(name);
+        if vfs.kind(&dir).map_err(io(&dir, "stat a staged write"))? != Some(FileKind::Dir) {
+            continue;
+        }
+        let lock_path = root.join(format!("{name}.lock"));
+        let lock = vfs.open(&lock_path, OpenMode::Create).map_err(io(&lock_path, "open a staged write's lock"))?;
+        if !lock.lock(LockKind::Exclusive, false).map_err(io(&lock_path, "lock a staged write"))? {
+            continue;
+        }
+        RealFs::remove_dir_all(&dir).map_err(io(&dir, "remove a staged write"))?;
+        vfs.remove_file(&lock_path).map_err(io(&lock_path, "remove a staged write's lock"))?;
+        removed.push(dir);
+    }
+    Ok(removed)
 }

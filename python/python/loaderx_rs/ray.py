@@ -376,7 +376,9 @@ def write(ds: "ray.data.Dataset", dest: Any, **sink_args) -> Sink:
 def gc(dest: Any) -> List[str]:
     """Removes the staging directories under `dest/.staging` of writes
     no longer running (their driver's lock is free: it failed or was
-    killed before its cleanup). Returns the removed paths."""
+    killed before its cleanup). Returns the removed paths. `.staging`
+    itself stays: a write starting now may be creating its directory in it.
+    The CLI's `loaderx gc DEST` does the same."""
     root = Path(os.fspath(dest)) / STAGING_DIR
     if not root.is_dir():
         return []
@@ -396,6 +398,4 @@ def gc(dest: Any) -> List[str]:
             removed.append(str(entry))
         finally:
             os.close(fd)
-    if not any(root.iterdir()):
-        root.rmdir()
     return removed
