@@ -12,7 +12,8 @@
 //! - A1: per column, the `shard-*` directories the shard table does not
 //!   list (left by an adoption or a rollover that crashed) removed;
 //! - A2: per column, each staged column directory renamed to the next
-//!   shard's name, the column and staging directories synced;
+//!   shard's name, the column directory synced (each staged table's once,
+//!   after every column);
 //! - A3: per column, the shard table replaced (SYNC M1, M2): the old last
 //!   shard sealed at its count, the new shards after it;
 //! - A4: `table.json` replaced with the new row count: the commit point.
@@ -75,6 +76,11 @@ pub fn adopt_tables(dest: &Path, staged: &[PathBuf], opts: &WriteOptions) -> Res
     }
     for k in 0..columns.len() {
         adopt_column(&vfs, dest, k, commit.rows, &parts)?;
+    }
+    for part in &parts {
+        // The staged tables lost their columns: once per table, not per rename.
+        let io = |source| TableError::Io { path: part.root.clone(), op: "sync the staged table", source };
+        vfs.sync_dir(&part.root).map_err(io)?;
     }
     let next = Commit { rows, columns: commit.columns, mark: None };
     next.write(&*vfs, dest)?; // A4
@@ -194,7 +200,6 @@ fn adopt_column(vfs: &Arc<dyn Vfs>, dest: &Path, k: usize, rows: u64, parts: &[S
         let from = part.root.join(column_dir_name(k));
         let to = shard_dir(&dir, first_new + j);
         vfs.rename(&from, &to).map_err(io(&from, "rename a staged column into a shard"))?; // A2
-        vfs.sync_dir(&part.root).map_err(io(&part.root, "sync the staged table"))?;
     }
     vfs.sync_dir(&dir).map_err(io(&dir, "sync the column directory"))?;
     table.sealed.push(last);
