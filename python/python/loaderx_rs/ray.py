@@ -260,7 +260,7 @@ def read(path: Any, columns: Optional[Sequence[str]] = None, *, column_name: str
         # for the tasks this read makes, each of at least TASK_BYTES_MIN.
         asked = ray.data.DataContext.get_current().read_op_min_num_blocks
         override_num_blocks = max(1, min(asked, source.estimate_inmemory_data_size() // TASK_BYTES_MIN))
-        override_num_blocks = len(source.get_read_tasks(override_num_blocks))
+        override_num_blocks = max(1, len(source.get_read_tasks(override_num_blocks)))
     return ray.data.read_datasource(source, override_num_blocks=override_num_blocks, **ray_args)
 
 
