@@ -47,6 +47,11 @@ pub const TABLE_FILE: &str = "table.json";
 pub const TABLE_TMP_FILE: &str = "table.json.tmp";
 /// `table.lock`: an empty file whose exclusive `flock` is a table's writer lock.
 pub const TABLE_LOCK_FILE: &str = "table.lock";
+/// `.staging`: the directory, inside a table, of the tables a parallel
+/// write's tasks stage until its commit adopts them (`table::adopt_tables`);
+/// write `w`'s in `.staging/w/`, held by the exclusive `flock` of
+/// `.staging/w.lock` while the write runs (`docs/ray.md`).
+pub const STAGING_DIR: &str = ".staging";
 /// `classes.json`: an image-folder import's class names beside its table
 /// (a JSON array; label `k` is its `k`-th name), outside the commit point.
 pub const CLASSES_FILE: &str = "classes.json";

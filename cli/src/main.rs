@@ -23,6 +23,7 @@ mod compact;
 mod convert;
 mod delete;
 mod export;
+mod gc;
 mod import;
 mod out;
 #[cfg(feature = "remote")]
@@ -169,6 +170,21 @@ enum Command {
         #[arg(long, value_enum)]
         mode: Option<convert::ModeArg>,
         /// Print one JSON object instead of a summary.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove what failed parallel writes to a table staged.
+    ///
+    /// A Ray write (Python `loaderx_rs.ray`, docs/ray.md) stages each
+    /// task's table in TABLE/.staging/<write>/ until its commit; a write
+    /// whose driver died leaves it there. This removes every staged write
+    /// whose lock (<write>.lock, held by a running write's driver) is free,
+    /// and leaves a running one alone. The table's rows are not touched.
+    #[command(after_help = EXIT_CODES)]
+    Gc {
+        /// The table directory.
+        table: PathBuf,
+        /// Print one JSON object, {"removed": [paths]}.
         #[arg(long)]
         json: bool,
     },
@@ -441,6 +457,7 @@ fn main() -> ExitCode {
             convert::run(&input, &output, convert::Target { codec, dict_size, shard_records, mode }, json)
                 .map(|()| Done::Ok)
         }
+        Command::Gc { table, json } => gc::run(&table, json).map(|()| Done::Ok),
         Command::Export { table, dest, columns, batch_rows, compression, json } => {
             let target = export::Target { columns, batch_rows: batch_rows as usize, compression };
             export::run(&table, &dest, target, json).map(|()| Done::Ok)

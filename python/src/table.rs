@@ -513,6 +513,16 @@ pub fn write_table<'py>(
     table_import::summary(py, &done)
 }
 
+/// Adopts the complete tables `staged` as new shards of the table at
+/// `dest` (created if there is none), all committed by one replacement of
+/// its `table.json` (`loaderx::table::adopt_tables`); returns its rows
+/// after. The commit of `loaderx_rs.ray`'s parallel writes.
+#[pyfunction]
+pub fn _adopt_tables(py: Python<'_>, dest: PathBuf, staged: Vec<PathBuf>) -> PyResult<u64> {
+    let opts = WriteOptions::default();
+    py.detach(|| loaderx::table::adopt_tables(&dest, &staged, &opts)).map_err(|e| table_error(py, &e))
+}
+
 /// The table a `Table` is (the rows it saw when opened), or the one at a
 /// path, opened now.
 pub fn table_of(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Arc<RsTable>> {

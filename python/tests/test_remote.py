@@ -118,3 +118,25 @@ def test_write_table_imports_parquet_files_from_the_bucket(tmp_path):
     assert Table(tmp_path / "t").strings("text", np.array([0, 29999])) == ["row 0", "row 29999"]
     assert write_table(tmp_path / "g", f"{src}/*-1.parquet")["table_rows"] == 10000
     assert write_table(tmp_path / "t", src)["already_done"]
+
+
+def test_ray_reads_a_sharded_dataset_by_url(tmp_path, rng):
+    """`loaderx_rs.ray.read(url)` (docs/ray.md): a local Ray of one CPU whose
+    workers open the dataset by its URL (the AWS_* environment inherited)."""
+    ray = pytest.importorskip("ray", reason="needs ray[data] (the CI's Ray stage installs it)")
+    pa = pytest.importorskip("pyarrow")
+    import loaderx_rs.ray as lray
+
+    data = rng.standard_normal((2000, 3)).astype(np.float32)
+    write_dataset(tmp_path / "sharded", data, shard_records=700)
+    url = push(tmp_path / "sharded", "ray-sharded")
+    ray.init(num_cpus=1, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    try:
+        ray.data.DataContext.get_current().execution_options.preserve_order = True
+        ds = lray.read(url, override_num_blocks=3)
+        assert ds.count() == 2000
+        t = pa.concat_tables(ray.get(ds.to_arrow_refs()))
+        got = np.concatenate([b.to_numpy_ndarray() for b in t.column("data").chunks])
+        np.testing.assert_array_equal(got, data)
+    finally:
+        ray.shutdown()

@@ -39,7 +39,7 @@ def test_every_public_name_has_a_stub_and_every_stub_a_name():
     stubbed |= {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign) and n.target.id != "__all__"}
     public = {n for n in loaderx_rs.__all__ if not n.startswith("_")}
     assert public - stubbed == set()
-    private_stubs = {"_Mode", "_restore", "_zrecord", "_sampler", "_table_column", "_arrow_stream_rows",
+    private_stubs = {"_Mode", "_restore", "_zrecord", "_sampler", "_table_column", "_adopt_tables", "_arrow_stream_rows",
                      "_WriteSummary"}
     assert {n for n in stubbed if not n.startswith("_")} - public == set()
     assert {n for n in stubbed if n.startswith("_") and n != "__version__"} == private_stubs

@@ -18,6 +18,7 @@
 //! [`TABLE_ROWS_MAX`](crate::format::TABLE_ROWS_MAX) rows, and the reader's
 //! limit and the writer's trim work across a column's shards.
 
+mod adopt;
 mod commit;
 mod error;
 mod writer;
@@ -25,6 +26,7 @@ mod writer;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use adopt::{adopt_tables, remove_staging};
 pub use commit::{ColumnType, Commit, TABLE_FORMAT, TABLE_VERSION};
 pub use error::TableError;
 pub use writer::{ColumnSpec, TableWriter, Values};

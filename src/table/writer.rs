@@ -194,6 +194,13 @@ impl TableWriter {
         Ok(TableWriter::new(vfs, root, commit, appenders, lock))
     }
 
+    /// The last commit and the writer lock, the columns closed (their
+    /// appenders and their stores' writer locks dropped): for an adoption
+    /// of staged tables (`adopt.rs`), which moves shards under the lock.
+    pub(super) fn into_commit(self) -> (Commit, Box<dyn VfsFile>) {
+        (self.commit, self._lock)
+    }
+
     /// Rows committed.
     pub fn rows(&self) -> u64 {
         self.commit.rows

@@ -1,0 +1,401 @@
+"""Ray Data reads and writes of loaderx datasets and tables (docs/ray.md).
+
+- `read(path, columns=None, ...)`: a `ray.data.Dataset` of a store, a
+  sharded dataset or a table, read by `Datasource`'s read tasks, each over
+  whole shards or an index range, through the batched gather.
+- `Sink(dest, ...)` / `write(ds, dest, ...)`: each write task writes its
+  blocks into a table of its own under `dest/.staging/<write id>/`; the
+  driver adopts all of them as new shards of the table at `dest` and
+  commits them in one replacement of its `table.json`.
+- `gc(dest)`: removes the staging directories of writes no longer running.
+
+Built against `ray[data]` >= 2.60, < 2.61 (`SUPPORTED_RAY`): `Datasource`
+and `Datasink` are Ray's developer APIs and change between releases.
+Importing this module imports ray and pyarrow.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pyarrow as pa
+import ray
+from ray.data.block import BlockAccessor, BlockMetadata
+from ray.data.datasource import Datasink, Datasource, ReadTask
+
+import loaderx_rs
+
+__all__ = ["read", "write", "Sink", "LoaderxDatasource", "gc", "SUPPORTED_RAY", "STAGING_DIR"]
+
+#: The Ray versions this module is built and tested against.
+SUPPORTED_RAY = ">=2.60,<2.61"
+#: The directory, inside a write's destination, of the tables its tasks stage.
+STAGING_DIR = ".staging"
+#: Rows of one block a read task yields, at most (and `BLOCK_BYTES` of values).
+BLOCK_ROWS = 65536
+BLOCK_BYTES = 64 << 20
+#: Bytes of values a read task reads at least, by default: Ray asks for 200
+#: tasks whatever the size, and a task costs milliseconds to schedule.
+TASK_BYTES_MIN = 64 << 20
+#: The column name a single dataset (not a table) reads as.
+DATA_COLUMN = "data"
+
+
+def _check_version() -> None:
+    major, minor = (int(p) for p in ray.__version__.split(".")[:2])
+    if (major, minor) != (2, 60):
+        import warnings
+
+        warnings.warn(f"loaderx_rs.ray is built against ray {SUPPORTED_RAY}; this is ray {ray.__version__}",
+                      stacklevel=3)
+
+
+_check_version()
+
+
+# ---------------------------------------------------------------- reading
+
+
+def _is_url(path: str) -> bool:
+    return "://" in path
+
+
+def _open_dataset(path: str):
+    """A single or sharded dataset at `path`, fixed or ragged."""
+    try:
+        return loaderx_rs.Dataset(path)
+    except loaderx_rs.DatasetError as e:
+        if "ragged" not in str(e):
+            raise
+        return loaderx_rs.RaggedDataset(path)
+
+
+def _shard_starts(path: str, rows: int) -> List[int]:
+    """The first global index of every shard of the dataset at `path` (one
+    store: [0]), from its `shards.json`, reading no record."""
+    table = Path(path) / "shards.json"
+    if _is_url(path) or not table.is_file():
+        return [0]
+    starts, at = [], 0
+    for shard in json.loads(table.read_text())["shards"]:
+        starts.append(at)
+        at += shard.get("records", 0)
+    return [s for s in starts if s < rows] or [0]
+
+
+class _Column:
+    """One column as a read task sees it: its name, kind and row layout."""
+
+    def __init__(self, name: str, kind: str, dtype: np.dtype, shape: Tuple[int, ...], row_bytes: float):
+        self.name, self.kind, self.dtype, self.shape, self.row_bytes = name, kind, dtype, shape, row_bytes
+
+
+def _ragged_row_bytes(ds) -> float:
+    """A ragged dataset's mean decoded record size, from its store's
+    statistics (its first shard for a sharded one): no record read."""
+    try:
+        store = ds._store
+    except loaderx_rs.DatasetError:
+        store = loaderx_rs.Zrecord(str(ds.path), read_only=True)
+    stats = store.stats()
+    return stats["logical_bytes"] / max(stats["records"], 1)
+
+
+def _describe(name: str, kind: str, ds) -> _Column:
+    if kind == "fixed":
+        shape = tuple(ds.shape)
+        return _Column(name, kind, np.dtype(ds.dtype), shape, np.dtype(ds.dtype).itemsize * int(np.prod(shape)))
+    return _Column(name, kind, np.dtype(ds.dtype), tuple(ds.item_shape), _ragged_row_bytes(ds))
+
+
+def _numbers(values: np.ndarray) -> pa.Array:
+    if values.dtype.kind in "SV":
+        return pa.array(list(values.tobytes()[i:i + values.itemsize]
+                             for i in range(0, values.nbytes, values.itemsize)), type=pa.binary(values.itemsize))
+    if values.dtype.byteorder == ">":
+        values = values.astype(values.dtype.newbyteorder("<"))
+    return pa.array(values)
+
+
+def _fixed_array(values: np.ndarray) -> pa.Array:
+    if values.ndim == 1:
+        return _numbers(values)
+    if values.dtype.byteorder == ">":
+        values = values.astype(values.dtype.newbyteorder("<"))
+    return pa.FixedShapeTensorArray.from_numpy_ndarray(np.ascontiguousarray(values))
+
+
+def _ragged_array(col: _Column, values: np.ndarray, splits: np.ndarray) -> pa.Array:
+    offsets = pa.array(splits.astype(np.int64, copy=False))
+    if col.kind in ("bytes", "utf8"):
+        typ = pa.large_binary() if col.kind == "bytes" else pa.large_string()
+        raw = np.ascontiguousarray(values).view(np.uint8)
+        return pa.Array.from_buffers(typ, len(splits) - 1, [None, offsets.buffers()[1], pa.py_buffer(raw)])
+    inner = _numbers(np.ascontiguousarray(values).reshape(-1))
+    for d in reversed(col.shape):
+        inner = pa.FixedSizeListArray.from_arrays(inner, d)
+    return pa.LargeListArray.from_arrays(offsets, inner)
+
+
+def _read_column(col: _Column, ds, idx: np.ndarray) -> pa.Array:
+    if col.kind == "fixed":
+        return _fixed_array(ds[idx])
+    values, splits = ds[idx]
+    return _ragged_array(col, values, splits)
+
+
+def _read_range(path: str, is_table: bool, columns: List[_Column], lo: int, hi: int, step: int):
+    """A read task's body: rows `lo..hi` as Arrow tables of `step` rows."""
+    if is_table:
+        table = loaderx_rs.Table(path)
+        datasets = {c.name: table[c.name] for c in columns}
+    else:
+        datasets = {columns[0].name: _open_dataset(path)}
+    for a in range(lo, hi, step):
+        idx = np.arange(a, min(a + step, hi), dtype=np.uint64)
+        arrays = [_read_column(c, datasets[c.name], idx) for c in columns]
+        yield pa.Table.from_arrays(arrays, names=[c.name for c in columns])
+
+
+def _ranges(starts: List[int], rows: int, parallelism: int) -> List[Tuple[int, int]]:
+    """Cuts `0..rows` into about `parallelism` ranges: whole shards grouped
+    when there are as many shards as tasks, else each shard cut evenly."""
+    bounds = starts + [rows]
+    shards = [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+    parallelism = max(1, parallelism)
+    if len(shards) >= parallelism:
+        per = -(-len(shards) // parallelism)
+        return [(shards[i][0], shards[min(i + per, len(shards)) - 1][1]) for i in range(0, len(shards), per)]
+    out = []
+    for a, b in shards:
+        parts = max(1, round(parallelism * (b - a) / rows))
+        cuts = [a + (b - a) * j // parts for j in range(parts + 1)]
+        out.extend((x, y) for x, y in zip(cuts, cuts[1:]) if y > x)
+    return out
+
+
+class LoaderxDatasource(Datasource):
+    """A Ray `Datasource` over a store, a sharded dataset or a table.
+
+    `columns` selects and orders a table's columns (Ray's projection
+    pushdown narrows it further); a single dataset is one column named
+    `column_name`. Read tasks cover whole shards where there are enough,
+    index ranges otherwise, each at least `task_bytes_min` bytes of values
+    (fewer tasks than Ray asks for on small data), and read `BLOCK_ROWS`
+    rows per gather."""
+
+    def __init__(self, path: Any, columns: Optional[Sequence[str]] = None, *, column_name: str = DATA_COLUMN,
+                 task_bytes_min: int = TASK_BYTES_MIN):
+        super().__init__()
+        self._projection_map = None
+        self._task_bytes_min = task_bytes_min
+        self._path = os.fspath(path)
+        self._is_table = not _is_url(self._path) and (Path(self._path) / "table.json").is_file()
+        if self._is_table:
+            table = loaderx_rs.Table(self._path)
+            names = list(columns) if columns is not None else table.columns
+            missing = [n for n in names if n not in table.columns]
+            if missing:
+                raise KeyError(f"{missing} not in the table's columns {table.columns}")
+            self._rows = table.rows
+            self._columns = [_describe(n, table.kinds[n], table[n]) for n in names]
+            self._starts = [0]
+        else:
+            ds = _open_dataset(self._path)
+            if columns is not None and list(columns) != [column_name]:
+                raise KeyError(f"a dataset reads as the one column {column_name!r}, not {list(columns)}")
+            kind = "ragged" if isinstance(ds, loaderx_rs.RaggedDataset) else "fixed"
+            self._rows = len(ds)
+            self._columns = [_describe(column_name, kind, ds)]
+            self._starts = _shard_starts(self._path, self._rows)
+
+    def supports_projection_pushdown(self) -> bool:
+        return True
+
+    def get_name(self) -> str:
+        return "Loaderx"
+
+    def _selected(self) -> List[_Column]:
+        keep = self._get_data_columns()
+        return self._columns if keep is None else [c for c in self._columns if c.name in keep]
+
+    def estimate_inmemory_data_size(self) -> Optional[int]:
+        return int(self._rows * sum(c.row_bytes for c in self._selected()))
+
+    def get_read_tasks(self, parallelism: int, per_task_row_limit: Optional[int] = None,
+                       data_context=None) -> List[ReadTask]:
+        columns = self._selected()
+        row_bytes = max(sum(c.row_bytes for c in columns), 1.0)
+        step = int(max(1, min(BLOCK_ROWS, BLOCK_BYTES // row_bytes)))
+        if self._task_bytes_min > 0:
+            parallelism = min(parallelism, max(1, int(self._rows * row_bytes // self._task_bytes_min)))
+        tasks = []
+        for lo, hi in _ranges(self._starts, self._rows, parallelism):
+            meta = BlockMetadata(num_rows=hi - lo, size_bytes=int((hi - lo) * row_bytes), input_files=[self._path],
+                                 exec_stats=None)
+            path, is_table = self._path, self._is_table
+            fn = (lambda lo=lo, hi=hi: _read_range(path, is_table, columns, lo, hi, step))
+            tasks.append(ReadTask(fn, meta, per_task_row_limit=per_task_row_limit))
+        return tasks
+
+
+def read(path: Any, columns: Optional[Sequence[str]] = None, *, column_name: str = DATA_COLUMN,
+         override_num_blocks: Optional[int] = None, **ray_args) -> "ray.data.Dataset":
+    """The dataset or table at `path` (a store published to `s3://` for a
+    dataset) as a `ray.data.Dataset`; `columns` selects a table's columns.
+    `override_num_blocks` sets the read tasks' number (by default each task
+    reads at least `TASK_BYTES_MIN`). Other keyword arguments go to
+    `ray.data.read_datasource`."""
+    source = LoaderxDatasource(path, columns, column_name=column_name, task_bytes_min=0)
+    if override_num_blocks is None:
+        # Ray splits the blocks of fewer tasks than it asked for (200) into
+        # slices, and a slice of a list column is copied to be stored: ask
+        # for the tasks this read makes, each of at least TASK_BYTES_MIN.
+        asked = ray.data.DataContext.get_current().read_op_min_num_blocks
+        override_num_blocks = max(1, min(asked, source.estimate_inmemory_data_size() // TASK_BYTES_MIN))
+        override_num_blocks = max(1, len(source.get_read_tasks(override_num_blocks)))
+    return ray.data.read_datasource(source, override_num_blocks=override_num_blocks, **ray_args)
+
+
+# ---------------------------------------------------------------- writing
+
+# The staging locks of this process's writes in flight, by write id: held
+# while the write runs, so that `gc` leaves its staging alone.
+_LOCKS: Dict[str, int] = {}
+
+
+def _to_storable(table: pa.Table) -> pa.Table:
+    """A block's Arrow table with Ray's own tensor columns as Arrow's
+    fixed-shape tensors (a variable-shaped one as a large list), which
+    `write_table` imports."""
+    from ray.data._internal.tensor_extensions.arrow import (
+        get_arrow_extension_fixed_shape_tensor_types,
+        get_arrow_extension_variable_shape_tensor_types,
+    )
+
+    fixed, variable = get_arrow_extension_fixed_shape_tensor_types(), get_arrow_extension_variable_shape_tensor_types()
+    for k, field in enumerate(table.schema):
+        column = table.column(k)
+        if isinstance(field.type, pa.FixedShapeTensorType):
+            continue
+        if isinstance(field.type, fixed):
+            arr = column.combine_chunks().to_numpy()
+            table = table.set_column(k, field.name, pa.FixedShapeTensorArray.from_numpy_ndarray(arr))
+        elif isinstance(field.type, variable):
+            rows = column.combine_chunks().to_numpy()
+            if any(np.asarray(r).ndim != 1 for r in rows):
+                raise TypeError(f"column {field.name!r}: tensors of varying shape other than 1-d lists")
+            table = table.set_column(k, field.name, pa.array([np.asarray(r) for r in rows],
+                                                             type=pa.large_list(pa.from_numpy_dtype(rows[0].dtype))))
+    return table
+
+
+class Sink(Datasink):
+    """A Ray `Datasink` writing into the table at `dest` (created by the
+    first write): `ds.write_datasink(Sink(dest))`.
+
+    Each write task writes its blocks into a table of its own, staged in
+    `dest/.staging/<write id>/<task>-<attempt>`; `on_write_complete`, on the
+    driver, adopts them all (in task order) as new shards of `dest`'s
+    columns and commits them in one replacement of `dest/table.json`. A
+    failed or retried task's table is never adopted; a failed write's
+    staging is removed, and `gc` removes what a killed driver left.
+    `codec` / `codecs` are a new table's codecs (`write_table`'s); an
+    existing table's columns keep theirs."""
+
+    def __init__(self, dest: Any, *, codec: Optional[str] = None, codecs: Optional[Dict[str, str]] = None):
+        self.dest = os.path.abspath(os.fspath(dest))
+        self.codec, self.codecs = codec, dict(codecs or {})
+        self.write_id = uuid.uuid4().hex
+        self.rows = None
+        # Read here, not in on_write_start: the tasks get this object as it
+        # is when the write is planned.
+        if (Path(self.dest) / "table.json").is_file():
+            table = loaderx_rs.Table(self.dest)
+            self.codecs = {name: table[name].codec for name in table.columns}
+        elif any((Path(self.dest) / f).exists() for f in ("schema.json", "shards.json", "meta.zr")):
+            raise ValueError(f"{self.dest} holds a dataset, not a table: a Ray write goes to a table")
+
+    @property
+    def staging(self) -> str:
+        return os.path.join(self.dest, STAGING_DIR, self.write_id)
+
+    def on_write_start(self, schema=None) -> None:
+        os.makedirs(self.staging, exist_ok=True)
+        fd = os.open(self.staging + ".lock", os.O_CREAT | os.O_RDWR, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        _LOCKS[self.write_id] = fd
+
+    def write(self, blocks: Iterable[Any], ctx) -> Optional[Dict[str, Any]]:
+        path = os.path.join(self.staging, f"{ctx.task_idx:08d}-{uuid.uuid4().hex[:12]}")
+        rows = 0
+        for block in blocks:
+            table = _to_storable(BlockAccessor.for_block(block).to_arrow())
+            if table.num_rows == 0 and rows == 0 and table.num_columns == 0:
+                continue
+            codecs = {k: v for k, v in self.codecs.items() if k in table.column_names} or None
+            loaderx_rs.write_table(path, table, codec=self.codec, codecs=codecs, mode="append")
+            rows += table.num_rows
+        return {"path": path, "rows": rows, "task": ctx.task_idx} if rows else None
+
+    def on_write_complete(self, write_result) -> None:
+        returns = [r for r in write_result.write_returns if r]
+        staged = [r["path"] for r in sorted(returns, key=lambda r: r["task"])]
+        self.rows = loaderx_rs._adopt_tables(self.dest, staged) if staged else None
+        self._cleanup()
+
+    def on_write_failed(self, error: Exception) -> None:
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+        try:
+            os.unlink(self.staging + ".lock")
+        except FileNotFoundError:
+            pass
+        fd = _LOCKS.pop(self.write_id, None)
+        if fd is not None:
+            os.close(fd)
+
+
+def write(ds: "ray.data.Dataset", dest: Any, **sink_args) -> Sink:
+    """`ds.write_datasink(Sink(dest, **sink_args))`; returns the sink
+    (`sink.rows`: the table's rows after the commit)."""
+    sink = Sink(dest, **sink_args)
+    ds.write_datasink(sink)
+    return sink
+
+
+def gc(dest: Any) -> List[str]:
+    """Removes the staging directories under `dest/.staging` of writes
+    no longer running (their driver's lock is free: it failed or was
+    killed before its cleanup). Returns the removed paths. `.staging`
+    itself stays: a write starting now may be creating its directory in it.
+    The CLI's `loaderx gc DEST` does the same."""
+    root = Path(os.fspath(dest)) / STAGING_DIR
+    if not root.is_dir():
+        return []
+    removed = []
+    for entry in sorted(root.iterdir()):
+        if entry.suffix == ".lock" or not entry.is_dir():
+            continue
+        lock = entry.with_name(entry.name + ".lock")
+        fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            shutil.rmtree(entry)
+            os.unlink(lock)
+            removed.append(str(entry))
+        finally:
+            os.close(fd)
+    return removed
