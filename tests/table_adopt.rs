@@ -130,3 +130,39 @@ fn a_crash_before_the_commit_leaves_the_old_rows() {
     assert_eq!(read(&dest), expect(&[0..4, 50..52]));
     assert!(!dest.join("col-0001/shard-000009").exists());
 }
+
+#[test]
+fn a_crash_between_the_renames_and_the_shard_tables_is_cleared_by_gc() {
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("t");
+    write(&dest, 0..4, &specs(), Some(2));
+    // A staged column renamed into a shard slot (A2), its shard table not
+    // yet replaced (A3): as a crash between them leaves it.
+    let staged = stage(dir.path(), &[4..7]);
+    let slot = dest.join("col-0000/shard-000002");
+    std::fs::rename(staged[0].join("col-0000"), &slot).unwrap();
+    assert_eq!(read(&dest), expect(&[0..4]));
+    // A plain append that rolls over into that slot refuses it.
+    let opts = WriteOptions { shard_records: Some(2), ..WriteOptions::default() };
+    let append = |range: std::ops::Range<i64>| -> Result<u64, TableError> {
+        let mut w = TableWriter::open(&dest, &opts)?;
+        for i in range {
+            let x: Vec<u8> = [i, -i].iter().flat_map(|v| v.to_le_bytes()).collect();
+            w.append(&[Values::Fixed(&x), Values::Items(&[text(i).as_bytes()])])?;
+        }
+        w.commit()
+    };
+    assert!(append(4..7).is_err());
+    assert_eq!(read(&dest), expect(&[0..4]));
+    // gc removes it (under the writer lock), and the append then works.
+    let removed = loaderx::table::remove_unlisted_shards(&dest, &opts).unwrap().unwrap();
+    assert_eq!(removed, vec![slot.clone()]);
+    assert!(!slot.exists());
+    assert_eq!(append(4..7).unwrap(), 7);
+    assert_eq!(read(&dest), expect(&[0..7]));
+    // Nothing is left to remove; a held writer lock is reported, not waited on.
+    assert_eq!(loaderx::table::remove_unlisted_shards(&dest, &opts).unwrap(), Some(vec![]));
+    let held = TableWriter::open(&dest, &opts).unwrap();
+    assert_eq!(loaderx::table::remove_unlisted_shards(&dest, &opts).unwrap(), None);
+    drop(held);
+}

@@ -523,6 +523,24 @@ pub fn _adopt_tables(py: Python<'_>, dest: PathBuf, staged: Vec<PathBuf>) -> PyR
     py.detach(|| loaderx::table::adopt_tables(&dest, &staged, &opts)).map_err(|e| table_error(py, &e))
 }
 
+/// What `loaderx gc` removes (`loaderx_rs.ray.gc`): the staged tables of
+/// writes to `dest` no longer running (`loaderx::table::remove_staging`),
+/// then, if no writer holds the table, the shard directories a crashed
+/// commit left unlisted (`remove_unlisted_shards`). Returns the removed
+/// paths.
+#[pyfunction]
+pub fn _gc(py: Python<'_>, dest: PathBuf) -> PyResult<Vec<PathBuf>> {
+    let opts = WriteOptions::default();
+    py.detach(|| {
+        let mut removed = loaderx::table::remove_staging(&dest)?;
+        if dest.join(loaderx::format::TABLE_FILE).exists() {
+            removed.extend(loaderx::table::remove_unlisted_shards(&dest, &opts)?.unwrap_or_default());
+        }
+        Ok(removed)
+    })
+    .map_err(|e| table_error(py, &e))
+}
+
 /// The table a `Table` is (the rows it saw when opened), or the one at a
 /// path, opened now.
 pub fn table_of(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Arc<RsTable>> {

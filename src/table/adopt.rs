@@ -209,14 +209,41 @@ fn adopt_column(vfs: &Arc<dyn Vfs>, dest: &Path, k: usize, rows: u64, parts: &[S
 
 /// Removes the shard directories of column `dir` numbered `first` and up:
 /// no shard table names them, so no reader sees them.
-fn remove_unlisted(vfs: &Arc<dyn Vfs>, dir: &Path, first: usize) -> Result<(), TableError> {
+fn remove_unlisted(vfs: &Arc<dyn Vfs>, dir: &Path, first: usize) -> Result<Vec<PathBuf>, TableError> {
     let io = |op| move |source| TableError::Io { path: dir.to_path_buf(), op, source };
+    let mut removed = Vec::new();
     for name in vfs.list_dir(dir).map_err(io("list the column directory"))? {
         if shard_of_dir_name(&name).is_some_and(|m| m >= first) {
             RealFs::remove_dir_all(&dir.join(&name)).map_err(io("remove an unlisted shard"))?;
+            removed.push(dir.join(&name));
         }
     }
-    Ok(())
+    if !removed.is_empty() {
+        vfs.sync_dir(dir).map_err(io("sync the column directory"))?;
+    }
+    Ok(removed)
+}
+
+/// Removes the shard directories that no column's shard table lists,
+/// left by an adoption that crashed between its A2 and A3 (a rollover's
+/// R1 refuses one that holds records, `ShardNotEmpty`). It takes the
+/// table's writer lock (a writer's open, which also trims an uncommitted
+/// tail, K3), so no adoption is under way; `Ok(None)` if another writer
+/// holds it. Returns the removed directories. Real filesystem only.
+pub fn remove_unlisted_shards(dest: &Path, opts: &WriteOptions) -> Result<Option<Vec<PathBuf>>, TableError> {
+    let vfs: Arc<dyn Vfs> = Arc::new(RealFs);
+    let writer = match TableWriter::open_in(vfs.clone(), dest, opts) {
+        Err(TableError::Locked { .. }) => return Ok(None),
+        other => other?,
+    };
+    let mut removed = Vec::new();
+    for k in 0..writer.columns().len() {
+        let dir = dest.join(column_dir_name(k));
+        let listed = ShardTable::read(&*vfs, &dir)?.map_or(1, |t| t.shards());
+        removed.extend(remove_unlisted(&vfs, &dir, listed)?);
+    }
+    drop(writer);
+    Ok(Some(removed))
 }
 
 /// Removes the staged tables of the writes to `dest` no longer running:

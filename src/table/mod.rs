@@ -26,7 +26,7 @@ mod writer;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use adopt::{adopt_tables, remove_staging};
+pub use adopt::{adopt_tables, remove_staging, remove_unlisted_shards};
 pub use commit::{ColumnType, Commit, TABLE_FORMAT, TABLE_VERSION};
 pub use error::TableError;
 pub use writer::{ColumnSpec, TableWriter, Values};

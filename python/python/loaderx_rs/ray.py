@@ -376,26 +376,9 @@ def write(ds: "ray.data.Dataset", dest: Any, **sink_args) -> Sink:
 def gc(dest: Any) -> List[str]:
     """Removes the staging directories under `dest/.staging` of writes
     no longer running (their driver's lock is free: it failed or was
-    killed before its cleanup). Returns the removed paths. `.staging`
-    itself stays: a write starting now may be creating its directory in it.
-    The CLI's `loaderx gc DEST` does the same."""
-    root = Path(os.fspath(dest)) / STAGING_DIR
-    if not root.is_dir():
-        return []
-    removed = []
-    for entry in sorted(root.iterdir()):
-        if entry.suffix == ".lock" or not entry.is_dir():
-            continue
-        lock = entry.with_name(entry.name + ".lock")
-        fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue
-            shutil.rmtree(entry)
-            os.unlink(lock)
-            removed.append(str(entry))
-        finally:
-            os.close(fd)
-    return removed
+    killed before its cleanup), and, when no writer holds the table, the
+    shard directories a commit that crashed left unlisted in its columns.
+    Returns the removed paths. `.staging` itself stays: a write starting
+    now may be creating its directory in it. The CLI's `loaderx gc DEST`
+    does the same."""
+    return [str(p) for p in loaderx_rs._gc(os.fspath(dest))]
