@@ -12,10 +12,11 @@
 //! - A1: per column, the `shard-*` directories the shard table does not
 //!   list (left by an adoption or a rollover that crashed) removed;
 //! - A2: per column, each staged column directory renamed to the next
-//!   shard's name, the column directory synced (each staged table's once,
-//!   after every column);
-//! - A3: per column, the shard table replaced (SYNC M1, M2): the old last
-//!   shard sealed at its count, the new shards after it;
+//!   shard's name, the column directory synced; then each staged table's
+//!   directory synced once (every rename's other directory);
+//! - A3: per column, once every rename is durable, the shard table
+//!   replaced (SYNC M1, M2): the old last shard sealed at its count, the
+//!   new shards after it;
 //! - A4: `table.json` replaced with the new row count: the commit point.
 //!
 //! A crash before A4 leaves the committed rows as they were: the new
@@ -74,13 +75,18 @@ pub fn adopt_tables(dest: &Path, staged: &[PathBuf], opts: &WriteOptions) -> Res
     for k in 0..columns.len() {
         check_schemas(&vfs, dest, k, &parts)?;
     }
+    let mut tables = Vec::with_capacity(columns.len());
     for k in 0..columns.len() {
-        adopt_column(&vfs, dest, k, commit.rows, &parts)?;
+        tables.push(move_column(&vfs, dest, k, commit.rows, &parts)?); // A1, A2
     }
     for part in &parts {
-        // The staged tables lost their columns: once per table, not per rename.
+        // Each rename's other directory: the staged table lost its columns.
+        // Once per table, and before any shard table names a moved column.
         let io = |source| TableError::Io { path: part.root.clone(), op: "sync the staged table", source };
         vfs.sync_dir(&part.root).map_err(io)?;
+    }
+    for (k, table) in tables.iter().enumerate() {
+        table.write(&*vfs, &dest.join(column_dir_name(k)))?; // A3
     }
     let next = Commit { rows, columns: commit.columns, mark: None };
     next.write(&*vfs, dest)?; // A4
@@ -172,8 +178,15 @@ fn check_schemas(vfs: &Arc<dyn Vfs>, dest: &Path, k: usize, parts: &[Staged]) ->
     Ok(())
 }
 
-/// A1-A3 for column `k` of `dest`, whose committed rows are `rows`.
-fn adopt_column(vfs: &Arc<dyn Vfs>, dest: &Path, k: usize, rows: u64, parts: &[Staged]) -> Result<(), TableError> {
+/// A1 and A2 for column `k` of `dest`, whose committed rows are `rows`:
+/// returns the column's shard table for A3, which names the moved shards.
+fn move_column(
+    vfs: &Arc<dyn Vfs>,
+    dest: &Path,
+    k: usize,
+    rows: u64,
+    parts: &[Staged],
+) -> Result<ShardTable, TableError> {
     let dir = dest.join(column_dir_name(k));
     let (mut table, first_new) = match ShardTable::read(&**vfs, &dir)? {
         Some(t) if t.pending.is_some() => {
@@ -204,7 +217,7 @@ fn adopt_column(vfs: &Arc<dyn Vfs>, dest: &Path, k: usize, rows: u64, parts: &[S
     vfs.sync_dir(&dir).map_err(io(&dir, "sync the column directory"))?;
     table.sealed.push(last);
     table.sealed.extend(parts[..parts.len() - 1].iter().map(|p| p.rows));
-    Ok(table.write(&**vfs, &dir)?) // A3
+    Ok(table)
 }
 
 /// Removes the shard directories of column `dir` numbered `first` and up:
