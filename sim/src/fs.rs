@@ -176,14 +176,25 @@ impl NsOp {
                 names.insert(p.clone(), *node);
             }
             NsOp::Unlink(p) => {
-                names.remove(p);
+                // A directory's removal: its entries were unlinked before
+                // it (it was empty), in the journal's order.
+                names.retain(|q, _| !q.starts_with(p));
             }
-            NsOp::Rename(from, to) => {
-                if let Some(node) = names.remove(from) {
-                    names.insert(to.clone(), node);
-                }
-            }
+            NsOp::Rename(from, to) => move_tree(names, from, to),
         }
+    }
+}
+
+/// Moves `from` and every name under it to `to` (a directory's rename:
+/// its entries live in its inode, so they move with it). Nothing if `from`
+/// is missing.
+fn move_tree(names: &mut BTreeMap<PathBuf, Node>, from: &Path, to: &Path) {
+    let moved: Vec<PathBuf> = names.keys().filter(|p| p.starts_with(from)).cloned().collect();
+    for old in moved {
+        let node = names.remove(&old).expect("listed");
+        let rest = old.strip_prefix(from).expect("under from");
+        let new = if rest.as_os_str().is_empty() { to.to_path_buf() } else { to.join(rest) };
+        names.insert(new, node);
     }
 }
 
@@ -720,9 +731,36 @@ impl Vfs for SimFs {
             return Err(read_only_error());
         }
         s.op(IoOp { to: Some(to), ..IoOp::on(IoKind::Rename, from) })?;
-        let node = s.names.remove(from).ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no such file"))?;
-        s.names.insert(to.to_path_buf(), node);
+        let node = *s.names.get(from).ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no such file"))?;
+        if node == Node::Dir {
+            // A directory replaces only an empty one (POSIX), never itself.
+            if to.starts_with(from) || s.names.get(to).is_some_and(|t| *t != Node::Dir) {
+                return Err(io::Error::other("cannot rename a directory there"));
+            }
+            if s.names.keys().any(|p| p.parent() == Some(to)) {
+                return Err(io::Error::other("directory not empty"));
+            }
+        }
+        s.names.remove(to);
+        move_tree(&mut s.names, from, to);
         s.pending.push(NsOp::Rename(from.to_path_buf(), to.to_path_buf()));
+        Ok(())
+    }
+
+    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        let mut s = self.lock();
+        if s.read_only {
+            return Err(read_only_error());
+        }
+        s.op(IoOp::on(IoKind::Unlink, path))?;
+        if s.names.get(path) != Some(&Node::Dir) {
+            return Err(io::Error::new(io::ErrorKind::NotFound, "no such directory"));
+        }
+        if s.names.keys().any(|p| p.parent() == Some(path)) {
+            return Err(io::Error::other("directory not empty"));
+        }
+        s.names.remove(path);
+        s.pending.push(NsOp::Unlink(path.to_path_buf()));
         Ok(())
     }
 

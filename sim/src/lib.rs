@@ -11,6 +11,7 @@
 //! table's creates, appends and commits; [`campaign`] runs seeds on several
 //! threads and prints the summary line. See `docs/simulation.md`.
 
+pub mod adopt;
 pub mod campaign;
 pub mod exhaustive;
 pub mod fs;

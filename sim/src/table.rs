@@ -33,7 +33,7 @@ use crate::rng::Rng;
 use crate::workload::Violation;
 
 /// The table's root on the simulated filesystem.
-const ROOT: &str = "/data/table";
+pub(crate) const ROOT: &str = "/data/table";
 /// Rows per step, in order: with two rows a shard, step 0 leaves shards
 /// of 2 and 1 rows, step 1 fills shard 1 and starts shard 2, step 2 fills
 /// it and rolls over twice more.
@@ -42,7 +42,7 @@ const STEPS: [usize; 3] = [3, 2, 4];
 pub const SHARD_RECORDS: u64 = 2;
 
 /// The writer's options: columns that roll over every two rows.
-fn opts() -> WriteOptions {
+pub(crate) fn opts() -> WriteOptions {
     WriteOptions { shard_records: Some(SHARD_RECORDS), ..WriteOptions::default() }
 }
 
@@ -65,15 +65,27 @@ fn columns() -> Vec<ColumnSpec> {
 
 /// Step `k`: rows `start..start + STEPS[k]` by a new writer (the create
 /// when `create`), appended and committed.
-fn step(vfs: &Arc<dyn Vfs>, create: bool, start: usize, n: usize) -> Result<u64, TableError> {
+pub(crate) fn step(vfs: &Arc<dyn Vfs>, create: bool, start: usize, n: usize) -> Result<u64, TableError> {
     let mut writer = append(vfs, create, start, n)?;
     writer.commit()
 }
 
 /// Rows `start..start + n` appended by a new writer, not committed.
 fn append(vfs: &Arc<dyn Vfs>, create: bool, start: usize, n: usize) -> Result<TableWriter, TableError> {
-    let root = Path::new(ROOT);
-    let opts = opts();
+    append_at(vfs, Path::new(ROOT), create, start, n, &opts())
+}
+
+/// Rows `start..start + n` appended by a new writer of the table at
+/// `root` (created when `create`), not committed.
+pub(crate) fn append_at(
+    vfs: &Arc<dyn Vfs>,
+    root: &Path,
+    create: bool,
+    start: usize,
+    n: usize,
+    opts: &WriteOptions,
+) -> Result<TableWriter, TableError> {
+    let opts = opts.clone();
     let mut writer = if create {
         TableWriter::create_in(vfs.clone(), root, &columns(), &opts)?
     } else {
@@ -134,7 +146,12 @@ fn stored(vfs: &Arc<dyn Vfs>) -> Result<[u64; 3], TableError> {
 /// The table a reader sees holds the oracle's first `before` or `after`
 /// rows (`before` `None`: no table, or one of 0 rows), every column
 /// alike; returns how many.
-fn check(fs: &SimFs, vfs: &Arc<dyn Vfs>, before: Option<usize>, after: usize) -> Result<Option<usize>, Violation> {
+pub(crate) fn check(
+    fs: &SimFs,
+    vfs: &Arc<dyn Vfs>,
+    before: Option<usize>,
+    after: usize,
+) -> Result<Option<usize>, Violation> {
     let v = |what: String| Violation { what, trace: fs.trace() };
     let rows = read(vfs).map_err(|e| v(format!("the recovered table does not open: {e}")))?;
     let Some(rows) = rows else {
@@ -205,7 +222,7 @@ fn recover(fs: &SimFs, vfs: &Arc<dyn Vfs>, k: usize, done: usize, total: usize) 
 
 /// A writer's open leaves every column holding exactly the `n` committed
 /// rows, the oracle's.
-fn trimmed(fs: &SimFs, vfs: &Arc<dyn Vfs>, n: usize) -> Result<(), Violation> {
+pub(crate) fn trimmed(fs: &SimFs, vfs: &Arc<dyn Vfs>, n: usize) -> Result<(), Violation> {
     let v = |what: String| Violation { what, trace: fs.trace() };
     drop(TableWriter::open_in(vfs.clone(), Path::new(ROOT), &opts()).map_err(|e| v(format!("writer open: {e}")))?);
     let held = stored(vfs).map_err(|e| v(format!("a column does not open: {e}")))?;
@@ -217,7 +234,7 @@ fn trimmed(fs: &SimFs, vfs: &Arc<dyn Vfs>, n: usize) -> Result<(), Violation> {
 
 /// The steps from the committed `seen` rows on (`None`: no table, or an
 /// empty one), ending in the whole oracle.
-fn finish(fs: &SimFs, vfs: &Arc<dyn Vfs>, seen: Option<usize>, total: usize) -> Result<(), Violation> {
+pub(crate) fn finish(fs: &SimFs, vfs: &Arc<dyn Vfs>, seen: Option<usize>, total: usize) -> Result<(), Violation> {
     let v = |what: String| Violation { what, trace: fs.trace() };
     let mut at = seen.unwrap_or(0);
     let exists = seen.is_some() || read(vfs).map_err(|e| v(format!("{e}")))?.is_some();
@@ -303,11 +320,16 @@ fn run_trim() -> Result<Explored, (String, Violation)> {
     Ok(explored)
 }
 
-/// Both sweeps: every step's crash points, then the trim's.
+/// Every sweep of a table: every step's crash points, the trim's, and a
+/// parallel write's commit ([`crate::adopt`]).
 pub fn run() -> Result<Explored, (String, Violation)> {
     let steps = run_steps()?;
     let trim = run_trim()?;
-    Ok(Explored { crash_points: steps.crash_points + trim.crash_points, states: steps.states + trim.states })
+    let adopt = crate::adopt::run()?;
+    Ok(Explored {
+        crash_points: steps.crash_points + trim.crash_points + adopt.crash_points,
+        states: steps.states + trim.states + adopt.states,
+    })
 }
 
 /// Crashes every step at every I/O operation.

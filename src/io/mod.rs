@@ -253,8 +253,13 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     /// Removes a file (durable after [`Vfs::sync_dir`] of its directory).
     fn remove_file(&self, path: &Path) -> io::Result<()>;
     /// Atomically renames `from` to `to`, replacing `to` (durable after
-    /// [`Vfs::sync_dir`]).
+    /// [`Vfs::sync_dir`]). A directory moves with everything under it.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Removes an empty directory (durable after [`Vfs::sync_dir`] of its
+    /// parent). The default refuses: a read-only filesystem has none to remove.
+    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        Err(io::Error::new(io::ErrorKind::Unsupported, format!("cannot remove directory {}", path.display())))
+    }
     /// What [`Vfs::read_batch`] runs on.
     fn read_engine(&self) -> ReadEngine {
         ReadEngine::Sequential
@@ -402,4 +407,20 @@ pub fn read_file(vfs: &dyn Vfs, path: &Path, max: u64) -> io::Result<Vec<u8>> {
     let mut buf = vec![0; len as usize];
     read_exact_at(&*file, &mut buf, 0)?;
     Ok(buf)
+}
+
+/// Removes `path` and everything under it (nothing if it is missing),
+/// through `vfs`: files, then each directory once empty. Not atomic: a
+/// crash part way leaves some of it, which a later call removes.
+pub fn remove_tree(vfs: &dyn Vfs, path: &Path) -> io::Result<()> {
+    match vfs.kind(path)? {
+        None => Ok(()),
+        Some(FileKind::Dir) => {
+            for name in vfs.list_dir(path)? {
+                remove_tree(vfs, &path.join(name))?;
+            }
+            vfs.remove_dir(path)
+        }
+        Some(_) => vfs.remove_file(path),
+    }
 }

@@ -148,6 +148,10 @@ impl Vfs for RealFs {
         fs::create_dir_all(path)
     }
 
+    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        fs::remove_dir(path)
+    }
+
     fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
         let mut names = Vec::new();
         for entry in fs::read_dir(path)? {

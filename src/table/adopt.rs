@@ -49,9 +49,18 @@ struct Staged {
 /// table's columns and codecs) if it holds no table. Tables of no rows are
 /// skipped. The staged tables' column directories are moved, not copied:
 /// what is left of each staged table is its commit and lock files.
-/// Returns the rows of `dest` after the commit. Real filesystem only.
+/// Returns the rows of `dest` after the commit.
 pub fn adopt_tables(dest: &Path, staged: &[PathBuf], opts: &WriteOptions) -> Result<u64, TableError> {
-    let vfs: Arc<dyn Vfs> = Arc::new(RealFs);
+    adopt_tables_in(Arc::new(RealFs), dest, staged, opts)
+}
+
+/// [`adopt_tables`] on any filesystem (the simulator's, in its sweep).
+pub fn adopt_tables_in(
+    vfs: Arc<dyn Vfs>,
+    dest: &Path,
+    staged: &[PathBuf],
+    opts: &WriteOptions,
+) -> Result<u64, TableError> {
     let mut parts = Vec::with_capacity(staged.len());
     let mut columns: Option<Vec<(String, ColumnType)>> = None;
     for root in staged {
@@ -227,7 +236,7 @@ fn remove_unlisted(vfs: &Arc<dyn Vfs>, dir: &Path, first: usize) -> Result<Vec<P
     let mut removed = Vec::new();
     for name in vfs.list_dir(dir).map_err(io("list the column directory"))? {
         if shard_of_dir_name(&name).is_some_and(|m| m >= first) {
-            RealFs::remove_dir_all(&dir.join(&name)).map_err(io("remove an unlisted shard"))?;
+            crate::io::remove_tree(&**vfs, &dir.join(&name)).map_err(io("remove an unlisted shard"))?;
             removed.push(dir.join(&name));
         }
     }
@@ -242,9 +251,17 @@ fn remove_unlisted(vfs: &Arc<dyn Vfs>, dir: &Path, first: usize) -> Result<Vec<P
 /// R1 refuses one that holds records, `ShardNotEmpty`). It takes the
 /// table's writer lock (a writer's open, which also trims an uncommitted
 /// tail, K3), so no adoption is under way; `Ok(None)` if another writer
-/// holds it. Returns the removed directories. Real filesystem only.
+/// holds it. Returns the removed directories.
 pub fn remove_unlisted_shards(dest: &Path, opts: &WriteOptions) -> Result<Option<Vec<PathBuf>>, TableError> {
-    let vfs: Arc<dyn Vfs> = Arc::new(RealFs);
+    remove_unlisted_shards_in(Arc::new(RealFs), dest, opts)
+}
+
+/// [`remove_unlisted_shards`] on any filesystem (the simulator's).
+pub fn remove_unlisted_shards_in(
+    vfs: Arc<dyn Vfs>,
+    dest: &Path,
+    opts: &WriteOptions,
+) -> Result<Option<Vec<PathBuf>>, TableError> {
     let writer = match TableWriter::open_in(vfs.clone(), dest, opts) {
         Err(TableError::Locked { .. }) => return Ok(None),
         other => other?,
