@@ -88,7 +88,7 @@ fn recover(fs: &SimFs, vfs: &Arc<dyn Vfs>, seed: u64) -> Result<(), Violation> {
     if seen == TOTAL {
         return Ok(());
     }
-    if seed % 2 == 0 {
+    if seed.is_multiple_of(2) {
         let again = stage(vfs, "w2").map_err(|e| v(format!("staging again: {e}")))?;
         let rows = adopt_tables_in(vfs.clone(), Path::new(ROOT), &again, &opts())
             .map_err(|e| v(format!("the adoption after recovery failed: {e}")))?;
