@@ -716,12 +716,15 @@ impl Vfs for SimFs {
         }
         s.op(IoOp::on(IoKind::Unlink, path))?;
         match s.names.get(path) {
-            Some(Node::File(_)) => {
+            Some(Node::Dir) if s.names.keys().any(|p| p.parent() == Some(path)) => {
+                Err(io::Error::other("directory not empty"))
+            }
+            Some(_) => {
                 s.names.remove(path);
                 s.pending.push(NsOp::Unlink(path.to_path_buf()));
                 Ok(())
             }
-            _ => Err(io::Error::new(io::ErrorKind::NotFound, "no such file")),
+            None => Err(io::Error::new(io::ErrorKind::NotFound, "no such file")),
         }
     }
 
@@ -744,23 +747,6 @@ impl Vfs for SimFs {
         s.names.remove(to);
         move_tree(&mut s.names, from, to);
         s.pending.push(NsOp::Rename(from.to_path_buf(), to.to_path_buf()));
-        Ok(())
-    }
-
-    fn remove_dir(&self, path: &Path) -> io::Result<()> {
-        let mut s = self.lock();
-        if s.read_only {
-            return Err(read_only_error());
-        }
-        s.op(IoOp::on(IoKind::Unlink, path))?;
-        if s.names.get(path) != Some(&Node::Dir) {
-            return Err(io::Error::new(io::ErrorKind::NotFound, "no such directory"));
-        }
-        if s.names.keys().any(|p| p.parent() == Some(path)) {
-            return Err(io::Error::other("directory not empty"));
-        }
-        s.names.remove(path);
-        s.pending.push(NsOp::Unlink(path.to_path_buf()));
         Ok(())
     }
 

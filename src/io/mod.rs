@@ -250,16 +250,12 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     fn sync_dir(&self, path: &Path) -> io::Result<()>;
     /// Opens a file.
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn VfsFile>>;
-    /// Removes a file (durable after [`Vfs::sync_dir`] of its directory).
+    /// Removes a file, or an empty directory, as C's `remove` does
+    /// (durable after [`Vfs::sync_dir`] of its directory).
     fn remove_file(&self, path: &Path) -> io::Result<()>;
     /// Atomically renames `from` to `to`, replacing `to` (durable after
     /// [`Vfs::sync_dir`]). A directory moves with everything under it.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
-    /// Removes an empty directory (durable after [`Vfs::sync_dir`] of its
-    /// parent). The default refuses: a read-only filesystem has none to remove.
-    fn remove_dir(&self, path: &Path) -> io::Result<()> {
-        Err(io::Error::new(io::ErrorKind::Unsupported, format!("cannot remove directory {}", path.display())))
-    }
     /// What [`Vfs::read_batch`] runs on.
     fn read_engine(&self) -> ReadEngine {
         ReadEngine::Sequential
@@ -419,7 +415,7 @@ pub fn remove_tree(vfs: &dyn Vfs, path: &Path) -> io::Result<()> {
             for name in vfs.list_dir(path)? {
                 remove_tree(vfs, &path.join(name))?;
             }
-            vfs.remove_dir(path)
+            vfs.remove_file(path)
         }
         Some(_) => vfs.remove_file(path),
     }

@@ -148,10 +148,6 @@ impl Vfs for RealFs {
         fs::create_dir_all(path)
     }
 
-    fn remove_dir(&self, path: &Path) -> io::Result<()> {
-        fs::remove_dir(path)
-    }
-
     fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
         let mut names = Vec::new();
         for entry in fs::read_dir(path)? {
@@ -189,7 +185,10 @@ impl Vfs for RealFs {
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
-        fs::remove_file(path)
+        match fs::symlink_metadata(path) {
+            Ok(m) if m.is_dir() => fs::remove_dir(path),
+            _ => fs::remove_file(path),
+        }
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
