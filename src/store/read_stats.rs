@@ -5,6 +5,9 @@
 //! network). Each gather adds its bytes and its time, decoding included,
 //! to its path's counters: relaxed atomic adds, two clock reads a gather.
 
+// std's atomics, not the `crate::sync` facade: no decision of the store
+// reads these counters, so the loom models have nothing to check in them,
+// and modelled atomics would only multiply the interleavings they explore.
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
