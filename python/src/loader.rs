@@ -603,11 +603,7 @@ impl DataLoader {
         out.set_item("window", stats_dict(py, &window)?)?;
         out.set_item("consumer_wait_s", self.consumer_wait.as_secs_f64())?;
         out.set_item("python_transform_s", self.python_transform().as_secs_f64())?;
-        let c = self.config.as_ref().ok_or_else(not_open)?;
-        let tuned = match (handle.tuning(), tuning::limits(c.num_workers, c.prefetch_size, c.memory_budget)) {
-            (Some(t), Some(limits)) => Some(tuning::tuning_dict(py, &t, limits.memory_budget)?),
-            _ => None,
-        };
+        let tuned = handle.tuning().map(|t| tuning::tuning_dict(py, &t)).transpose()?;
         out.set_item("tuning", tuned)?;
         Ok(out)
     }

@@ -84,9 +84,9 @@ pub fn limits(workers: Option<usize>, prefetch: Option<usize>, budget: Option<u6
 
 /// `stats()["tuning"]`: the setting now, the budget's window limit, and
 /// the decisions with their reasons.
-pub fn tuning_dict<'py>(py: Python<'py>, tuning: &Tuning, budget: u64) -> PyResult<Bound<'py, PyDict>> {
+pub fn tuning_dict<'py>(py: Python<'py>, tuning: &Tuning) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    d.set_item("memory_budget", budget)?;
+    d.set_item("memory_budget", tuning.limits.memory_budget)?;
     d.set_item("workers", tuning.setting.map(|s| s.workers))?;
     d.set_item("window", tuning.setting.map(|s| s.window))?;
     d.set_item("window_limit", tuning.window_limit)?;

@@ -256,8 +256,9 @@ impl LoaderBuilder {
     /// Tunes the workers and the window while the loader runs, within
     /// `limits`: the exposed wait near zero, the memory of its batches
     /// within the budget, never more workers than `max_workers`. It starts
-    /// with one worker; [`num_workers`](Self::num_workers) and
-    /// [`prefetch`](Self::prefetch) are then unused. The batches are the
+    /// every worker once the first batch gives a batch's size;
+    /// [`num_workers`](Self::num_workers) and [`prefetch`](Self::prefetch)
+    /// are then unused. The batches are the
     /// same as without it. `tune.rs` has the policy;
     /// [`DataLoader::tuning`] its decisions.
     pub fn autotune(mut self, limits: Autotune) -> LoaderBuilder {
@@ -424,7 +425,7 @@ impl DataLoader {
     /// The tuner's setting and decisions ([`LoaderBuilder::autotune`]);
     /// `None` without tuning.
     pub fn tuning(&self) -> Option<Tuning> {
-        self.workers.tuning()
+        self.workers.stats_handle().tuning()
     }
 
     /// A reader of [`stats`](Self::stats) for another thread.

@@ -87,8 +87,10 @@ pub struct Decision {
 }
 
 /// The tuning of a running loader: its setting and decisions so far.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Tuning {
+    /// The limits it tunes within.
+    pub limits: Autotune,
     /// The setting now.
     pub setting: Option<Setting>,
     /// The budget's limit on the window now (`None` before a batch was measured).
@@ -137,7 +139,7 @@ impl Tuner {
             start: None,
             taken: 0,
             started: Instant::now(),
-            tuning: Tuning { setting: Some(setting), ..Tuning::default() },
+            tuning: Tuning { limits, setting: Some(setting), window_limit: None, decisions: Vec::new(), decided: 0 },
         }
     }
 

@@ -404,11 +404,6 @@ impl Workers {
         Ok(workers)
     }
 
-    /// The tuning so far (`None` without a tuner).
-    pub(super) fn tuning(&self) -> Option<Tuning> {
-        self.tuner.as_ref().map(Tuner::tuning)
-    }
-
     /// Publishes the tuner's state for [`StatsHandle::tuning`].
     fn publish_tuning(&self) {
         let tuning = self.tuner.as_ref().map(Tuner::tuning);
