@@ -246,6 +246,18 @@ pub enum Corruption {
     },
     /// `dict.zr` is not a usable dictionary.
     Dictionary(String),
+    /// The stored bytes do not match the record's checksum (`sums.zr`).
+    Checksum {
+        /// The chunk the entry names.
+        chunk: u16,
+        /// The offset the entry names.
+        offset: u32,
+        /// The checksum was taken for this very entry: the stored bytes
+        /// changed (or their checksum did). Otherwise the entry changed: it
+        /// points at bytes that are not the record's, or says other lengths
+        /// or another codec.
+        entry_matches: bool,
+    },
 }
 
 impl fmt::Display for Corruption {
@@ -274,6 +286,15 @@ impl fmt::Display for Corruption {
             Corruption::Header(what) => write!(f, "header: {what}"),
             Corruption::Intent(what) => write!(f, "interrupted-operation record: {what}"),
             Corruption::Overlap { other } => write!(f, "stored bytes overlap those of record {other}"),
+            Corruption::Checksum { chunk, offset, entry_matches: true } => write!(
+                f,
+                "stored bytes at {chunk}.zr offset {offset} do not match the record's checksum: the bytes changed"
+            ),
+            Corruption::Checksum { chunk, offset, entry_matches: false } => write!(
+                f,
+                "the table entry (at {chunk}.zr offset {offset}) is not the one the record's checksum was taken for, \
+                 and its bytes do not match it: the entry changed"
+            ),
             Corruption::Dictionary(what) => write!(f, "dict.zr: {what}"),
         }
     }

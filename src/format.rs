@@ -23,6 +23,26 @@ pub const DICT_TMP_FILE: &str = "dict.zr.tmp";
 /// by read-only opens, exclusive for a delete or compaction). Not part of
 /// the reference's format, which neither reads nor removes it.
 pub const READERS_LOCK_FILE: &str = "readers.lock";
+/// `sums.zr`: the per-record checksums (a CRC-32C of each record's stored
+/// bytes, bound to its table entry) and the seal that says the table is the
+/// one they were kept with. This crate's only; the reference neither reads
+/// nor removes it. Layout: `docs/format.md`, "Checksums".
+pub const SUMS_FILE: &str = "sums.zr";
+/// The name a new `sums.zr` is built under before it is renamed into place.
+pub const SUMS_TMP_FILE: &str = "sums.zr.tmp";
+/// The magic of `sums.zr`'s header.
+pub const SUMS_MAGIC: [u8; 4] = *b"ZSUM";
+/// The version of `sums.zr`'s layout.
+pub const SUMS_VERSION: u32 = 1;
+/// `sums.zr`'s header: magic, version, the seal's flag word and the two
+/// table headers of the seal (`docs/format.md`, "Checksums").
+pub const SUMS_HEADER_BYTES: u64 = 64;
+/// One slot of `sums.zr`: the record's sum, then its entry's tag (0: the
+/// slot covers no record), both little-endian `u32`s: one 8-byte word.
+pub const SUM_BYTES: u64 = 8;
+/// The size of a whole `sums.zr` (sparse: slots never written are holes).
+pub const SUMS_BYTES: u64 = SUMS_HEADER_BYTES + RECORDS_MAX as u64 * SUM_BYTES;
+
 /// `schema.json`: a dataset's schema, beside its store.
 pub const SCHEMA_FILE: &str = "schema.json";
 /// The name a new `schema.json` is written under before it is renamed into place.
@@ -395,6 +415,11 @@ impl StoreFile {
 /// Byte offset of table entry `index` in `meta.zr`.
 pub fn entry_offset(index: u32) -> u64 {
     HEADER_BYTES + u64::from(index) * ENTRY_BYTES
+}
+
+/// Byte offset of record `index`'s slot in `sums.zr`.
+pub fn sum_offset(index: u32) -> u64 {
+    SUMS_HEADER_BYTES + u64::from(index) * SUM_BYTES
 }
 
 #[cfg(test)]

@@ -185,13 +185,15 @@ const ROOT_ITEMS: [(&str, &str); 14] = [
 /// `unsafe impl`), each the owner of what it does: the real filesystem's
 /// mappings and system calls, io_uring, the mapping contract and the remote
 /// backend's mapping over fetched bytes, the store's reads and word stores
-/// through `meta.zr`'s mapping, and the sampler's vector kernels.
-const UNSAFE_FILES: [&str; 8] = [
+/// through `meta.zr`'s mapping and `sums.zr`'s, and the sampler's vector
+/// kernels.
+const UNSAFE_FILES: [&str; 9] = [
     "io/mod.rs",
     "io/real.rs",
     "io/uring.rs",
     "io/remote/mod.rs",
     "store/meta.rs",
+    "store/sums.rs",
     "sampler/feistel.rs",
     "sampler/feistel/avx512.rs",
     "sampler/iid.rs",

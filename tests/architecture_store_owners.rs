@@ -26,7 +26,7 @@ const OWNERS: [(&str, &str); 13] = [
 ];
 
 /// Plain values, whose fields are their interface.
-const VALUES: [&str; 14] = [
+const VALUES: [&str; 16] = [
     "Options",
     "Stats",
     "ReadStats",
@@ -39,6 +39,8 @@ const VALUES: [&str; 14] = [
     "Block",
     "Bounds",
     "Intent",
+    "Sum",
+    "CoverReport",
     "Group",
     "Move",
 ];

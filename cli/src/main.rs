@@ -19,6 +19,7 @@
 
 mod bench;
 mod cat;
+mod checksum;
 mod compact;
 mod convert;
 mod delete;
@@ -96,6 +97,22 @@ enum Command {
         /// published store's s3:// URL.
         store: PathBuf,
         /// Print one JSON object instead of a list.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cover every record with a checksum (sums.zr).
+    ///
+    /// Writes sums.zr for a store written before checksums, and sums the
+    /// records another writer (the reference package) appended or moved,
+    /// which `verify` counts as without a checksum. A compressed record
+    /// must decode to be summed; a raw one is taken as it is. Safe to
+    /// interrupt (run it again); readers may read meanwhile. For a sharded
+    /// dataset, every shard.
+    #[command(after_help = EXIT_CODES)]
+    Checksum {
+        /// The store directory (or a sharded dataset's: shards.json).
+        store: PathBuf,
+        /// Print one JSON object instead of a summary.
         #[arg(long)]
         json: bool,
     },
@@ -435,6 +452,7 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Stats { store, json } => stats::run(&store, json).map(|()| Done::Ok),
         Command::Verify { store, json } => verify::run(&store, json),
+        Command::Checksum { store, json } => checksum::run(&store, json).map(|()| Done::Ok),
         Command::Compact { store, max_bytes, dry_run, repack, wait, shard, json } => {
             let options = loaderx::CompactOptions { max_bytes, repack };
             if dry_run {

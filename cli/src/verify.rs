@@ -28,6 +28,8 @@ struct Problem {
 #[derive(Default)]
 struct Findings {
     records: u64,
+    /// Records no checksum covers (`loaderx checksum` covers them).
+    unchecked: u64,
     listed: Vec<Problem>,
     total: u64,
     schema: Option<Schema>,
@@ -92,6 +94,7 @@ fn check_store(store: &Zrecord, findings: &mut Findings) -> CliResult<()> {
     }
     let report = report?;
     findings.records += u64::from(report.records);
+    findings.unchecked += u64::from(report.unchecked);
     for e in &report.problems {
         findings.note(problem(e));
     }
@@ -221,6 +224,7 @@ fn corruption_kind(what: &Corruption) -> &'static str {
         Corruption::Intent(_) => "intent",
         Corruption::Overlap { .. } => "overlap",
         Corruption::Dictionary(_) => "dictionary",
+        Corruption::Checksum { .. } => "checksum",
         _ => "corrupt",
     }
 }
@@ -242,6 +246,10 @@ fn to_text(path: &Path, f: &Findings) -> String {
         Some(n) => format!("{schema}, {n} shards"),
         None => schema,
     };
+    let schema = match f.unchecked {
+        0 => schema,
+        n => format!("{schema}; {n} without a checksum (`loaderx checksum` covers them)"),
+    };
     if f.total == 0 {
         text.push_str(&format!("{}: ok: {} records checked{schema}\n", path.display(), f.records));
     } else {
@@ -261,6 +269,7 @@ fn to_json(path: &Path, f: &Findings) -> String {
         .field("ok", f.total == 0)
         .field("records", f.records)
         .field("problems_total", f.total)
+        .field("unchecked", f.unchecked)
         .raw("problems", &problems)
         .raw("schema", &schema)
         .finish();

@@ -321,14 +321,19 @@ impl Harness {
         Err(self.violation("could not open the store in 200 attempts"))
     }
 
-    /// The integrity walk: `verify` finds nothing, and no read ever ran past
-    /// the end of a file.
+    /// The integrity walk: `verify` finds nothing, every record is covered
+    /// by its checksum, and no read ever ran past the end of a file.
     fn integrity(&mut self) -> Check<()> {
         let faults = self.fs.faults();
         self.fs.set_faults(Faults::default());
         let report = self.store().verify();
         self.fs.set_faults(faults);
+        let summed = self.store().filesystem().kind(&self.store().path().join(loaderx::format::SUMS_FILE));
         match report {
+            // Every record this crate wrote carries its checksum, after any crash.
+            Ok(r) if r.is_ok() && r.unchecked > 0 && matches!(summed, Ok(Some(_))) => {
+                return Err(self.violation(format!("integrity: {} records without a checksum", r.unchecked)));
+            }
             Ok(r) if r.is_ok() => {}
             Ok(r) => {
                 let problems: Vec<String> = r.problems.iter().map(ToString::to_string).collect();

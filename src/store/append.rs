@@ -11,6 +11,7 @@ use super::chunks::Chunk;
 use super::codec::{Encoded, Encoding, block_bytes_max, encode_block};
 use super::entry::assert_committable;
 use super::meta::AppendGuard;
+use super::sums::{Sum, tag_of};
 use crate::error::{Error, Result};
 use crate::format::{Codec, Entry, Frontier, Loc, RECORD_BYTES_MAX, RECORDS_MAX};
 
@@ -55,12 +56,17 @@ struct Staged<'s> {
     /// The frontier after the records staged so far.
     cursor: Frontier,
     entries: Vec<Entry>,
+    /// Each entry's slot of `sums.zr`.
+    sums: Vec<Sum>,
     /// The chunks the records reach, in placement order, each with the end
     /// of its last record.
     reach: Vec<(u16, &'s Chunk, u64)>,
     /// A chunk file was created (the directory needs a sync).
     created: bool,
 }
+
+/// Raw records of an append summed by one task.
+const SUM_TASK_RECORDS: usize = 4096;
 
 /// Records `0..n` cut into consecutive ranges of about `segment_bytes`
 /// each (at least one record per range).
@@ -162,12 +168,13 @@ impl Zrecord {
         // Written a segment at a time (see `stage_write`).
         let mut at = 0usize;
         for range in segments(n, &record, self.options.append_segment_bytes) {
-            let records: Vec<Encoded> = range
-                .map(|k| {
-                    let len = record(k).len() as u32;
-                    Encoded { phys: len, logic: len, codec: Codec::Raw }
-                })
-                .collect();
+            // Summed in parallel, a task per `SUM_TASK_RECORDS` records.
+            let tasks = crate::sync::map_collect(range.len().div_ceil(SUM_TASK_RECORDS), |t| {
+                let from = range.start + t * SUM_TASK_RECORDS;
+                let task = from..(from + SUM_TASK_RECORDS).min(range.end);
+                Ok::<_, Error>(task.map(|k| Encoded::new(record(k), record(k).len() as u32, Codec::Raw)).collect())
+            })?;
+            let records: Vec<Encoded> = tasks.into_iter().flat_map(|t: Vec<Encoded>| t).collect();
             let bytes: usize = records.iter().map(|r| r.phys as usize).sum();
             let packed = [Packed { data: Cow::Borrowed(&data[at..at + bytes]), records }];
             at += bytes;
@@ -238,7 +245,8 @@ impl Zrecord {
             return Err(Error::StoreFull { path: self.path().to_path_buf() });
         }
         let start = writer.frontier();
-        Ok(Staged { first, cursor: start, entries: Vec::with_capacity(n), reach: Vec::new(), created: false })
+        let (entries, sums) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        Ok(Staged { first, cursor: start, entries, sums, reach: Vec::new(), created: false })
     }
 
     /// Places encoded records after those already staged, writes them and
@@ -281,7 +289,9 @@ impl Zrecord {
                     _ if !range.is_empty() => spans.push((chunk, offset, b, range)),
                     _ => {}
                 }
-                staged.entries.push(Entry::new(loc, rec.phys, rec.logic, rec.codec));
+                let entry = Entry::new(loc, rec.phys, rec.logic, rec.codec);
+                staged.sums.push(Sum { sum: rec.sum, tag: tag_of(&entry) });
+                staged.entries.push(entry);
                 at += rec.phys as usize;
                 staged.cursor = next;
             }
@@ -308,7 +318,7 @@ impl Zrecord {
     /// Makes a staged append durable and visible: chunk lengths, data sync,
     /// table entries, header (`docs/crash-safety.md`, "Append").
     fn commit_staged(&self, writer: &mut AppendGuard<'_>, staged: Staged<'_>) -> Result<u64> {
-        let Staged { first, cursor, entries, reach, created, .. } = staged;
+        let Staged { first, cursor, entries, sums, reach, created, .. } = staged;
         // Each chunk reaches the end of its last record, empty ones
         // included: they sit at the frontier, which may lie past the end of
         // a chunk file.
@@ -325,7 +335,7 @@ impl Zrecord {
         for entry in &entries {
             assert_committable(entry, cursor, has_dict);
         }
-        writer.commit_append(first, &entries, cursor).map_err(|e| self.sync_failed(e))?; // steps 3, A2, A3, 4 (in Meta)
+        writer.commit_append(first, &entries, &sums, cursor).map_err(|e| self.sync_failed(e))?; // steps 3, A2, A3, 4 (in Meta)
         self.debug_check_invariants();
         Ok(u64::from(first))
     }

@@ -193,11 +193,12 @@ impl Zrecord {
         failed.into_inner().map_or(Ok(()), Err)
     }
 
-    /// Copies or decodes a staged record of `plan`, read into `read.buf`,
-    /// into its output (`read.out`); nothing for a record read into its output.
+    /// Checks a record of `plan` against its sum, then copies or decodes a
+    /// staged one, read into `read.buf`, into its output (`read.out`).
     fn unstage(&self, (plan, stage): &(ValidEntry, Stage), read: &mut BatchRead<'_>) -> Result<()> {
-        let Stage::Buffer { skip, .. } = *stage else { return Ok(()) };
+        let Stage::Buffer { skip, .. } = *stage else { return self.check_sum(plan, read.buf) };
         let stored = &read.buf[skip..][..plan.phys() as usize];
+        self.check_sum(plan, stored)?;
         if plan.codec() == Codec::Raw {
             read.out.copy_from_slice(stored);
             return Ok(());

@@ -70,6 +70,15 @@ pub(crate) struct Encoded {
     pub(crate) phys: u32,
     pub(crate) logic: u32,
     pub(crate) codec: Codec,
+    /// The stored bytes' sum (`sums.zr`), taken where they were made.
+    pub(crate) sum: u32,
+}
+
+impl Encoded {
+    /// A record stored as `stored`, `logic` bytes once decoded.
+    pub(crate) fn new(stored: &[u8], logic: u32, codec: Codec) -> Encoded {
+        Encoded { phys: stored.len() as u32, logic, codec, sum: super::sums::stored_sum(codec as u8, logic, stored) }
+    }
 }
 
 /// Encoded records packed back to back.
@@ -147,8 +156,7 @@ fn set_frame_parameters(cctx: &mut CCtx<'_>) -> Result<(), String> {
 
 fn push_raw(block: &mut Block, record: &[u8]) {
     block.data.extend_from_slice(record);
-    let len = record.len() as u32;
-    block.records.push(Encoded { phys: len, logic: len, codec: Codec::Raw });
+    block.records.push(Encoded::new(record, record.len() as u32, Codec::Raw));
 }
 
 fn push_compressed(
@@ -169,7 +177,7 @@ fn push_compressed(
     let worth = (n as f64) < record.len() as f64 * (1.0 - enc.min_saving) && n < record.len();
     if worth {
         let logic = record.len() as u32;
-        block.records.push(Encoded { phys: n as u32, logic, codec: enc.codec });
+        block.records.push(Encoded::new(&block.data[start..], logic, enc.codec));
     } else {
         block.data.truncate(start);
         push_raw(block, record);

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use super::Zrecord;
 use super::intent::Intent;
+use super::sums::Sum;
 use crate::error::{Error, Result};
 
 /// The effect of deleting `indices` from `0..len` by swap-with-last, applied
@@ -66,9 +67,7 @@ impl Zrecord {
             return Ok(());
         }
         let _readers = self.exclude_readers()?; // no reader elsewhere until the end
-        let (new_len, moves) = plan_delete(len, indices);
-        let items = moves.iter().map(|&(to, from)| (to, self.meta.raw_entry(from))).collect();
-        let intent = Intent { old_len: len, new_len, items };
+        let intent = self.delete_intent(len, indices);
         if !intent.items.is_empty() {
             self.meta.write_intent(&intent).map_err(|e| self.sync_failed(e))?; // step D1
         }
@@ -80,6 +79,15 @@ impl Zrecord {
         }
         self.debug_check_invariants();
         Ok(())
+    }
+
+    /// The intent of deleting `indices` from `0..len`: each hole's new
+    /// entry, and its sum, moved with it as it is.
+    fn delete_intent(&self, len: u32, indices: &[u64]) -> Intent {
+        let (new_len, moves) = plan_delete(len, indices);
+        let items = moves.iter().map(|&(to, from)| (to, self.meta.raw_entry(from))).collect();
+        let sums = moves.iter().map(|&(_, from)| self.meta.sums().map_or(Sum::NONE, |s| s.get(from))).collect();
+        Intent { old_len: len, new_len, items, sums }
     }
 }
 
@@ -147,12 +155,11 @@ mod tests {
         for applied in [0, 1, 3] {
             let dir = tempfile::tempdir().unwrap();
             let (mut store, _) = twenty(dir.path());
-            let (new_len, moves) = plan_delete(20, &doomed);
-            assert_eq!(moves.len(), 3);
-            let items: Vec<_> = moves.iter().map(|&(to, from)| (to, store.meta.raw_entry(from))).collect();
-            let intent = Intent { old_len: 20, new_len, items };
+            let intent = store.delete_intent(20, &doomed);
+            assert_eq!(intent.items.len(), 3);
             store.meta.write_intent(&intent).unwrap();
-            let partial = Intent { items: intent.items[..applied].to_vec(), new_len: 20, ..intent.clone() };
+            let (items, sums) = (intent.items[..applied].to_vec(), intent.sums[..applied].to_vec());
+            let partial = Intent { items, sums, new_len: 20, ..intent.clone() };
             store.meta.apply_intent(&partial).unwrap();
             drop(store);
             let store = Zrecord::open(dir.path()).unwrap();
@@ -174,9 +181,7 @@ mod tests {
     fn read_only_open_of_an_interrupted_delete_asks_for_recovery() {
         let dir = tempfile::tempdir().unwrap();
         let (store, _) = twenty(dir.path());
-        let (new_len, moves) = plan_delete(20, &[0]);
-        let items: Vec<_> = moves.iter().map(|&(to, from)| (to, store.meta.raw_entry(from))).collect();
-        store.meta.write_intent(&Intent { old_len: 20, new_len, items }).unwrap();
+        store.meta.write_intent(&store.delete_intent(20, &[0])).unwrap();
         drop(store);
         let err = Zrecord::open_read_only(dir.path()).unwrap_err();
         assert!(matches!(err, crate::Error::RecoveryNeeded { .. }), "{err}");
@@ -189,7 +194,10 @@ mod tests {
     fn an_intent_that_grows_the_length_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let (store, model) = twenty(dir.path());
-        store.meta.write_intent(&Intent { old_len: 20, new_len: 1 << 31, items: Vec::new() }).unwrap();
+        store
+            .meta
+            .write_intent(&Intent { old_len: 20, new_len: 1 << 31, items: Vec::new(), sums: Vec::new() })
+            .unwrap();
         drop(store);
         let err = Zrecord::open(dir.path()).unwrap_err();
         assert!(matches!(err, crate::Error::Corrupt { what: crate::Corruption::Intent(_), .. }), "{err}");
@@ -208,9 +216,7 @@ mod tests {
     fn committed_delete_is_not_replayed() {
         let dir = tempfile::tempdir().unwrap();
         let (mut store, _) = twenty(dir.path());
-        let (new_len, moves) = plan_delete(20, &[1, 2]);
-        let items: Vec<_> = moves.iter().map(|&(to, from)| (to, store.meta.raw_entry(from))).collect();
-        let intent = Intent { old_len: 20, new_len, items };
+        let intent = store.delete_intent(20, &[1, 2]);
         store.meta.write_intent(&intent).unwrap();
         store.meta.apply_intent(&intent).unwrap();
         let after = contents(&store);
@@ -225,9 +231,7 @@ mod tests {
     fn torn_intent_is_discarded() {
         let dir = tempfile::tempdir().unwrap();
         let (store, model) = twenty(dir.path());
-        let (new_len, moves) = plan_delete(20, &[0]);
-        let items: Vec<_> = moves.iter().map(|&(to, from)| (to, store.meta.raw_entry(from))).collect();
-        let bytes = Intent { old_len: 20, new_len, items }.encode();
+        let bytes = store.delete_intent(20, &[0]).encode();
         store.meta.write_torn_intent_for_test(&bytes[..bytes.len() - 3]);
         drop(store);
         // The torn intent announces nothing: even a reader may ignore it.

@@ -70,6 +70,10 @@ impl ValidEntry {
     pub(crate) fn codec(&self) -> Codec {
         self.codec
     }
+    /// The entry as validated.
+    pub(crate) fn entry(&self) -> &Entry {
+        &self.entry
+    }
     /// True if `entry` is the one that was validated.
     pub(crate) fn is(&self, entry: &Entry) -> bool {
         self.entry == *entry

@@ -18,6 +18,7 @@ use std::path::Path;
 use bytemuck::Zeroable;
 
 use super::intent::Intent;
+use super::sums::{Sum, Sums};
 use crate::error::{Corruption, Error, Result};
 use crate::format::{
     CHUNKS_MAX, ENTRY_BYTES, Entry, Frontier, HEADER_BYTES, HEADER_WORD1_OFFSET, Header, MAGIC, META_BYTES, META_FILE,
@@ -44,6 +45,8 @@ pub(crate) struct Meta {
     /// The append mutex: held by an append or a dictionary installation
     /// from start to end (against the other threads of this process).
     appends: Mutex<()>,
+    /// `sums.zr`, if the store has one: kept in the table's crash order.
+    sums: Option<Sums>,
 }
 
 /// The append mutex, held: the right to write entries at and past the
@@ -86,7 +89,12 @@ impl Meta {
         let map_len = meta_len.clamp(HEADER_BYTES, META_BYTES).max(if read_only { 0 } else { META_BYTES });
         let map =
             meta.map(map_len as usize, MapMode::Shared { writable: !read_only }).map_err(io_err("map meta.zr"))?;
-        Ok((Meta::new(meta, map, map_len), meta_len))
+        let sums = Sums::open(vfs, path, read_only).map_err(io_err("open sums.zr"))?;
+        let meta = Meta::new(meta, map, map_len, sums);
+        if let Some(sums) = meta.sums.as_ref().filter(|_| !read_only) {
+            sums.check_seal_at_open(meta.header()).map_err(io_err("sync sums.zr"))?;
+        }
+        Ok((meta, meta_len))
     }
 
     /// Creates `meta.zr` in `dir` (which holds none): whole, by rename, or
@@ -96,6 +104,8 @@ impl Meta {
         if names.iter().any(|n| n == META_TMP_FILE) {
             vfs.remove_file(&dir.join(META_TMP_FILE))?;
         }
+        // Before meta.zr: a store never exists without its sums (SYNC K0).
+        Sums::create(vfs, dir, Header::new(Frontier::default(), 0))?;
         let tmp = dir.join(META_TMP_FILE);
         let meta = vfs.open(&tmp, OpenMode::Create)?;
         meta.set_len(META_BYTES)?;
@@ -129,9 +139,9 @@ impl Meta {
 
     /// `file` mapped as `map`, `map_len` bytes, with the header's length
     /// published.
-    fn new(file: Box<dyn VfsFile>, map: Box<dyn Map>, map_len: u64) -> Meta {
+    fn new(file: Box<dyn VfsFile>, map: Box<dyn Map>, map_len: u64, sums: Option<Sums>) -> Meta {
         let capacity = (map_len.saturating_sub(HEADER_BYTES) / ENTRY_BYTES).min(u64::from(u32::MAX)) as u32;
-        let meta = Meta { file, map, capacity, len: AtomicU32::new(0), appends: Mutex::new(()) };
+        let meta = Meta { file, map, capacity, len: AtomicU32::new(0), appends: Mutex::new(()), sums };
         meta.len.store(meta.header().length().min(capacity), Ordering::Release);
         meta
     }
@@ -139,6 +149,18 @@ impl Meta {
     /// Entries the mapping covers.
     pub(crate) fn capacity(&self) -> u32 {
         self.capacity
+    }
+
+    /// `sums.zr`, if the store has one.
+    pub(crate) fn sums(&self) -> Option<&Sums> {
+        self.sums.as_ref()
+    }
+
+    /// Keeps `sums` from now on: a `sums.zr` written for a store that had
+    /// none.
+    pub(crate) fn install_sums(&mut self, sums: Sums) {
+        assert!(self.sums.is_none(), "a store has one sums.zr");
+        self.sums = Some(sums);
     }
 
     /// The published length.
@@ -234,6 +256,15 @@ impl Meta {
 }
 
 impl AppendGuard<'_> {
+    /// Stores slot `index` of `sums.zr` (not durable until flushed): the
+    /// append mutex makes the caller this process's one writer of it (the
+    /// writer flock, of any process's); readers load slots as words.
+    pub(crate) fn put_sum(&self, index: u32, sum: Sum) {
+        let sums = self.meta.sums.as_ref().expect("a store with sums.zr");
+        // SAFETY: the one writer, as above.
+        unsafe { sums.put(index, sum) };
+    }
+
     /// The frontier the next append places from.
     pub(crate) fn frontier(&self) -> Frontier {
         self.meta.frontier()
@@ -243,9 +274,16 @@ impl AppendGuard<'_> {
     /// (at the published length), then the header with the new frontier and
     /// length, then publishes the length (`docs/crash-safety.md`, "Append",
     /// steps 3 and 4). Every error is a failed sync.
-    pub(crate) fn commit_append(&mut self, first: u32, entries: &[Entry], frontier: Frontier) -> io::Result<()> {
+    pub(crate) fn commit_append(
+        &mut self,
+        first: u32,
+        entries: &[Entry],
+        sums: &[Sum],
+        frontier: Frontier,
+    ) -> io::Result<()> {
         let meta = self.meta;
         assert_eq!(first, meta.len(), "an append commits at the published length");
+        assert_eq!(sums.len(), entries.len(), "an append sums every record");
         let end = first + entries.len() as u32;
         assert!(end <= meta.capacity, "an append past the table");
         for (k, entry) in entries.iter().enumerate() {
@@ -254,6 +292,12 @@ impl AppendGuard<'_> {
             unsafe { meta.map.write(entry_offset(first + k as u32) as usize, bytemuck::bytes_of(entry)) };
         }
         meta.flush_entries(first, end)?; // SYNC A2
+        if let Some(store) = &meta.sums {
+            for (k, sum) in sums.iter().enumerate() {
+                self.put_sum(first + k as u32, *sum);
+            }
+            store.flush(first, end)?; // SYNC K1
+        }
         // SAFETY: the append mutex is held.
         unsafe { meta.store_header(frontier, end)? }; // SYNC A3 (H1, H2)
         meta.len.store(end, Ordering::Release);
@@ -272,6 +316,9 @@ impl Meta {
     /// # Safety
     /// The caller is the one writer: it holds the append mutex or `&mut Meta`.
     unsafe fn store_header(&self, to: Frontier, length: u32) -> io::Result<()> {
+        if let Some(sums) = &self.sums {
+            sums.seal(self.header(), Header::new(to, length))?; // SYNC K2
+        }
         let from = self.frontier();
         let words = bytemuck::cast::<Header, [u64; 2]>(Header::new(to, length));
         if to.chunk > from.chunk {
@@ -305,13 +352,20 @@ impl Meta {
     /// and 3, a compaction round's step 2 across chunks, and recovery).
     pub(crate) fn apply_intent(&mut self, intent: &Intent) -> io::Result<()> {
         let (mut low, mut high) = (u32::MAX, 0);
-        for (index, entry) in &intent.items {
+        for (k, (index, entry)) in intent.items.iter().enumerate() {
             assert!(*index < self.capacity, "intent entry {index} past the table");
             // SAFETY: `&mut self`: no reader runs.
             unsafe { self.map.write(entry_offset(*index) as usize, bytemuck::bytes_of(entry)) };
+            if let Some(sums) = &self.sums {
+                // SAFETY: `&mut self`: the one writer.
+                unsafe { sums.put(*index, intent.sums.get(k).copied().unwrap_or(Sum::NONE)) };
+            }
             (low, high) = (low.min(*index), high.max(*index + 1));
         }
         self.flush_entries(low, high)?; // SYNC D2 (delete), C2 (compaction round)
+        if let Some(sums) = &self.sums {
+            sums.flush(low, high)?; // SYNC K1
+        }
         if intent.new_len != intent.old_len || self.header().length() != intent.new_len {
             // SAFETY: `&mut self`: the only writer.
             unsafe { self.store_header(self.frontier(), intent.new_len)? }; // SYNC D3 (H2)
@@ -332,9 +386,19 @@ impl Meta {
             // SAFETY: `&mut self`: no reader runs; entry offsets are
             // 16 + 16 i, 8-aligned.
             unsafe { self.map.store_word(entry_offset(*index) as usize, word) };
+            if let Some(sums) = &self.sums {
+                // SAFETY: `&mut self`: the one writer. The same bytes: the
+                // same sum, the new entry's tag (until this is durable, the
+                // old tag: the bytes still match their sum).
+                unsafe { sums.put(*index, sums.get(*index).moved(&old, entry)) };
+            }
             (low, high) = (low.min(*index), high.max(*index + 1));
         }
-        self.flush_entries(low, high) // SYNC C2
+        self.flush_entries(low, high)?; // SYNC C2
+        match &self.sums {
+            Some(sums) => sums.flush(low, high), // SYNC K1
+            None => Ok(()),
+        }
     }
 
     /// The intent in the area past the table, if `meta.zr` extends past it.

@@ -40,6 +40,8 @@ mod chunks;
 mod codec;
 mod compact;
 pub use compact::{CompactOptions, CompactPlan};
+mod cover;
+pub use cover::CoverReport;
 mod delete;
 mod dict;
 mod entry;
@@ -51,6 +53,7 @@ mod intent;
 mod invariants;
 mod meta;
 mod moves;
+mod sums;
 pub use moves::CompactReport;
 mod open;
 mod read;
@@ -107,6 +110,12 @@ pub struct Options {
     /// How gathers read records: through the chunk mappings, in batches
     /// with many reads in flight, or as each batch's residency says.
     pub read_mode: ReadMode,
+    /// Check every record a gather copies from memory (the mapped path)
+    /// against its checksum (`sums.zr`), too. Reads from the device (the
+    /// batched and direct paths) always check: there the read costs far
+    /// more than the CRC. Off by default: see `docs/benchmarks.md`,
+    /// "Checksums", for what it costs.
+    pub verify_reads: bool,
 }
 
 /// How a gather reads its records (see `docs/ARCHITECTURE.md`, "The read
@@ -166,6 +175,7 @@ impl Default for Options {
             min_saving: 0.0,
             append_segment_bytes: APPEND_SEGMENT_BYTES_DEFAULT,
             read_mode: ReadMode::Auto,
+            verify_reads: false,
         }
     }
 }

@@ -8,13 +8,15 @@
 //! nor the source of any record moved earlier in the round (their entries
 //! still point there until the round's table update is durable). So a round
 //! is: copy, `sync_data` (C1), repoint the entries, `msync` (C2); the sources
-//! become free only after C2, for the next round. `Zrecord::finish` then
+//! become free only after C2, for the next round. Each record's bytes are
+//! checked against its sum as they are copied. `Zrecord::finish` then
 //! commits the new frontier and drops what lies past it.
 
 use super::Zrecord;
 use super::chunks::Chunk;
 use super::entry::assert_committable;
 use super::intent::Intent;
+use super::sums::Sum;
 use crate::error::{Corruption, Error, Result};
 use crate::format::{CHUNKS_MAX, Entry, Frontier, Loc};
 use crate::io::BatchRead;
@@ -109,7 +111,8 @@ impl Zrecord {
             // chunk 0 offset 0) changes both 8-byte words of an entry; a torn
             // entry must be repaired from the intent.
             let len = self.len();
-            let intent = Intent { old_len: len, new_len: len, items };
+            let sums = self.moved_sums(&items);
+            let intent = Intent { old_len: len, new_len: len, items, sums };
             self.meta.write_intent(&intent).map_err(|e| self.sync_failed(e))?; // step C2a
             self.meta.apply_intent(&intent).map_err(|e| self.sync_failed(e))?; // step C2
             self.meta.clear_intent().map_err(|e| self.sync_failed(e))?; // step C2b
@@ -148,6 +151,9 @@ impl Zrecord {
         for (m, source) in round.iter().zip(&sources) {
             let bytes = &buf[at..at + source.phys() as usize];
             at += bytes.len();
+            // Checked while they move: damaged bytes stop the compaction
+            // before they are copied anywhere.
+            self.check_sum(source, bytes)?;
             let (dst, new) = self.chunks.create(m.to.chunk).map_err(|e| self.io("open chunk", e))?;
             created |= new;
             dst.write(bytes, u64::from(m.to.offset)).map_err(|e| self.io("write chunk", e))?;
@@ -162,6 +168,13 @@ impl Zrecord {
             dst.sync_data().map_err(|e| self.sync_failed(e))?; // SYNC C1
         }
         Ok(())
+    }
+
+    /// The sums of the round's entries at their destinations: the same
+    /// bytes' sums, the new entries' tags.
+    fn moved_sums(&self, items: &[(u32, Entry)]) -> Vec<Sum> {
+        let Some(sums) = self.meta.sums() else { return vec![Sum::NONE; items.len()] };
+        items.iter().map(|(i, entry)| sums.get(*i).moved(&self.meta.raw_entry(*i), entry)).collect()
     }
 
     /// The round's entries at their destinations, each asserted committable

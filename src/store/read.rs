@@ -14,7 +14,8 @@
 use super::Zrecord;
 use super::codec;
 use super::entry::{Bounds, ValidEntry};
-use crate::error::{Error, Result};
+use super::sums::Verdict;
+use crate::error::{Corruption, Error, Result};
 use crate::format::Entry;
 // std's, not `crate::sync`'s: it orders loads of mapped file memory,
 // which loom cannot see.
@@ -71,7 +72,11 @@ impl Zrecord {
         }
         // Stays empty (no allocation) on the real filesystem.
         let mut scratch = Vec::new();
+        let check = self.options.verify_reads;
         let read = self.chunks.stored(&valid, &mut scratch).and_then(|src| {
+            if check {
+                self.check_sum(&valid, src)?;
+            }
             codec::decode(valid.codec(), src, dst, self.dict.get()).map_err(|what| Error::Corrupt {
                 path: self.path().to_path_buf(),
                 index: Some(index),
@@ -80,6 +85,21 @@ impl Zrecord {
         });
         self.unchanged(&valid)?;
         read
+    }
+
+    /// Checks `stored`, the bytes read for `valid`, against the record's
+    /// sum (`sums.zr`): `Err` names the record, whose bytes the caller then
+    /// never returns.
+    pub(crate) fn check_sum(&self, valid: &ValidEntry, stored: &[u8]) -> Result<()> {
+        let Some(sums) = self.meta.sums() else { return Ok(()) };
+        match sums.judge(valid.index() as u32, valid.entry(), stored, || self.meta.header()) {
+            Verdict::Bad { entry_matches } => Err(Error::Corrupt {
+                path: self.path().to_path_buf(),
+                index: Some(valid.index()),
+                what: Corruption::Checksum { chunk: valid.loc().chunk, offset: valid.loc().offset, entry_matches },
+            }),
+            Verdict::Good | Verdict::Unchecked => Ok(()),
+        }
     }
 
     /// For a read-only store, after `valid`'s bytes were read: an error if

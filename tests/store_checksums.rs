@@ -1,0 +1,314 @@
+//! Checksums (`sums.zr`, `docs/format.md`, "Checksums"): one bit flipped in
+//! a record's stored bytes, in a table entry or in a checksum slot is named
+//! by `verify` (that record, no other) and makes a gather of it an error,
+//! never bytes; the oracle is the `Vec<Vec<u8>>` model. A store without
+//! `sums.zr`, or one another writer changed, reports no false error and is
+//! covered again by `Zrecord::cover`.
+
+mod common;
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use common::{append_all, record};
+use loaderx::format::{ENTRY_BYTES, Entry, HEADER_BYTES, SUMS_FILE, entry_offset, sum_offset};
+use loaderx::{Codec, Corruption, Error, Options, ReadMode, Zrecord};
+
+/// The kinds of record the checks must cover.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    RawFixed,
+    RawVariable,
+    Zstd,
+    Dict,
+}
+
+const KINDS: [Kind; 4] = [Kind::RawFixed, Kind::RawVariable, Kind::Zstd, Kind::Dict];
+
+/// A store of 12 records of `kind`, and the model.
+fn build(dir: &Path, kind: Kind) -> Vec<Vec<u8>> {
+    let store = Zrecord::open(dir).unwrap();
+    let model: Vec<Vec<u8>> = (0..12u64)
+        .map(|k| match kind {
+            Kind::RawFixed | Kind::Zstd | Kind::Dict => record(k, 300),
+            Kind::RawVariable => record(k, 1 + 37 * k as usize),
+        })
+        .collect();
+    let codec = match kind {
+        Kind::RawFixed | Kind::RawVariable => Codec::Raw,
+        Kind::Zstd => Codec::Zstd,
+        Kind::Dict => {
+            let samples: Vec<u8> = (100..200u64).flat_map(|k| record(k, 300)).collect();
+            store.train_dict(&samples, &[300; 100], 4096).unwrap();
+            Codec::ZstdDict
+        }
+    };
+    append_all(&store, &model, codec);
+    let report = store.verify().unwrap();
+    assert!(report.is_ok() && report.checksummed == 12 && report.unchecked == 0, "{report:?}");
+    model
+}
+
+fn entry(dir: &Path, index: u32) -> Entry {
+    let mut bytes = [0u8; ENTRY_BYTES as usize];
+    OpenOptions::new()
+        .read(true)
+        .open(dir.join("meta.zr"))
+        .unwrap()
+        .read_exact_at(&mut bytes, entry_offset(index))
+        .unwrap();
+    *bytemuck::from_bytes(&bytes)
+}
+
+fn flip(path: &Path, offset: u64, bit: u8) {
+    let file = OpenOptions::new().read(true).write(true).open(path).unwrap();
+    let mut byte = [0u8];
+    file.read_exact_at(&mut byte, offset).unwrap();
+    byte[0] ^= 1 << bit;
+    file.write_all_at(&byte, offset).unwrap();
+}
+
+/// Each record gathered alone on every read path: `Err` or the model's
+/// bytes, never other bytes; the indices that failed.
+fn failing(dir: &Path, model: &[Vec<u8>]) -> Vec<u64> {
+    let mut failed = Vec::new();
+    for mode in [ReadMode::Batched, ReadMode::Direct, ReadMode::Mapped] {
+        let options = Options { read_only: true, read_mode: mode, verify_reads: true, ..Options::default() };
+        let Ok(store) = Zrecord::open_with(dir, options) else { continue }; // no O_DIRECT here (tmpfs)
+        for (k, want) in model.iter().enumerate() {
+            let mut out = vec![0u8; want.len()];
+            match store.gather_var(&[k as u64], &mut out, &[0], &[want.len() as u32]) {
+                Ok(()) => assert_eq!(&out, want, "{mode:?}: record {k} read back other bytes without an error"),
+                Err(Error::Corrupt { index, .. }) => {
+                    assert_eq!(index, Some(k as u64), "{mode:?}: the error names the record");
+                    failed.push(k as u64);
+                }
+                Err(e) => {
+                    assert!(!matches!(e, Error::Io { .. }), "{mode:?}: record {k}: {e}");
+                    failed.push(k as u64);
+                }
+            }
+        }
+    }
+    failed.sort_unstable();
+    failed.dedup();
+    failed
+}
+
+/// The records `verify` names (an overlap names both of its records).
+fn named(dir: &Path) -> Vec<u64> {
+    let report = Zrecord::open_read_only(dir).unwrap().verify().unwrap();
+    let mut named: Vec<u64> = report
+        .problems
+        .iter()
+        .flat_map(|p| match p {
+            Error::Corrupt { index, what: Corruption::Overlap { other }, .. } => vec![index.unwrap(), *other],
+            Error::Corrupt { index: Some(index), .. } | Error::NoDictionary { index: Some(index), .. } => vec![*index],
+            other => panic!("{other}"),
+        })
+        .collect();
+    named.sort_unstable();
+    named.dedup();
+    named
+}
+
+#[test]
+fn a_flipped_bit_in_stored_bytes_is_named_and_never_read() {
+    for kind in KINDS {
+        for (k, bit) in [(0u32, 0u8), (5, 3), (11, 7)] {
+            let dir = tempfile::tempdir().unwrap();
+            let model = build(dir.path(), kind);
+            let e = entry(dir.path(), k);
+            let loc = e.loc();
+            flip(
+                &dir.path().join(format!("{}.zr", loc.chunk)),
+                u64::from(loc.offset) + u64::from(e.phys_length()) / 2,
+                bit,
+            );
+            assert_eq!(named(dir.path()), [u64::from(k)], "{kind:?} record {k}");
+            assert_eq!(failing(dir.path(), &model), [u64::from(k)], "{kind:?} record {k}");
+        }
+    }
+}
+
+#[test]
+fn a_raw_record_flipped_is_a_checksum_error_that_blames_the_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = build(dir.path(), Kind::RawFixed);
+    let e = entry(dir.path(), 4);
+    flip(&dir.path().join("0.zr"), u64::from(e.loc().offset), 2);
+    let store = Zrecord::open_with(dir.path(), Options { read_mode: ReadMode::Batched, ..Options::default() }).unwrap();
+    let mut out = vec![0u8; 300];
+    let err = store.gather(&[4], &mut out, 300).unwrap_err();
+    match &err {
+        Error::Corrupt {
+            index: Some(4), what: Corruption::Checksum { chunk: 0, offset, entry_matches: true }, ..
+        } => {
+            assert_eq!(*offset, e.loc().offset)
+        }
+        other => panic!("{other}"),
+    }
+    assert!(err.to_string().contains("the bytes changed"), "{err}");
+    // The mapped path checks only when asked to; the report names the record.
+    let report = store.verify().unwrap();
+    assert_eq!((report.problems_total, report.checksummed), (1, 11), "{report:?}");
+    drop(model);
+}
+
+#[test]
+fn a_flipped_bit_in_any_field_of_an_entry_is_named_and_never_read() {
+    // Offset and physical length: the bytes read are not the record's;
+    // logical length and codec: the sum binds them; chunk id: a chunk
+    // that does not exist. The reserved byte is ignored on read.
+    for kind in KINDS {
+        for field_byte in [0u64, 1, 4, 8, 12, 14] {
+            for bit in [0u8, 4] {
+                let dir = tempfile::tempdir().unwrap();
+                let model = build(dir.path(), kind);
+                flip(&dir.path().join("meta.zr"), entry_offset(6) + field_byte, bit);
+                let failed = failing(dir.path(), &model);
+                assert_eq!(failed, [6], "{kind:?} entry byte {field_byte} bit {bit}");
+                let named = named(dir.path());
+                assert!(named.contains(&6), "{kind:?} entry byte {field_byte} bit {bit}: {named:?}");
+                assert!(named.iter().all(|&i| i == 6 || overlaps(dir.path(), i, 6)), "{kind:?}: {named:?}");
+            }
+        }
+    }
+}
+
+/// True when record `a`'s bytes overlap record `b`'s (an entry moved onto
+/// its neighbour makes both named by the overlap check).
+fn overlaps(dir: &Path, a: u64, b: u64) -> bool {
+    let (x, y) = (entry(dir, a as u32), entry(dir, b as u32));
+    let span = |e: Entry| (e.loc().address(), e.loc().address() + u64::from(e.phys_length()));
+    let ((x0, x1), (y0, y1)) = (span(x), span(y));
+    x.loc().chunk == y.loc().chunk && x0 < y1 && y0 < x1
+}
+
+#[test]
+fn a_flipped_bit_in_a_checksum_slot_is_named_and_a_flipped_seal_checks_nothing_falsely() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = build(dir.path(), Kind::Zstd);
+    flip(&dir.path().join(SUMS_FILE), sum_offset(3) + 1, 5);
+    assert_eq!(named(dir.path()), [3]);
+    assert_eq!(failing(dir.path(), &model), [3]);
+    flip(&dir.path().join(SUMS_FILE), sum_offset(3) + 1, 5);
+    // The seal, damaged: no error at all (a mismatch could be another
+    // writer's), every record still matches its sum.
+    flip(&dir.path().join(SUMS_FILE), 9, 1);
+    let report = Zrecord::open_read_only(dir.path()).unwrap().verify().unwrap();
+    assert!(report.is_ok() && report.checksummed == 12, "{report:?}");
+    assert!(failing(dir.path(), &model).is_empty());
+}
+
+#[test]
+fn a_store_without_sums_opens_and_one_command_covers_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = build(dir.path(), Kind::RawVariable);
+    std::fs::remove_file(dir.path().join(SUMS_FILE)).unwrap();
+    let mut store = Zrecord::open(dir.path()).unwrap();
+    let report = store.verify().unwrap();
+    assert!(report.is_ok() && report.unchecked == 12 && report.checksummed == 0, "{report:?}");
+    append_all(&store, &[b"later".to_vec()], Codec::Raw); // a store without sums appends without them
+    let cover = store.cover().unwrap();
+    assert_eq!((cover.records, cover.summed, cover.failed, cover.created), (13, 13, 0, true));
+    let report = store.verify().unwrap();
+    assert!(report.is_ok() && report.checksummed == 13, "{report:?}");
+    assert_eq!(store.cover().unwrap().summed, 0, "covered once");
+    drop(store);
+    let mut all = model.clone();
+    all.push(b"later".to_vec());
+    assert!(failing(dir.path(), &all).is_empty());
+}
+
+/// What the reference package does on delete: the last entry swapped into
+/// the hole, the length one less, nothing in `sums.zr`.
+fn foreign_delete(dir: &Path, index: u32, len: u32) {
+    let last = entry(dir, len - 1);
+    let meta = OpenOptions::new().read(true).write(true).open(dir.join("meta.zr")).unwrap();
+    meta.write_all_at(bytemuck::bytes_of(&last), entry_offset(index)).unwrap();
+    meta.write_all_at(&(len - 1).to_le_bytes(), HEADER_BYTES - 4).unwrap();
+}
+
+#[test]
+fn another_writers_delete_is_no_error_and_is_covered_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = build(dir.path(), Kind::RawFixed);
+    foreign_delete(dir.path(), 2, 12);
+    model.swap_remove(2);
+    let report = Zrecord::open_read_only(dir.path()).unwrap().verify().unwrap();
+    assert!(report.is_ok(), "{report:?}");
+    assert_eq!((report.checksummed, report.unchecked), (10, 1), "{report:?}");
+    assert!(failing(dir.path(), &model).is_empty());
+    // The next writer's open keeps the seal broken; cover mends it.
+    let mut store = Zrecord::open(dir.path()).unwrap();
+    append_all(&store, &[record(99, 300)], Codec::Raw);
+    model.push(record(99, 300));
+    assert_eq!(store.cover().unwrap().summed, 1);
+    let report = store.verify().unwrap();
+    assert_eq!((report.checksummed, report.unchecked), (12, 0), "{report:?}");
+    drop(store);
+    // Sealed again: a flip is an error once more.
+    let e = entry(dir.path(), 2);
+    flip(&dir.path().join("0.zr"), u64::from(e.loc().offset), 0);
+    assert_eq!(failing(dir.path(), &model), [2]);
+}
+
+#[test]
+fn delete_and_compaction_keep_every_record_covered() {
+    for kind in KINDS {
+        let dir = tempfile::tempdir().unwrap();
+        let mut model = build(dir.path(), kind);
+        let mut store = Zrecord::open(dir.path()).unwrap();
+        store.delete(&[0, 7, 3]).unwrap();
+        for d in [7usize, 3, 0] {
+            model.swap_remove(d);
+        }
+        store.compact().unwrap();
+        append_all(&store, &[record(50, 300)], Codec::Zstd);
+        model.push(record(50, 300));
+        let report = store.verify().unwrap();
+        assert!(report.is_ok() && report.unchecked == 0, "{kind:?}: {report:?}");
+        assert_eq!(report.checksummed as usize, model.len());
+        drop(store);
+        assert!(failing(dir.path(), &model).is_empty(), "{kind:?}");
+    }
+}
+
+#[test]
+fn compaction_stops_at_damaged_bytes_before_moving_them() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path(), Kind::RawFixed);
+    let mut store = Zrecord::open(dir.path()).unwrap();
+    // Record 11 now at index 0; the fill moves it, the last, into the hole.
+    store.delete(&[0]).unwrap();
+    let e = entry(dir.path(), 0);
+    flip(&dir.path().join("0.zr"), u64::from(e.loc().offset) + 9, 1);
+    let err = store.compact().unwrap_err();
+    assert!(matches!(err, Error::Corrupt { what: Corruption::Checksum { .. }, .. }), "{err}");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+    /// Random bits flipped in the chunk file, the table's entries and the
+    /// checksum slots: no read returns bytes that differ from the model
+    /// without an error.
+    #[test]
+    fn no_read_returns_other_bytes_without_an_error(
+        kind in 0..4usize,
+        flips in proptest::collection::vec((0..3u8, 0..100_000u64, 0..8u8), 1..4),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let model = build(dir.path(), KINDS[kind]);
+        let chunk_len = std::fs::metadata(dir.path().join("0.zr")).unwrap().len();
+        for (file, at, bit) in flips {
+            match file {
+                0 => flip(&dir.path().join("0.zr"), at % chunk_len, bit),
+                1 => flip(&dir.path().join("meta.zr"), entry_offset(0) + at % (12 * ENTRY_BYTES), bit),
+                _ => flip(&dir.path().join(SUMS_FILE), sum_offset(0) + at % (12 * 8), bit),
+            }
+        }
+        failing(dir.path(), &model); // asserts every successful read
+    }
+}
