@@ -13,7 +13,7 @@ use std::path::Path;
 
 use common::{append_all, record};
 use loaderx::format::{ENTRY_BYTES, Entry, HEADER_BYTES, SUMS_FILE, entry_offset, sum_offset};
-use loaderx::{Codec, Corruption, Error, Options, ReadMode, Zrecord};
+use loaderx::{Codec, Corruption, Error, Options, ReadMode, VerifyReads, Zrecord};
 
 /// The kinds of record the checks must cover.
 #[derive(Clone, Copy, Debug)]
@@ -74,7 +74,8 @@ fn flip(path: &Path, offset: u64, bit: u8) {
 fn failing(dir: &Path, model: &[Vec<u8>]) -> Vec<u64> {
     let mut failed = Vec::new();
     for mode in [ReadMode::Batched, ReadMode::Direct, ReadMode::Mapped] {
-        let options = Options { read_only: true, read_mode: mode, verify_reads: true, ..Options::default() };
+        let options =
+            Options { read_only: true, read_mode: mode, verify_reads: VerifyReads::Always, ..Options::default() };
         let Ok(store) = Zrecord::open_with(dir, options) else { continue }; // no O_DIRECT here (tmpfs)
         for (k, want) in model.iter().enumerate() {
             let mut out = vec![0u8; want.len()];

@@ -308,7 +308,7 @@ fn a_record_moved_while_a_reader_reads_it_is_an_error_not_another_records_bytes(
         // Half-way through the other writer's delete (its entry moved, its
         // length not yet cut) the moved record does not match record 0's
         // checksum: an error, not bytes that may be another record's.
-        // (The mapped path checks only with `Options::verify_reads`.)
+        // (The mapped path checks only with `VerifyReads::Always`.)
         match reader.get(0) {
             Err(Error::Corrupt { what: Corruption::Checksum { .. }, .. }) if mode == ReadMode::Batched => {}
             Ok(bytes) if mode == ReadMode::Mapped => assert_eq!(identify(&bytes), Some(9)),

@@ -182,6 +182,9 @@ pub struct Harness {
     /// the crash keeps.
     global_crash: bool,
     persist: Option<Persist>,
+    /// The harness wrote the header past the checksums, as another writer
+    /// would: their seal is broken until a cover finishes.
+    unsealed: bool,
 }
 
 type Check<T> = Result<T, Violation>;
@@ -226,6 +229,7 @@ impl Harness {
             settings,
             tally: Tally::default(),
             mismatch: None,
+            unsealed: false,
             global_crash: crash_at.is_some(),
             persist,
         };
@@ -264,6 +268,7 @@ impl Harness {
         let faults = self.fs.faults();
         self.fs.set_faults(Faults::default());
         let tail = (1u64 << 32) - 3000 - self.rng.below(2000);
+        self.unsealed = true;
         let meta = self.vfs.open(&Self::path().join("meta.zr"), OpenMode::Write).and_then(|f| {
             loaderx::io::write_all_at(&*f, &(tail as u32).to_le_bytes(), 8)?;
             f.sync(loaderx::io::SyncKind::All)
@@ -272,12 +277,38 @@ impl Harness {
         if let Err(e) = meta {
             if self.fs.crashed() {
                 self.tally.crashes += 1;
-                return self.reopen(true);
+                self.reopen(true)?;
+                return self.cover();
             }
             return Err(self.violation(format!("could not move the frontier: {e}")));
         }
         self.fs.log(format!("frontier moved to {tail}"));
-        self.reopen(false)
+        self.reopen(false)?;
+        self.cover()
+    }
+
+    /// Covers the store with checksums again (`loaderx checksum`), after the
+    /// harness wrote its header as another writer would; rerun after a
+    /// crash, as a user would, until it finishes.
+    fn cover(&mut self) -> Check<()> {
+        for _attempt in 0..200 {
+            let faults = self.fs.faults();
+            self.fs.set_faults(Faults::default());
+            let covered = self.store.as_mut().expect("open").cover();
+            self.fs.set_faults(faults);
+            match covered {
+                Ok(_) => {
+                    self.unsealed = false;
+                    return self.integrity();
+                }
+                Err(_) if self.fs.crashed() => {
+                    self.tally.crashes += 1;
+                    self.reopen(true)?;
+                }
+                Err(e) => return Err(self.violation(format!("could not cover the store: {e}"))),
+            }
+        }
+        Err(self.violation("could not cover the store in 200 attempts"))
     }
 
     /// Opens the store (after a crash: reboots first), retrying through
@@ -330,9 +361,15 @@ impl Harness {
         self.fs.set_faults(faults);
         let summed = self.store().filesystem().kind(&self.store().path().join(loaderx::format::SUMS_FILE));
         match report {
-            // Every record this crate wrote carries its checksum, after any crash.
-            Ok(r) if r.is_ok() && r.unchecked > 0 && matches!(summed, Ok(Some(_))) => {
-                return Err(self.violation(format!("integrity: {} records without a checksum", r.unchecked)));
+            // Every record this crate wrote carries its checksum, and the seal
+            // holds, after any crash.
+            Ok(r)
+                if r.is_ok() && (r.unchecked > 0 || !(r.sealed || self.unsealed)) && matches!(summed, Ok(Some(_))) =>
+            {
+                let (unchecked, sealed) = (r.unchecked, r.sealed);
+                return Err(
+                    self.violation(format!("integrity: {unchecked} records without a checksum, sealed {sealed}"))
+                );
             }
             Ok(r) if r.is_ok() => {}
             Ok(r) => {

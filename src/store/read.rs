@@ -11,10 +11,10 @@
 //! means they were its record's, and one that changed means they may not
 //! be (`Error::StoreChanged`, never another record's bytes).
 
-use super::Zrecord;
 use super::codec;
 use super::entry::{Bounds, ValidEntry};
 use super::sums::Verdict;
+use super::{VerifyReads, Zrecord};
 use crate::error::{Corruption, Error, Result};
 use crate::format::Entry;
 // std's, not `crate::sync`'s: it orders loads of mapped file memory,
@@ -72,7 +72,7 @@ impl Zrecord {
         }
         // Stays empty (no allocation) on the real filesystem.
         let mut scratch = Vec::new();
-        let check = self.options.verify_reads;
+        let check = self.options.verify_reads == VerifyReads::Always;
         let read = self.chunks.stored(&valid, &mut scratch).and_then(|src| {
             if check {
                 self.check_sum(&valid, src)?;

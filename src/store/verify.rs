@@ -37,6 +37,11 @@ pub struct VerifyReport {
     /// mismatch after another writer changed the table (not an error: it
     /// may be that writer's change). `loaderx checksum` covers them.
     pub unchecked: u32,
+    /// The checksums' seal holds: no writer without checksums changed the
+    /// table since they were kept, so a mismatch is corruption. False for a
+    /// store without `sums.zr`, or after the reference package wrote to it
+    /// (`loaderx checksum` mends it).
+    pub sealed: bool,
 }
 
 impl VerifyReport {
@@ -74,7 +79,8 @@ impl Zrecord {
     pub fn verify_with_progress(&self, mut progress: impl FnMut(u32, u32)) -> Result<VerifyReport> {
         let view = self.view();
         let len = view.len();
-        let mut report = VerifyReport { records: len, ..VerifyReport::default() };
+        let sealed = self.meta.sums().is_some_and(|sums| sums.sealed(|| self.meta.header()));
+        let mut report = VerifyReport { records: len, sealed, ..VerifyReport::default() };
         let mut extents: Vec<(Loc, u32, u32)> = Vec::with_capacity(len as usize);
         // Records are read a group at a time, on the path the read mode
         // picks (batched reads for a store not in memory).
