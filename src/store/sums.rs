@@ -302,8 +302,6 @@ impl Sums {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytemuck::Zeroable;
-
     use crate::format::{Codec, Frontier, Loc};
 
     #[test]
