@@ -272,12 +272,13 @@ fn verify_finds_every_problem_and_passes_a_good_store() {
     poke(&meta, entry_offset(5) + 14, &[7]);
     let report = Zrecord::open_read_only(dir.path()).unwrap().verify().unwrap();
     let described: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
-    assert_eq!(report.problems.len(), 2, "{described:?}");
+    assert_eq!(report.problems.len(), 3, "{described:?}");
     assert!(described.iter().any(|d| d.contains("unknown codec tag 7")), "{described:?}");
     // Record 3's entry is not the one its checksum was taken for, and
-    // the bytes it names are not record 3's.
+    // the bytes it names are not record 3's, but record 2's.
     assert!(described.iter().any(|d| d.contains("record 3: the table entry")), "{described:?}");
-    // Without checksums, the overlap check names it.
+    assert!(described.iter().any(|d| d.contains("record 3: stored bytes overlap those of record 2")), "{described:?}");
+    // Without checksums, the overlap check alone names it.
     std::fs::remove_file(dir.path().join(loaderx::format::SUMS_FILE)).unwrap();
     let report = Zrecord::open_read_only(dir.path()).unwrap().verify().unwrap();
     let described: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();

@@ -428,6 +428,9 @@ impl Meta {
     /// the length, the header, and the file's length (a truncation that
     /// removed an intent).
     pub(crate) fn settle(&self) -> io::Result<()> {
+        if let Some(sums) = &self.sums {
+            sums.settle(self.len())?; // before the table: K before H
+        }
         self.flush_entries(0, self.len())?;
         self.flush_header()?;
         self.file.sync(SyncKind::All)

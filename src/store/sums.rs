@@ -120,7 +120,7 @@ pub(crate) enum Verdict {
 #[derive(Debug)]
 pub(crate) struct Sums {
     /// The open file, kept for as long as its mapping.
-    _file: Box<dyn VfsFile>,
+    file: Box<dyn VfsFile>,
     map: Box<dyn Map>,
     /// Slots the mapping covers (fewer than `RECORDS_MAX` for a short
     /// read-only file).
@@ -183,7 +183,7 @@ impl Sums {
         let map_len = if read_only { len.min(SUMS_BYTES) } else { SUMS_BYTES };
         let map = file.map(map_len as usize, MapMode::Shared { writable: !read_only })?;
         let capacity = ((map_len - SUMS_HEADER_BYTES) / SUM_BYTES).min(u64::from(RECORDS_MAX)) as u32;
-        Ok(Some(Sums { _file: file, map, capacity, broken: AtomicBool::new(false) }))
+        Ok(Some(Sums { file: file, map, capacity, broken: AtomicBool::new(false) }))
     }
 
     /// Writes a new `sums.zr` into `dir`, whole, by rename, covering no
@@ -233,11 +233,22 @@ impl Sums {
         self.map.flush_range(start, sum_offset(end) as usize - start) // SYNC K1
     }
 
+    /// A writer's open: slots `0..len` and the seal durable, whatever a
+    /// process whose sync failed left in the page cache (see
+    /// `Zrecord::settle`). The seal's skip in [`Sums::seal`] relies on it.
+    pub(crate) fn settle(&self, len: u32) -> io::Result<()> {
+        self.flush(0, len.min(self.capacity))?;
+        self.map.flush_range(0, SUMS_HEADER_BYTES as usize)?;
+        self.file.sync(SyncKind::All)
+    }
+
     /// Before the table header moves from `from` to `to`: the seal names
     /// both, durably (SYNC K2). A broken seal stays broken.
     pub(crate) fn seal(&self, from: Header, to: Header) -> io::Result<()> {
         let word = if self.broken.load(Ordering::Relaxed) { 0 } else { seal_word(from, to) };
         if self.map.load_word(SEAL_OFFSET) == word {
+            // Durable: a failed sync poisons the writer, and the reopen
+            // settles the seal before anything relies on it.
             return Ok(());
         }
         // SAFETY: the seal's word is 8-aligned and only ever accessed with

@@ -145,10 +145,22 @@ impl Zrecord {
                 }
                 Ok(v)
             });
-            match read.and_then(|v| self.verify_sum(&v, report).map(|()| v)) {
-                Ok(v) => extents.push((v.loc(), v.phys(), v.index() as u32)),
+            let v = match read {
+                Ok(v) => v,
+                Err(e @ Error::Io { .. }) => return Err(e),
+                Err(e) => {
+                    report.note(e);
+                    continue;
+                }
+            };
+            // A record that decoded takes part in the overlap check even
+            // when its sum fails: a misdirected entry is then also named
+            // with the record whose bytes it points into.
+            extents.push((v.loc(), v.phys(), v.index() as u32));
+            match self.verify_sum(&v, report) {
                 Err(e @ Error::Io { .. }) => return Err(e),
                 Err(e) => report.note(e),
+                Ok(()) => {}
             }
         }
         Ok(())
