@@ -30,5 +30,5 @@ pub use error::{Corruption, Error, Result};
 pub use format::Codec;
 pub use store::{
     APPEND_SEGMENT_BYTES_DEFAULT, CompactOptions, CompactPlan, CompactReport, CoverReport, Options, ReadMode,
-    ReadStats, Stats, VerifyReads, VerifyReport, Zrecord, default_dict_size,
+    ReadOptions, ReadStats, Stats, VerifyReads, VerifyReport, Zrecord, default_dict_size,
 };

@@ -26,8 +26,9 @@ const OWNERS: [(&str, &str); 13] = [
 ];
 
 /// Plain values, whose fields are their interface.
-const VALUES: [&str; 16] = [
+const VALUES: [&str; 17] = [
     "Options",
+    "ReadOptions",
     "Stats",
     "ReadStats",
     "CompactOptions",

@@ -8,8 +8,8 @@ use std::cell::RefCell;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock, RwLock};
 
-use loaderx::ReadMode;
 use loaderx::dataset::{self as ds, DType, Tensor, WriteOptions};
+use loaderx::{ReadMode, ReadOptions};
 use numpy::prelude::*;
 use numpy::{PyArrayDescr, PyUntypedArray};
 use pyo3::exceptions::PyRuntimeError;
@@ -22,7 +22,7 @@ use crate::cast;
 use crate::errors::{dataset_error, value_error};
 use crate::fork;
 use crate::pickle;
-use crate::store::{Zrecord, codec_name, codec_of, read_mode_of};
+use crate::store::{Zrecord, codec_name, codec_of, reads_of};
 
 /// The reference's default bytes per append call of a write.
 pub const WRITE_CHUNK_BYTES: usize = ds::WRITE_CHUNK_BYTES_DEFAULT;
@@ -72,7 +72,7 @@ struct Opened<T> {
     /// `pathlib.Path` of `at`.
     path: Py<PyAny>,
     at: PathBuf,
-    read_mode: &'static str,
+    reads: ReadOptions,
     /// Shards (1 for a single store; a sharded dataset has no one `_store`).
     shards: usize,
     sharded: bool,
@@ -91,7 +91,7 @@ impl<T> Opened<T> {
         schema: &ds::Schema,
         shape: &[usize],
         at: PathBuf,
-        mode: ReadMode,
+        reads: ReadOptions,
         (shards, sharded): (usize, bool),
     ) -> PyResult<Self> {
         Ok(Opened {
@@ -101,7 +101,7 @@ impl<T> Opened<T> {
             codec: codec_name(schema.codec),
             path: pathlib(py, &at)?,
             at,
-            read_mode: mode.name(),
+            reads,
             shards,
             sharded,
             store: PyOnceLock::new(),
@@ -109,11 +109,12 @@ impl<T> Opened<T> {
         })
     }
 
-    /// `(path, read_mode)`, the arguments that reopen it (pickling).
+    /// `(path, read_mode, verify_reads)`, the arguments that reopen it (pickling).
     fn open_args<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyTuple>, Bound<'py, PyDict>)> {
         self.inner.get()?;
         let kwargs = PyDict::new(py);
-        kwargs.set_item("read_mode", self.read_mode)?;
+        kwargs.set_item("read_mode", self.reads.mode.name())?;
+        kwargs.set_item("verify_reads", self.reads.verify.name())?;
         Ok((PyTuple::new(py, [self.path.bind(py)])?, kwargs))
     }
 
@@ -132,7 +133,7 @@ impl<T> Opened<T> {
             ));
         }
         let store = self.store.get_or_try_init(py, || {
-            Py::new(py, Zrecord::open_read_only(py, self.at.clone(), self.codec, self.read_mode)?)
+            Py::new(py, Zrecord::open_read_only(py, self.at.clone(), self.codec, self.reads)?)
         })?;
         Ok(store.bind(py).clone())
     }
@@ -167,7 +168,7 @@ macro_rules! dataset_class {
             ) -> PyResult<Py<$class>> {
                 let (schema, shape) = (dataset.schema().clone(), dataset.$shape().to_vec());
                 let shards = (dataset.shards(), dataset.is_sharded());
-                let mut opened = Opened::new(py, dataset, &schema, &shape, dir, ReadMode::Auto, shards)?;
+                let mut opened = Opened::new(py, dataset, &schema, &shape, dir, ReadOptions::default(), shards)?;
                 opened.table = Some((table, column));
                 let object = $class { opened: OnceLock::new() };
                 let _ = object.opened.set(opened);
@@ -193,15 +194,21 @@ macro_rules! dataset_class {
             /// An unopened object; `__init__` opens it (so that a subclass's
             /// `__init__` may take other arguments).
             #[new]
-            #[pyo3(signature = (*_args, **_kwargs), text_signature = "(path, read_mode='auto')")]
+            #[pyo3(signature = (*_args, **_kwargs), text_signature = "(path, read_mode='auto', verify_reads='device')")]
             fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> $class {
                 $class { opened: OnceLock::new() }
             }
 
             #[doc = $init_doc]
-            #[pyo3(signature = (path, read_mode = "auto"))]
-            fn __init__(&self, py: Python<'_>, path: PathBuf, read_mode: &str) -> PyResult<()> {
-                let mode = read_mode_of(read_mode)?;
+            #[pyo3(signature = (path, read_mode = "auto", verify_reads = None))]
+            fn __init__(
+                &self,
+                py: Python<'_>,
+                path: PathBuf,
+                read_mode: &str,
+                verify_reads: Option<&Bound<'_, PyAny>>,
+            ) -> PyResult<()> {
+                let mode = reads_of(read_mode, verify_reads)?;
                 let dataset = py
                     .detach(|| match crate::store::url_of(&path) {
                         Some(url) => <$inner>::open_url(url, mode),
@@ -364,7 +371,7 @@ impl Dataset {
 
 dataset_class!(
     Dataset over ds::Dataset, shape shape,
-    init "Opens the dataset at `path` (a store written by `write_dataset`);\n`read_mode` as for `Zrecord`.",
+    init "Opens the dataset at `path` (a store written by `write_dataset`);\n`read_mode` and `verify_reads` as for `Zrecord`.",
     shape_doc "The shape of one record.",
     getitems "The batch of records `idxs`, shaped `(len(idxs), *shape)`.",
     {}
@@ -401,7 +408,7 @@ impl RaggedDataset {
 
 dataset_class!(
     RaggedDataset over ds::RaggedDataset, shape item_shape,
-    init "Opens the ragged dataset at `path` (written by `write_ragged`);\n`read_mode` as for `Zrecord`.",
+    init "Opens the ragged dataset at `path` (written by `write_ragged`);\n`read_mode` and `verify_reads` as for `Zrecord`.",
     shape_doc "The shape of one row.",
     getitems "The packed batch of records `idxs`: `values` (every row, record\nafter record) and `row_splits` (`int64`, `len(idxs) + 1` entries).",
     {

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::{OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use loaderx::dataset::parse_codec;
-use loaderx::{Codec, Options, ReadMode};
+use loaderx::{Codec, Options, ReadMode, ReadOptions, VerifyReads};
 use numpy::PyArray1;
 use numpy::prelude::*;
 use pyo3::prelude::*;
@@ -35,7 +35,7 @@ pub struct Zrecord {
 struct Opened {
     path: PathBuf,
     codec: Codec,
-    read_mode: ReadMode,
+    reads: ReadOptions,
     wait: bool,
 }
 
@@ -64,6 +64,27 @@ pub fn read_mode_of(name: &str) -> PyResult<ReadMode> {
             "read_mode must be \"auto\", \"mapped\", \"batched\" or \"direct\", not {name:?}"
         ))
     })
+}
+
+/// `verify_reads` as Python passes it: "never", "device" or "always", or a
+/// bool (`True`: "always", `False`: "never"); `ValueError` otherwise.
+pub fn verify_reads_of(value: &Bound<'_, PyAny>) -> PyResult<VerifyReads> {
+    if let Ok(on) = value.cast::<pyo3::types::PyBool>() {
+        return Ok(if on.is_true() { VerifyReads::Always } else { VerifyReads::Never });
+    }
+    let name: Option<String> = value.extract().ok();
+    name.as_deref().and_then(VerifyReads::from_name).ok_or_else(|| {
+        value_error(&format!(
+            "verify_reads must be \"never\", \"device\", \"always\" or a bool, not {}",
+            value.repr().map_or_else(|_| "?".to_string(), |r| r.to_string())
+        ))
+    })
+}
+
+/// The reads named by Python's `read_mode` and `verify_reads` arguments.
+pub fn reads_of(read_mode: &str, verify_reads: Option<&Bound<'_, PyAny>>) -> PyResult<ReadOptions> {
+    let verify = verify_reads.map_or(Ok(VerifyReads::default()), verify_reads_of)?;
+    Ok(ReadOptions { mode: read_mode_of(read_mode)?, verify })
 }
 
 impl Zrecord {
@@ -120,10 +141,30 @@ impl Zrecord {
     }
 
     /// A store opened read-only (a dataset's `_store`).
-    pub fn open_read_only(py: Python<'_>, path: PathBuf, codec: &str, read_mode: &str) -> PyResult<Zrecord> {
+    pub fn open_read_only(py: Python<'_>, path: PathBuf, codec: &str, reads: ReadOptions) -> PyResult<Zrecord> {
         let store = Zrecord { inner: RwLock::new(None), opened: OnceLock::new() };
-        store.__init__(py, path, codec, true, read_mode, false)?;
+        store.open_as(py, path, codec_of(py, codec)?, reads.read_only())?;
         Ok(store)
+    }
+
+    /// `__init__`, its arguments parsed.
+    fn open_as(&self, py: Python<'_>, path: PathBuf, codec: Codec, options: Options) -> PyResult<()> {
+        let (reads, wait) = (ReadOptions { mode: options.read_mode, verify: options.verify_reads }, options.wait);
+        let url = url_of(&path);
+        if url.is_some() && !options.read_only {
+            return Err(value_error("a published store (s3://...) opens read-only: Zrecord(url, read_only=True)"));
+        }
+        let store = py
+            .detach(|| match url {
+                Some(url) => loaderx::Zrecord::open_url(url, options),
+                None => loaderx::Zrecord::open_with(&path, options),
+            })
+            .map_err(|e| store_error(py, &e))?;
+        if self.opened.set(Opened { path, codec, reads, wait }).is_err() {
+            return Err(pyo3::exceptions::PyRuntimeError::new_err("the Zrecord is open already"));
+        }
+        *self.write() = Some(store);
+        Ok(())
     }
 }
 
@@ -136,6 +177,10 @@ impl Zrecord {
     /// "mapped": through the mapping; "batched": batched reads, for data
     /// not in memory, see `read_engine()`; "direct": batched reads past the
     /// page cache, O_DIRECT, for stores far larger than memory).
+    /// `verify_reads`: which reads check each record against its checksum
+    /// ("device", the default: reads from the device or the network;
+    /// "always": warm reads from memory too; "never"; or a bool). A
+    /// failed check raises `CorruptError` naming the record.
     /// A read-only store holds the readers' lock while it is open (no
     /// delete or compaction runs meanwhile); `wait=True` makes a read-only
     /// open wait for a running delete or compaction to end instead of
@@ -143,13 +188,13 @@ impl Zrecord {
     #[new]
     #[pyo3(
         signature = (*_args, **_kwargs),
-        text_signature = "(path, codec='zstd', read_only=False, read_mode='auto', wait=False)"
+        text_signature = "(path, codec='zstd', read_only=False, read_mode='auto', wait=False, verify_reads='device')"
     )]
     fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Zrecord {
         Zrecord { inner: RwLock::new(None), opened: OnceLock::new() }
     }
 
-    #[pyo3(signature = (path, codec = "zstd", read_only = false, read_mode = "auto", wait = false))]
+    #[pyo3(signature = (path, codec = "zstd", read_only = false, read_mode = "auto", wait = false, verify_reads = None))]
     fn __init__(
         &self,
         py: Python<'_>,
@@ -158,30 +203,18 @@ impl Zrecord {
         read_only: bool,
         read_mode: &str,
         wait: bool,
+        verify_reads: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let codec = codec_of(py, codec)?;
-        let read_mode = read_mode_of(read_mode)?;
-        let options = Options { read_only, wait, read_mode, ..Options::default() };
-        let url = url_of(&path);
-        if url.is_some() && !read_only {
-            return Err(value_error("a published store (s3://...) opens read-only: Zrecord(url, read_only=True)"));
-        }
-        let store = py
-            .detach(|| match url {
-                Some(url) => loaderx::Zrecord::open_url(url, options),
-                None => loaderx::Zrecord::open_with(&path, options),
-            })
-            .map_err(|e| store_error(py, &e))?;
-        if self.opened.set(Opened { path, codec, read_mode, wait }).is_err() {
-            return Err(pyo3::exceptions::PyRuntimeError::new_err("the Zrecord is open already"));
-        }
-        *self.write() = Some(store);
-        Ok(())
+        let reads = reads_of(read_mode, verify_reads)?;
+        let options =
+            Options { read_only, wait, read_mode: reads.mode, verify_reads: reads.verify, ..Options::default() };
+        self.open_as(py, path, codec, options)
     }
 
-    /// `Zrecord(path, codec, read_only, read_mode, wait)`, by name.
+    /// `Zrecord(path, codec, read_only, read_mode, wait, verify_reads)`, by name.
     #[staticmethod]
-    #[pyo3(signature = (path, codec = "zstd", read_only = false, read_mode = "auto", wait = false))]
+    #[pyo3(signature = (path, codec = "zstd", read_only = false, read_mode = "auto", wait = false, verify_reads = None))]
     fn open(
         py: Python<'_>,
         path: PathBuf,
@@ -189,9 +222,10 @@ impl Zrecord {
         read_only: bool,
         read_mode: &str,
         wait: bool,
+        verify_reads: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Zrecord> {
         let store = Zrecord { inner: RwLock::new(None), opened: OnceLock::new() };
-        store.__init__(py, path, codec, read_only, read_mode, wait)?;
+        store.__init__(py, path, codec, read_only, read_mode, wait, verify_reads)?;
         Ok(store)
     }
 
@@ -210,8 +244,9 @@ impl Zrecord {
         let kwargs = PyDict::new(py);
         kwargs.set_item("codec", codec_name(opened.codec))?;
         kwargs.set_item("read_only", true)?;
-        kwargs.set_item("read_mode", opened.read_mode.name())?;
+        kwargs.set_item("read_mode", opened.reads.mode.name())?;
         kwargs.set_item("wait", opened.wait)?;
+        kwargs.set_item("verify_reads", opened.reads.verify.name())?;
         let args = PyTuple::new(py, [crate::dataset::pathlib(py, &opened.path)?])?;
         crate::pickle::reduce(slf.as_any(), &py.get_type::<Zrecord>(), args, kwargs)
     }
@@ -226,6 +261,12 @@ impl Zrecord {
     #[getter]
     fn codec(&self) -> PyResult<&'static str> {
         Ok(codec_name(self.opened()?.codec))
+    }
+
+    /// Which reads check checksums: "never", "device" or "always".
+    #[getter]
+    fn verify_reads(&self) -> PyResult<&'static str> {
+        Ok(self.opened()?.reads.verify.name())
     }
 
     /// True if the store was opened read-only.
@@ -464,6 +505,25 @@ impl Zrecord {
         d.set_item("records", report.records)?;
         d.set_item("ok", report.is_ok())?;
         d.set_item("problems", report.problems.iter().map(|p| p.to_string()).collect::<Vec<_>>())?;
+        d.set_item("checksummed", report.checksummed)?;
+        d.set_item("unchecked", report.unchecked)?;
+        d.set_item("sealed", report.sealed)?;
+        Ok(d)
+    }
+
+    /// Takes the checksum of every record none covers (records the
+    /// reference package appended, or a store written before checksums,
+    /// whose `sums.zr` it then creates), and seals them: afterwards
+    /// `verify()` reports no record unchecked. Returns `{"records",
+    /// "summed", "failed", "created"}`; `failed` records do not decode
+    /// (`verify()` names them). What `loaderx checksum` runs.
+    fn cover<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let report = self.with_mut(py, |s| s.cover())?;
+        let d = PyDict::new(py);
+        d.set_item("records", report.records)?;
+        d.set_item("summed", report.summed)?;
+        d.set_item("failed", report.failed)?;
+        d.set_item("created", report.created)?;
         Ok(d)
     }
 

@@ -30,7 +30,7 @@ use super::error::DatasetError;
 use super::schema::Schema;
 use super::shards::{ShardRef, Shards};
 use super::tensor::{Pool, Tensor};
-use crate::ReadMode;
+use crate::ReadOptions;
 use crate::io::Vfs;
 
 mod sealed {
@@ -89,28 +89,29 @@ impl<K: ColumnKind> DatasetOf<K> {
         Self::open_in(Arc::new(crate::io::real::RealFs), path.as_ref())
     }
 
-    /// Opens with reads in `read_mode` (the default is [`ReadMode::Auto`]).
-    pub fn open_with(path: impl AsRef<Path>, read_mode: ReadMode) -> Result<Self, DatasetError> {
-        Self::open_in_with(Arc::new(crate::io::real::RealFs), path.as_ref(), read_mode)
+    /// Opens with reads as `reads` says (a [`ReadMode`](crate::ReadMode)
+    /// converts, with checks by default).
+    pub fn open_with(path: impl AsRef<Path>, reads: impl Into<ReadOptions>) -> Result<Self, DatasetError> {
+        Self::open_in_with(Arc::new(crate::io::real::RealFs), path.as_ref(), reads)
     }
 
     /// Opens on any filesystem implementation.
     pub fn open_in(vfs: Arc<dyn Vfs>, path: &Path) -> Result<Self, DatasetError> {
-        Self::open_in_with(vfs, path, ReadMode::default())
+        Self::open_in_with(vfs, path, ReadOptions::default())
     }
 
     /// Opens the dataset published at `url` (`s3://bucket/prefix`; see
     /// [`Zrecord::open_url`](crate::Zrecord::open_url)).
     #[cfg(feature = "remote")]
-    pub fn open_url(url: &str, read_mode: ReadMode) -> Result<Self, DatasetError> {
+    pub fn open_url(url: &str, reads: impl Into<ReadOptions>) -> Result<Self, DatasetError> {
         let (vfs, root) = super::remote_vfs(url)?;
-        Self::open_in_with(vfs, &root, read_mode)
+        Self::open_in_with(vfs, &root, reads)
     }
 
-    /// Opens on any filesystem implementation, with reads in `read_mode`;
+    /// Opens on any filesystem implementation, with reads as `reads` says;
     /// a schema of another kind is [`DatasetError::WrongKind`].
-    pub fn open_in_with(vfs: Arc<dyn Vfs>, path: &Path, read_mode: ReadMode) -> Result<Self, DatasetError> {
-        let shards = Shards::open_in(vfs, path, read_mode)?;
+    pub fn open_in_with(vfs: Arc<dyn Vfs>, path: &Path, reads: impl Into<ReadOptions>) -> Result<Self, DatasetError> {
+        let shards = Shards::open_in(vfs, path, reads)?;
         let schema = shards.schema().clone();
         if schema.is_ragged() != K::RAGGED {
             return Err(DatasetError::WrongKind { path: path.to_path_buf(), ragged: schema.is_ragged() });

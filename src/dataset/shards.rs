@@ -16,7 +16,7 @@ use super::schema::Schema;
 use super::shard_index::ShardIndex;
 use super::shard_table::{ShardTable, shard_dir};
 use crate::io::{FileKind, Vfs};
-use crate::{Options, ReadMode, Zrecord};
+use crate::{ReadOptions, Zrecord};
 
 /// The stores under a dataset and the index over them: byte-level reads
 /// by global index (the datasets' typed reads go through it).
@@ -25,7 +25,7 @@ pub struct Shards {
     vfs: Arc<dyn Vfs>,
     root: PathBuf,
     schema: Schema,
-    read_mode: ReadMode,
+    reads: ReadOptions,
     /// True if the dataset has a shard table.
     sharded: bool,
     table: RwLock<Arc<Table>>,
@@ -57,12 +57,13 @@ enum Split {
 impl Shards {
     /// Opens the dataset at `root` (a store with its `schema.json`, or a
     /// sharded dataset) read-only, for byte-level reads by global index.
-    pub fn open(root: impl AsRef<Path>, read_mode: ReadMode) -> Result<Shards, DatasetError> {
-        Shards::open_in(Arc::new(crate::io::real::RealFs), root.as_ref(), read_mode)
+    pub fn open(root: impl AsRef<Path>, reads: impl Into<ReadOptions>) -> Result<Shards, DatasetError> {
+        Shards::open_in(Arc::new(crate::io::real::RealFs), root.as_ref(), reads)
     }
 
     /// [`Shards::open`] on any filesystem implementation.
-    pub fn open_in(vfs: Arc<dyn Vfs>, root: &Path, read_mode: ReadMode) -> Result<Shards, DatasetError> {
+    pub fn open_in(vfs: Arc<dyn Vfs>, root: &Path, reads: impl Into<ReadOptions>) -> Result<Shards, DatasetError> {
+        let reads = reads.into();
         let kind =
             vfs.kind(root).map_err(|source| DatasetError::Io { path: root.to_path_buf(), op: "stat", source })?;
         if kind.is_none() {
@@ -70,25 +71,25 @@ impl Shards {
         }
         let Some(shard_table) = ShardTable::read(&*vfs, root)? else {
             let schema = Schema::read(&*vfs, root)?;
-            let store = Zrecord::open_in(vfs.clone(), root, read_only(read_mode))?;
+            let store = Zrecord::open_in(vfs.clone(), root, reads.read_only())?;
             let counts = vec![u64::from(store.len())];
             let table =
                 Table { index: ShardIndex::new(&counts)?, counts, stores: vec![Arc::new(OnceLock::from(store))] };
-            return Ok(Shards::new(vfs, root, schema, read_mode, false, table));
+            return Ok(Shards::new(vfs, root, schema, reads, false, table));
         };
         let shards =
-            Shards::new(vfs, root, shard_table.schema.clone(), read_mode, true, Table::empty(shard_table.shards()));
+            Shards::new(vfs, root, shard_table.schema.clone(), reads, true, Table::empty(shard_table.shards()));
         let table = shards.table_for(&shard_table, None)?;
         *shards.table.write().expect("not poisoned") = Arc::new(table);
         Ok(shards)
     }
 
-    fn new(vfs: Arc<dyn Vfs>, root: &Path, schema: Schema, read_mode: ReadMode, sharded: bool, table: Table) -> Shards {
+    fn new(vfs: Arc<dyn Vfs>, root: &Path, schema: Schema, reads: ReadOptions, sharded: bool, table: Table) -> Shards {
         Shards {
             vfs,
             root: root.to_path_buf(),
             schema,
-            read_mode,
+            reads,
             sharded,
             table: RwLock::new(Arc::new(table)),
             limit: None,
@@ -236,7 +237,7 @@ impl Shards {
                 shard_table: format!("{} ({})", self.schema.describe(), self.schema.codec.name()),
             });
         }
-        Ok(Zrecord::open_in(self.vfs.clone(), &dir, read_only(self.read_mode))?)
+        Ok(Zrecord::open_in(self.vfs.clone(), &dir, self.reads.read_only())?)
     }
 
     fn length_error(&self, k: usize, holds: u32, shard_table: u64) -> DatasetError {
@@ -430,8 +431,4 @@ impl std::ops::Deref for ShardRef {
     fn deref(&self) -> &Zrecord {
         self.0.get().expect("a ShardRef is made of an opened shard")
     }
-}
-
-fn read_only(read_mode: ReadMode) -> Options {
-    Options { read_only: true, read_mode, ..Options::default() }
 }

@@ -133,6 +133,45 @@ pub enum VerifyReads {
     Always,
 }
 
+impl VerifyReads {
+    /// `never`, `device`, `always`.
+    pub fn name(self) -> &'static str {
+        match self {
+            VerifyReads::Never => "never",
+            VerifyReads::Device => "device",
+            VerifyReads::Always => "always",
+        }
+    }
+
+    /// The choice named `name`.
+    pub fn from_name(name: &str) -> Option<VerifyReads> {
+        [VerifyReads::Never, VerifyReads::Device, VerifyReads::Always].into_iter().find(|v| v.name() == name)
+    }
+}
+
+/// The read half of [`Options`], which a dataset passes to each of its
+/// stores: how gathers reach records, and which of them check checksums.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// As [`Options::read_mode`].
+    pub mode: ReadMode,
+    /// As [`Options::verify_reads`].
+    pub verify: VerifyReads,
+}
+
+impl From<ReadMode> for ReadOptions {
+    fn from(mode: ReadMode) -> ReadOptions {
+        ReadOptions { mode, verify: VerifyReads::default() }
+    }
+}
+
+impl ReadOptions {
+    /// [`Options`] for a read-only open with these reads.
+    pub fn read_only(self) -> Options {
+        Options { read_only: true, read_mode: self.mode, verify_reads: self.verify, ..Options::default() }
+    }
+}
+
 /// How a gather reads its records (see `docs/ARCHITECTURE.md`, "The read
 /// path").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
