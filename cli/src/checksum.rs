@@ -34,7 +34,7 @@ fn to_text(dirs: &[std::path::PathBuf], reports: &[CoverReport]) -> String {
         let mut rows = vec![
             ("store", format!("{}{created}", dir.display())),
             ("records", r.records.to_string()),
-            ("summed", format!("{} (the others were covered)", r.summed)),
+            ("summed", summed(r)),
         ];
         if r.failed > 0 {
             rows.push(("failed", format!("{} records do not decode: `loaderx verify` names them", r.failed)));
@@ -42,6 +42,14 @@ fn to_text(dirs: &[std::path::PathBuf], reports: &[CoverReport]) -> String {
         text.push_str(&table(&rows));
     }
     text
+}
+
+/// How many records were summed, and what covered the others.
+fn summed(r: &CoverReport) -> String {
+    match r.records.saturating_sub(r.summed).saturating_sub(r.failed) {
+        0 => r.summed.to_string(),
+        covered => format!("{} (the other {covered} were covered already)", r.summed),
+    }
 }
 
 fn to_json(path: &Path, dirs: &[std::path::PathBuf], reports: &[CoverReport]) -> String {
