@@ -152,5 +152,5 @@ fn run(data: &[u8]) {
     if let Ok(bytes) = store.get(0) {
         assert_eq!(bytes.len() as u64, u64::from(logic), "get returned a length other than logic_length");
     }
-    check_reads(&store, &disk, Some(&model), &[0]);
+    check_reads(&store, &disk, Some(&model), &[0], false);
 }

@@ -10,9 +10,16 @@
 //! generated) that the first entries point at, then damaged: flipped bytes,
 //! cut short, extended with holes (also past 4 GiB). `dict.zr` is absent, a
 //! trained dictionary, or arbitrary bytes; `schema.json` and leftover
-//! temporary files are arbitrary bytes.
+//! temporary files are arbitrary bytes. `sums.zr` is absent, or a header
+//! (this build's or not) whose seal is 0, arbitrary, or names the table's
+//! header (so that its slots are believed), with arbitrary slot words at
+//! hinted indices: a read then gives the record's bytes or a checksum
+//! error, never other bytes.
 
-use loaderx::format::{ENTRY_BYTES, HEADER_BYTES, META_BYTES, RECORDS_MAX, entry_offset};
+use loaderx::format::{
+    ENTRY_BYTES, HEADER_BYTES, META_BYTES, RECORDS_MAX, SUMS_BYTES, SUMS_FILE, SUMS_HEADER_BYTES, SUMS_MAGIC,
+    SUMS_VERSION, entry_offset, sum_offset,
+};
 use loaderx::io::OpenMode;
 use loaderx::{Codec, Zrecord};
 
@@ -244,6 +251,10 @@ fn run(data: &[u8]) {
     if u.bool() {
         disk.put("schema.json", &FileModel::whole(u.bytes(256)));
     }
+    let sums = (layout > 3 && u.below(3) == 0).then(|| sums_file(&mut u, &header, &hints));
+    if let Some(file) = &sums {
+        disk.put(SUMS_FILE, file);
+    }
     if u.below(8) == 0 {
         let name = ["meta.zr.tmp", "dict.zr.tmp", "x.zr", "12a.zr"][u.below(4) as usize];
         disk.put(name, &FileModel::whole(u.bytes(64)));
@@ -263,7 +274,7 @@ fn run(data: &[u8]) {
     match disk.open(true) {
         Ok(store) => {
             assert!(store.is_read_only());
-            check_reads(&store, &disk, (layout > 3).then_some(&model), &hints);
+            check_reads(&store, &disk, (layout > 3).then_some(&model), &hints, sums.is_some());
             assert!(store.append(b"x", 1, 1, Codec::Raw).is_err(), "a read-only store accepted an append");
         }
         Err(e) => refused(&e),
@@ -292,8 +303,8 @@ fn run(data: &[u8]) {
     if let Ok(stats) = store.stats() {
         opened.tail_chunk = opened.tail_chunk.max((stats.chunks - 1) as u16);
     }
-    check_reads(&store, &disk, exact.then_some(&opened), &hints);
-    mutate(&mut u, store, &disk);
+    check_reads(&store, &disk, exact.then_some(&opened), &hints, sums.is_some());
+    mutate(&mut u, store, &disk, sums.is_some());
 }
 
 /// Keeps an entry's `phys_length` below 16 MiB. The store bounds it only by
@@ -379,7 +390,7 @@ fn crc32(bytes: &[u8]) -> u32 {
 
 /// A writer's mutations on whatever was opened: each is `Ok` or a typed
 /// error, an append reads back, and the store reopens.
-fn mutate(u: &mut In, mut store: Zrecord, disk: &Disk) {
+fn mutate(u: &mut In, mut store: Zrecord, disk: &Disk, sums: bool) {
     let len = store.len();
     if len <= FULL_CHECK_MAX {
         let n = 1 + u.below(3) as usize;
@@ -420,14 +431,44 @@ fn mutate(u: &mut In, mut store: Zrecord, disk: &Disk) {
         if u.bool() {
             let _ = store.compact();
         }
-        check_reads(&store, disk, None, &[]);
+        check_reads(&store, disk, None, &[], sums);
     }
     drop(store);
     match disk.open(true) {
-        Ok(store) => check_reads(&store, disk, None, &[]),
+        Ok(store) => check_reads(&store, disk, None, &[], sums),
         Err(e) => refused(&e),
     }
     disk.assert_no_fault();
+}
+
+/// A `sums.zr` from the input (see the module's doc); `header` is the
+/// table's header as written.
+fn sums_file(u: &mut In, header: &[u8], hints: &[u64]) -> FileModel {
+    let mut head = Vec::with_capacity(16);
+    head.extend_from_slice(if u.below(16) == 0 { b"ZSUX" } else { &SUMS_MAGIC });
+    head.extend_from_slice(&(if u.below(16) == 0 { u.u32() } else { SUMS_VERSION }).to_le_bytes());
+    let seal = match u.below(4) {
+        0 => [0; 8],
+        1 => u.u64().to_le_bytes(),
+        // docs/format.md, "Checksums": four 16-bit hashes, of the header
+        // words of the move's two ends (here both this header).
+        _ => {
+            let hash = |word: &[u8]| ((crc32c::crc32c(word) as u16) | 1).to_le_bytes();
+            let (h0, h1) = (hash(&header[..8]), hash(&header[8..16]));
+            [h0[0], h0[1], h1[0], h1[1], h0[0], h0[1], h1[0], h1[1]]
+        }
+    };
+    head.extend_from_slice(&seal);
+    let len = match u.below(4) {
+        0 => u.below(SUMS_HEADER_BYTES + 16),
+        1 => SUMS_HEADER_BYTES,
+        _ => SUMS_BYTES,
+    };
+    let mut file = FileModel { pieces: vec![(0, head)], len };
+    for &index in hints.iter().filter(|&&i| i < u64::from(RECORDS_MAX)).take(u.below(4) as usize) {
+        file.pieces.push((sum_offset(index as u32), u.u64().to_le_bytes().to_vec()));
+    }
+    file
 }
 
 #[cfg(test)]

@@ -183,7 +183,7 @@ impl Sums {
         let map_len = if read_only { len.min(SUMS_BYTES) } else { SUMS_BYTES };
         let map = file.map(map_len as usize, MapMode::Shared { writable: !read_only })?;
         let capacity = ((map_len - SUMS_HEADER_BYTES) / SUM_BYTES).min(u64::from(RECORDS_MAX)) as u32;
-        Ok(Some(Sums { file: file, map, capacity, broken: AtomicBool::new(false) }))
+        Ok(Some(Sums { file, map, capacity, broken: AtomicBool::new(false) }))
     }
 
     /// Writes a new `sums.zr` into `dir`, whole, by rename, covering no
