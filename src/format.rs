@@ -34,8 +34,8 @@ pub const SUMS_TMP_FILE: &str = "sums.zr.tmp";
 pub const SUMS_MAGIC: [u8; 4] = *b"ZSUM";
 /// The version of `sums.zr`'s layout.
 pub const SUMS_VERSION: u32 = 1;
-/// `sums.zr`'s header: magic, version, the seal's flag word and the two
-/// table headers of the seal (`docs/format.md`, "Checksums").
+/// `sums.zr`'s header: magic, version, the seal's word at offset 8, zeros
+/// to the end (`docs/format.md`, "Checksums").
 pub const SUMS_HEADER_BYTES: u64 = 64;
 /// One slot of `sums.zr`: the record's sum, then its entry's tag (0: the
 /// slot covers no record), both little-endian `u32`s: one 8-byte word.
@@ -374,6 +374,8 @@ pub enum StoreFile {
     Schema,
     /// `shards.json` (shard 0 of a sharded dataset).
     Shards,
+    /// `sums.zr`, published cut to the slots of the published records.
+    Sums,
     /// A chunk file, below [`CHUNKS_MAX`].
     Chunk(u16),
 }
@@ -387,6 +389,7 @@ impl StoreFile {
             DICT_FILE => Some(StoreFile::Dict),
             SCHEMA_FILE => Some(StoreFile::Schema),
             SHARDS_FILE => Some(StoreFile::Shards),
+            SUMS_FILE => Some(StoreFile::Sums),
             _ => chunk_id_of(name).filter(|&id| u32::from(id) < CHUNKS_MAX).map(StoreFile::Chunk),
         }
     }
@@ -397,6 +400,7 @@ impl StoreFile {
             StoreFile::Dict => DICT_FILE.into(),
             StoreFile::Schema => SCHEMA_FILE.into(),
             StoreFile::Shards => SHARDS_FILE.into(),
+            StoreFile::Sums => SUMS_FILE.into(),
             StoreFile::Chunk(id) => chunk_file_name(id),
         }
     }
@@ -407,6 +411,7 @@ impl StoreFile {
             StoreFile::Dict => DICT_BYTES_MAX,
             StoreFile::Schema => SCHEMA_BYTES_MAX,
             StoreFile::Shards => SHARDS_FILE_BYTES_MAX,
+            StoreFile::Sums => SUMS_BYTES,
             StoreFile::Chunk(_) => CHUNK_BYTES_MAX,
         }
     }
@@ -477,11 +482,26 @@ mod tests {
 
     #[test]
     fn store_file_reads_back_exactly_the_names_it_writes() {
-        let files = [StoreFile::Meta, StoreFile::Dict, StoreFile::Schema, StoreFile::Shards, StoreFile::Chunk(0)];
+        let files = [
+            StoreFile::Meta,
+            StoreFile::Dict,
+            StoreFile::Schema,
+            StoreFile::Shards,
+            StoreFile::Sums,
+            StoreFile::Chunk(0),
+        ];
         for file in files.into_iter().chain([StoreFile::Chunk(4095)]) {
             assert_eq!(StoreFile::of(&file.name()), Some(file));
         }
-        for name in [MANIFEST_FILE, READERS_LOCK_FILE, META_TMP_FILE, DICT_TMP_FILE, SCHEMA_TMP_FILE, SHARDS_TMP_FILE] {
+        for name in [
+            MANIFEST_FILE,
+            READERS_LOCK_FILE,
+            META_TMP_FILE,
+            DICT_TMP_FILE,
+            SCHEMA_TMP_FILE,
+            SHARDS_TMP_FILE,
+            SUMS_TMP_FILE,
+        ] {
             assert_eq!(StoreFile::of(name), None, "{name}");
         }
         for name in ["07.zr", "4096.zr", "../0.zr", "shard-000001"] {

@@ -43,8 +43,8 @@ use crate::Zrecord;
 use crate::dataset::{ShardTable, shard_dir};
 use crate::error::{Error, Result};
 use crate::format::{
-    DICT_FILE, MANIFEST_FILE, META_BYTES, META_FILE, META_TMP_FILE, SCHEMA_FILE, SHARDS_FILE, StoreFile,
-    chunk_file_name, shard_dir_name,
+    DICT_FILE, ENTRY_BYTES, HEADER_BYTES, MANIFEST_FILE, META_BYTES, META_FILE, META_TMP_FILE, SCHEMA_FILE,
+    SHARDS_FILE, SUMS_FILE, StoreFile, chunk_file_name, shard_dir_name,
 };
 use crate::io::real::RealFs;
 use crate::io::remote::{
@@ -137,7 +137,11 @@ fn sources(store: &Zrecord, dir: &Path) -> Result<(u32, Vec<(String, Source)>)> 
         move |source| Error::Io { path: path.to_path_buf(), op, source }
     }
     let (image, frontier) = store.meta_image();
+    // The records the image holds: `16 + 16 x len` bytes.
+    let len = ((image.len() as u64 - HEADER_BYTES) / ENTRY_BYTES) as u32;
+    let sums = store.sums_image(len, frontier);
     let mut out = vec![(META_FILE.to_string(), Source::Memory(image))];
+    out.extend(sums.map(|sums| (SUMS_FILE.to_string(), Source::Memory(sums))));
     for id in 0..=frontier.chunk {
         let name = chunk_file_name(id);
         let path = dir.join(&name);

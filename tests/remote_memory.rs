@@ -9,15 +9,16 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::StreamExt;
 use futures::stream::BoxStream;
 use loaderx::io::remote::{Location, RemoteError, RemoteErrorKind, RemoteFs, RemoteOptions};
 use loaderx::publish::{pull, push};
-use loaderx::{Codec, Error, Options, ReadMode, Zrecord};
+use loaderx::{Codec, Corruption, Error, Options, ReadMode, VerifyReads, Zrecord};
 use object_store::memory::InMemory;
 use object_store::path::Path as ObjectPath;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, ObjectStoreExt,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult,
 };
 
 /// What the wrapper does to GETs of chunk files.
@@ -30,6 +31,9 @@ enum Fault {
     FailAlways,
     /// Every GET never answers.
     Stall,
+    /// Every GET answers with the low bit of its first byte flipped (bit
+    /// rot at rest or in transit, which no entity tag catches).
+    Rot,
 }
 
 /// The in-memory store, with faults injected into GETs of `*.zr` chunk
@@ -66,6 +70,18 @@ impl Faulty {
     }
 }
 
+/// `result` with the low bit of its first byte flipped.
+async fn rot(result: GetResult) -> object_store::Result<GetResult> {
+    let (meta, range) = (result.meta.clone(), result.range.clone());
+    let (attributes, extensions) = (result.attributes.clone(), result.extensions.clone());
+    let mut bytes = result.bytes().await?.to_vec();
+    if let Some(first) = bytes.first_mut() {
+        *first ^= 1;
+    }
+    let body = futures::stream::once(async move { Ok(bytes::Bytes::from(bytes)) }).boxed();
+    Ok(GetResult { payload: GetResultPayload::Stream(body), meta, range, attributes, extensions })
+}
+
 fn transient() -> object_store::Error {
     object_store::Error::Generic { store: "Faulty", source: "503 Slow Down".into() }
 }
@@ -90,11 +106,12 @@ impl ObjectStore for Faulty {
     }
 
     async fn get_opts(&self, location: &ObjectPath, options: GetOptions) -> object_store::Result<GetResult> {
-        let chunk = location.filename().is_some_and(|n| n.ends_with(".zr") && n != "meta.zr" && n != "dict.zr");
+        let chunk =
+            location.filename().is_some_and(|n| n.ends_with(".zr") && !["meta.zr", "dict.zr", "sums.zr"].contains(&n));
         let fault = *self.fault.lock().unwrap();
         if chunk {
             match fault {
-                Fault::None => {}
+                Fault::None | Fault::Rot => {}
                 Fault::FailFirst(n) if self.failed.fetch_add(1, Ordering::SeqCst) >= n => {}
                 Fault::FailFirst(_) | Fault::FailAlways => return Err(transient()),
                 Fault::Stall => futures::future::pending::<()>().await,
@@ -106,7 +123,10 @@ impl ObjectStore for Faulty {
         tokio::time::sleep(Duration::from_millis(2)).await;
         let result = self.inner.get_opts(location, options).await;
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
-        result
+        match result {
+            Ok(result) if chunk && fault == Fault::Rot => rot(result).await,
+            result => result,
+        }
     }
 
     async fn get_ranges(
@@ -224,10 +244,11 @@ fn an_open_reads_the_manifest_the_used_table_and_the_dictionary_only() {
     let objects = &fs.manifest().objects;
     assert_eq!(objects["meta.zr"].size, 16 + 16 * 1000, "the used part of meta.zr is published");
     let opened = fs.counters();
-    assert_eq!(opened.requests, 2, "meta.zr and dict.zr, one GET each");
-    assert_eq!(opened.bytes, objects["meta.zr"].size + objects["dict.zr"].size);
+    assert_eq!(objects["sums.zr"].size, 64 + 8 * 1000, "the slots of the published records");
+    assert_eq!(opened.requests, 3, "meta.zr, sums.zr and dict.zr, one GET each");
+    assert_eq!(opened.bytes, objects["meta.zr"].size + objects["sums.zr"].size + objects["dict.zr"].size);
     store.get(7).unwrap();
-    assert_eq!(fs.counters().requests, 3, "a record is one GET");
+    assert_eq!(fs.counters().requests, 4, "a record is one GET");
 }
 
 #[test]
@@ -359,7 +380,7 @@ fn a_second_push_uploads_the_manifest_only_and_a_changed_store_is_caught() {
     assert!(first.uploaded.contains(&"0.zr".to_string()) && first.uploaded.contains(&"meta.zr".to_string()));
     let again = push(dir.path(), &to).unwrap();
     assert_eq!(again.uploaded, vec!["manifest.json".to_string()]);
-    assert_eq!(again.unchanged, vec!["meta.zr".to_string(), "0.zr".to_string()]);
+    assert_eq!(again.unchanged, ["meta.zr", "sums.zr", "0.zr"].map(String::from));
     let (old, _) = open(&remote, options());
     {
         let writer = Zrecord::open(dir.path()).unwrap();
@@ -376,6 +397,51 @@ fn a_second_push_uploads_the_manifest_only_and_a_changed_store_is_caught() {
 }
 
 #[test]
+fn a_remote_gather_checks_each_record_and_a_rotten_one_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = local_store(dir.path(), 200, 300, Codec::Raw);
+    let remote = Faulty::new();
+    push(dir.path(), &location(&remote, options())).unwrap();
+    let (store, _) = open(&remote, options());
+    let report = store.verify().unwrap();
+    assert_eq!((report.checksummed, report.unchecked, report.sealed), (200, 0, true), "{report:?}");
+    remote.set(Fault::Rot);
+    // One record per gather, each its own GET: its first byte arrives
+    // flipped, and the check names it instead of returning it.
+    for i in [0u64, 77, 199] {
+        let mut out = vec![0u8; 300];
+        let err = store.gather(&[i], &mut out, 300).unwrap_err();
+        assert!(
+            matches!(err, Error::Corrupt { index: Some(k), what: Corruption::Checksum { entry_matches: true, .. }, .. } if k == i),
+            "record {i}: {err}"
+        );
+    }
+    // Unchecked, the rotten bytes come back: what the check is for.
+    let fs = Arc::new(RemoteFs::open(location(&remote, options())).unwrap());
+    let unchecked =
+        Zrecord::open_remote(fs, Options { verify_reads: VerifyReads::Never, ..Options::default() }).unwrap();
+    let got = unchecked.get(77).unwrap();
+    assert_ne!(got, records[77]);
+    assert_eq!(got[1..], records[77][1..]);
+    remote.set(Fault::None);
+    assert_eq!(gather_all(&store, 300).unwrap(), records.concat());
+}
+
+#[test]
+fn a_store_pushed_without_checksums_reads_unchecked() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = local_store(dir.path(), 50, 100, Codec::Raw);
+    std::fs::remove_file(dir.path().join("sums.zr")).unwrap();
+    let remote = Faulty::new();
+    push(dir.path(), &location(&remote, options())).unwrap();
+    let (store, fs) = open(&remote, options());
+    assert!(!fs.manifest().objects.contains_key("sums.zr"));
+    assert_eq!(gather_all(&store, 100).unwrap(), records.concat());
+    let report = store.verify().unwrap();
+    assert_eq!((report.checksummed, report.unchecked, report.sealed), (0, 50, false), "{report:?}");
+}
+
+#[test]
 fn a_pull_restores_a_local_store() {
     let dir = tempfile::tempdir().unwrap();
     let records = local_store(dir.path(), 300, 400, Codec::ZstdDict);
@@ -388,12 +454,16 @@ fn a_pull_restores_a_local_store() {
     assert_eq!(manifest.records, 300);
     let local = Zrecord::open_read_only(&target).unwrap();
     assert_eq!(gather_all(&local, 400).unwrap(), records.concat());
-    assert!(local.verify().unwrap().problems.is_empty());
+    let report = local.verify().unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!((report.checksummed, report.unchecked, report.sealed), (300, 0, true), "the checksums came along");
     drop(local);
     // The writer's open finds a sound store too (it appends after the records).
     let writer = Zrecord::open(&target).unwrap();
     writer.append(&record(300, 400), 1, 400, Codec::Zstd).unwrap();
     assert_eq!(writer.get(300).unwrap(), record(300, 400));
+    let report = writer.verify().unwrap();
+    assert_eq!((report.checksummed, report.unchecked, report.sealed), (301, 0, true), "{report:?}");
     // A second pull into a store is refused.
     let err = pull(&to, &target).unwrap_err();
     assert!(err.to_string().contains("holds a store already"), "{err}");
@@ -448,10 +518,10 @@ fn the_cache_serves_what_was_read_before_within_its_cap() {
             damaged += 1;
         }
     }
-    assert!(damaged >= 2, "meta.zr's and 0.zr's first blocks");
+    assert_eq!(damaged, 3, "meta.zr's, sums.zr's and 0.zr's first blocks");
     let (third, fs) = open(&remote, cached.clone());
     assert_eq!(gather_all(&third, 1000).unwrap(), records.concat());
-    assert_eq!(fs.counters().requests, 2, "the two damaged blocks, fetched again");
+    assert_eq!(fs.counters().requests, 3, "the three damaged blocks, fetched again");
     // The cap: a cache of 3 blocks holds at most 3 blocks' bytes.
     let small = tempfile::tempdir().unwrap();
     let capped = RemoteOptions { cache_dir: Some(small.path().to_path_buf()), cache_bytes: 3 * 4100, ..cached };

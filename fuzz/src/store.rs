@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use loaderx::format::{CHUNK_BYTES_MAX, ENTRY_BYTES, RECORD_BYTES_MAX, chunk_file_name, entry_offset};
 use loaderx::io::{OpenMode, Vfs};
-use loaderx::{Corruption, Error, Options, Zrecord};
+use loaderx::{Corruption, Error, Options, VerifyReads, Zrecord};
 use loaderx_sim::fs::{Faults, SimFs};
 use loaderx_sim::rng::Rng;
 
@@ -191,8 +191,12 @@ impl Disk {
         self.put("meta.zr", &file);
     }
 
+    /// Opens the store with every read checked against `sums.zr` (where
+    /// there is one), whichever path it takes: the reads `check_reads`
+    /// compares then agree on a record whose checksum fails.
     pub(crate) fn open(&self, read_only: bool) -> loaderx::Result<Zrecord> {
-        Zrecord::open_in(self.vfs.clone(), &Disk::dir(), Options { read_only, ..Options::default() })
+        let options = Options { read_only, verify_reads: VerifyReads::Always, ..Options::default() };
+        Zrecord::open_in(self.vfs.clone(), &Disk::dir(), options)
     }
 
     /// A read past the end of a file (a SIGBUS on a real system) is a finding.

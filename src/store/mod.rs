@@ -352,6 +352,17 @@ impl Zrecord {
         (image, frontier)
     }
 
+    /// `sums.zr` as a reader of the [`meta_image`](Self::meta_image) of
+    /// `len` records and `frontier` needs it: the header, sealed to that
+    /// image's header if the seal holds now (else broken), and the slots of
+    /// records `0..len`, `64 + 8 x len` bytes. `None` for a store without
+    /// `sums.zr`. What a push publishes beside the `meta.zr` image.
+    pub fn sums_image(&self, len: u32, frontier: crate::format::Frontier) -> Option<Vec<u8>> {
+        let sums = self.meta.sums()?;
+        let sealed = sums.sealed(|| self.meta.header());
+        Some(sums.image(len, crate::format::Header::new(frontier, len), sealed))
+    }
+
     /// The filesystem the store is on (the real one, a remote store's, the
     /// simulator's): to read the files beside it, `schema.json`.
     pub fn filesystem(&self) -> &dyn Vfs {

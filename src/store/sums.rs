@@ -233,6 +233,21 @@ impl Sums {
         self.map.flush_range(start, sum_offset(end) as usize - start) // SYNC K1
     }
 
+    /// The header and slots `0..len` as a file of their own, sealed to
+    /// `header` if `sealed` (see `Zrecord::sums_image`).
+    pub(crate) fn image(&self, len: u32, header: Header, sealed: bool) -> Vec<u8> {
+        let mut image = vec![0u8; SUMS_HEADER_BYTES as usize];
+        image[..4].copy_from_slice(&SUMS_MAGIC);
+        image[4..8].copy_from_slice(&SUMS_VERSION.to_le_bytes());
+        let seal = if sealed { seal_word(header, header) } else { 0 };
+        image[SEAL_OFFSET..SEAL_OFFSET + 8].copy_from_slice(&seal.to_ne_bytes());
+        image.reserve(len as usize * SUM_BYTES as usize);
+        for index in 0..len {
+            image.extend_from_slice(&self.get(index).to_word().to_ne_bytes());
+        }
+        image
+    }
+
     /// A writer's open: slots `0..len` and the seal durable, whatever a
     /// process whose sync failed left in the page cache (see
     /// `Zrecord::settle`). The seal's skip in [`Sums::seal`] relies on it.
