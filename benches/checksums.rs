@@ -1,9 +1,10 @@
 //! What checking every record against its checksum (`sums.zr`) costs a
 //! gather, the figures `Options::verify_reads`' default is chosen from:
 //! warm gathers (the mapped path, pages in memory) with `VerifyReads::Never`
-//! against `Always`, and cold gathers (the batched path, each store's chunk
-//! pages evicted with `POSIX_FADV_DONTNEED` first) with `Never` against
-//! `Device`, on three kinds of record: raw 64 KiB (images), raw 4 KiB
+//! against `Always`, and cold gathers (each store's chunk pages evicted
+//! with `POSIX_FADV_DONTNEED` first) with `Never` against `Device`, on the
+//! batched path through the page cache ("cold") and past it (`ReadMode::Direct`,
+//! "direct"), on three kinds of record: raw 64 KiB (images), raw 4 KiB
 //! (token arrays, small features) and zstd 16 KiB.
 //!
 //! ```text
@@ -51,7 +52,7 @@ fn main() -> Res<()> {
     for (name, bytes, codec) in KINDS {
         let dir = root.path().join(name);
         build(&dir, bytes, codec, mib)?;
-        for (temp, check) in [("warm", "always"), ("cold", "device")] {
+        for (temp, check) in [("warm", "always"), ("cold", "device"), ("direct", "device")] {
             let mut rates: [Vec<f64>; 2] = Default::default();
             for round in 0..rounds {
                 for k in 0..2 {
@@ -95,7 +96,7 @@ fn measure(dir: &Path, bytes: usize, temp: &str, verify: &str) -> Res<f64> {
     Ok(String::from_utf8(out.stdout)?.trim().parse()?)
 }
 
-/// The child: `DIR BYTES warm|cold never|device|always`; prints MB/s.
+/// The child: `DIR BYTES warm|cold|direct never|device|always`; prints MB/s.
 fn one(args: &[String]) -> Res<()> {
     let [dir, bytes, temp, verify] = args else { return Err("--one DIR BYTES TEMP VERIFY".into()) };
     let (dir, bytes) = (PathBuf::from(dir), bytes.parse::<usize>()?);
@@ -104,7 +105,11 @@ fn one(args: &[String]) -> Res<()> {
         "device" => VerifyReads::Device,
         _ => VerifyReads::Always,
     };
-    let read_mode = if temp == "warm" { ReadMode::Mapped } else { ReadMode::Batched };
+    let read_mode = match temp.as_str() {
+        "warm" => ReadMode::Mapped,
+        "cold" => ReadMode::Batched,
+        _ => ReadMode::Direct,
+    };
     let options = Options { read_only: true, read_mode, verify_reads, ..Options::default() };
     let store = Zrecord::open_with(&dir, options)?;
     let n = store.len() as u64;
@@ -155,7 +160,7 @@ fn report(name: &str, temp: &str, check: &str, rates: &[Vec<f64>; 2]) {
     let ratios: Vec<f64> = rates[1].iter().zip(&rates[0]).map(|(c, n)| c / n).collect();
     let (lo, hi) = ratios.iter().fold((f64::MAX, f64::MIN), |(l, h), &r| (l.min(r), h.max(r)));
     println!(
-        "{name:8} {temp}: never {:8.0} MB/s, {check} {:8.0} MB/s, {check}/never median {:.3} (range {lo:.3} to {hi:.3})",
+        "{name:8} {temp:6}: never {:8.0} MB/s, {check} {:8.0} MB/s, {check}/never median {:.3} (range {lo:.3} to {hi:.3})",
         median(rates[0].clone()),
         median(rates[1].clone()),
         median(ratios),
