@@ -58,10 +58,12 @@ pub(crate) struct StreamColumn {
 const BATCH_PY: &std::ffi::CStr = cr#"
 class Batch(dict):
     """A batch: one entry per stream, plus ``indices`` (uint64, the records
-    it holds, in order), ``step`` (its step) and ``source`` (a mixture's:
-    uint32, the source of each record; otherwise None) as attributes."""
+    it holds, in order), ``step`` (its step), ``source`` (a mixture's:
+    uint32, the source of each record; otherwise None) and ``skipped``
+    (with ``skip_corrupt=True``: a ``(position, index, replacement)`` tuple
+    per damaged record the batch replaced) as attributes."""
 
-    __slots__ = ("indices", "step", "source")
+    __slots__ = ("indices", "step", "source", "skipped")
 "#;
 
 static BATCH_CLASS: pyo3::sync::PyOnceLock<Py<PyType>> = pyo3::sync::PyOnceLock::new();
@@ -77,6 +79,21 @@ pub fn batch_class(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     Ok(class.bind(py))
 }
 
+/// One warning on the `loaderx_rs` logger per damaged record a batch
+/// replaced (`skip_corrupt=True`).
+fn log_skips(py: Python<'_>, step: u64, skipped: &[(usize, u64, u64)]) -> PyResult<()> {
+    if skipped.is_empty() {
+        return Ok(());
+    }
+    let logger = py.import("logging")?.call_method1("getLogger", ("loaderx_rs",))?;
+    for &(position, index, replacement) in skipped {
+        let message = "step %d: record %d is damaged (failed its checksum or decoding); \
+                       read record %d in its place (position %d of the batch)";
+        logger.call_method1("warning", (message, step, index, replacement, position))?;
+    }
+    Ok(())
+}
+
 fn to_dict<'py>(py: Python<'py>, mut batch: Batch, columns: &[StreamColumn]) -> PyResult<Bound<'py, PyDict>> {
     let dict = batch_class(py)?.call0()?.cast_into::<PyDict>()?;
     dict.setattr("indices", numpy::PyArray1::from_slice(py, batch.indices()))?;
@@ -85,6 +102,10 @@ fn to_dict<'py>(py: Python<'py>, mut batch: Batch, columns: &[StreamColumn]) -> 
         Some(source) => dict.setattr("source", numpy::PyArray1::from_slice(py, source))?,
         None => dict.setattr("source", py.None())?,
     }
+    let skipped: Vec<(usize, u64, u64)> =
+        batch.skipped().iter().map(|s| (s.position, s.index, s.replacement)).collect();
+    log_skips(py, batch.step(), &skipped)?;
+    dict.setattr("skipped", skipped)?;
     for column in columns {
         let value = match batch.remove(&column.name) {
             Some(Column::Dense(t)) => from_tensor(py, t, column.dtype.bind(py))?,
@@ -333,6 +354,7 @@ struct Config {
     trace_path: Option<PathBuf>,
     /// `memory_budget=`, in bytes.
     memory_budget: Option<u64>,
+    skip_corrupt: bool,
 }
 
 impl Config {
@@ -363,7 +385,7 @@ impl DataLoader {
     #[new]
     #[pyo3(
         signature = (*_args, **_kwargs),
-        text_signature = "(streams, num_workers=4, batch_size=256, prefetch_size=4, mode=1, seed=42, transform=None, *, shard_index=0, shard_count=1, start_step=0, epochs=None, trace_path=None, memory_budget=None)"
+        text_signature = "(streams, num_workers=4, batch_size=256, prefetch_size=4, mode=1, seed=42, transform=None, *, shard_index=0, shard_count=1, start_step=0, epochs=None, trace_path=None, memory_budget=None, skip_corrupt=False)"
     )]
     fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> DataLoader {
         DataLoader {
@@ -386,7 +408,7 @@ impl DataLoader {
 
     #[pyo3(signature = (streams, num_workers = None, batch_size = 256, prefetch_size = None, mode = None, seed = 42,
                         transform = None, *, shard_index = 0, shard_count = 1, start_step = 0, epochs = None,
-                        trace_path = None, memory_budget = None))]
+                        trace_path = None, memory_budget = None, skip_corrupt = false))]
     #[allow(clippy::too_many_arguments)]
     fn __init__(
         &mut self,
@@ -404,6 +426,7 @@ impl DataLoader {
         epochs: Option<u64>,
         trace_path: Option<PathBuf>,
         memory_budget: Option<&Bound<'_, PyAny>>,
+        skip_corrupt: bool,
     ) -> PyResult<()> {
         let mode = mode.map_or(Ok(1), mode_number)?;
         let num_workers = num_workers.map_or(Ok(Some(4)), |n| tuning::count_or_auto("num_workers", n))?;
@@ -446,6 +469,7 @@ impl DataLoader {
             epochs,
             trace_path,
             memory_budget,
+            skip_corrupt,
         };
         *self = DataLoader::open(py, config, Start::Step(start_step))?;
         Ok(())
@@ -468,6 +492,7 @@ impl DataLoader {
         kwargs.set_item("epochs", c.epochs)?;
         kwargs.set_item("trace_path", c.trace_path.as_ref())?;
         kwargs.set_item("memory_budget", c.memory_budget)?;
+        kwargs.set_item("skip_corrupt", c.skip_corrupt)?;
         drop(me);
         crate::pickle::reduce(slf.as_any(), &py.get_type::<DataLoader>(), args, kwargs)
     }
@@ -774,6 +799,7 @@ fn stats_dict<'py>(py: Python<'py>, s: &LoaderStats) -> PyResult<Bound<'py, PyDi
     d.set_item("collate_s", secs(|w| w.transform))?;
     d.set_item("bytes", s.bytes())?;
     d.set_item("batches", s.taken)?;
+    d.set_item("skipped", s.skipped)?;
     d.set_item("wait_s", s.wait.as_secs_f64())?;
     d.set_item("wait_p50_s", s.wait_quantile(0.5).as_secs_f64())?;
     d.set_item("wait_p99_s", s.wait_quantile(0.99).as_secs_f64())?;
@@ -825,6 +851,7 @@ impl DataLoader {
         if let Some(path) = &config.trace_path {
             builder = builder.trace_path(path);
         }
+        builder = builder.skip_corrupt(config.skip_corrupt);
         if fork::forked() {
             // In a fork child the global rayon pool has no threads: decode
             // on the workers' own (fork.rs).

@@ -74,7 +74,7 @@ pub fn verify_reads_of(value: &Bound<'_, PyAny>) -> PyResult<VerifyReads> {
     }
     let name: Option<String> = value.extract().ok();
     name.as_deref().and_then(VerifyReads::from_name).ok_or_else(|| {
-        value_error(&format!(
+        value_error(format!(
             "verify_reads must be \"never\", \"device\", \"always\" or a bool, not {}",
             value.repr().map_or_else(|_| "?".to_string(), |r| r.to_string())
         ))
@@ -195,6 +195,7 @@ impl Zrecord {
     }
 
     #[pyo3(signature = (path, codec = "zstd", read_only = false, read_mode = "auto", wait = false, verify_reads = None))]
+    #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn __init__(
         &self,
         py: Python<'_>,

@@ -118,3 +118,26 @@ def test_cover_checksums_a_store_written_without_them(tmp_path, rng):
         report = store.verify()
     assert report["ok"] and report["checksummed"] == len(data) and report["unchecked"] == 0, report
     assert report["sealed"] is True
+
+
+def test_skip_corrupt_replaces_logs_and_counts(tmp_path, rng, caplog):
+    path, data = raw_store(tmp_path, rng)
+    with Zrecord(path, read_only=True) as store:
+        for index in (5, 6):
+            flip(path, raw_offset(store, index))
+    ds = Dataset(path, read_mode="mapped", verify_reads="always")
+    with caplog.at_level("WARNING", logger="loaderx_rs"):
+        with DataLoader({"x": ds}, num_workers=2, batch_size=20, mode=0, skip_corrupt=True) as loader:
+            batch = next(loader)
+            stats = loader.stats()
+            again = pickle.loads(pickle.dumps(loader))
+    want = [0, 1, 2, 3, 4, 7, 7] + list(range(7, 20))
+    assert batch.indices.tolist() == want
+    assert batch.skipped == [(5, 5, 7), (6, 6, 7)]
+    np.testing.assert_array_equal(batch["x"], data[want])
+    assert stats["run"]["skipped"] == 2
+    warned = [r.getMessage() for r in caplog.records if r.name == "loaderx_rs"]
+    assert len(warned) == 2 and "record 5 is damaged" in warned[0] and "read record 7" in warned[0], warned
+    # The option travels with the loader.
+    with again:
+        assert next(again).skipped == []

@@ -65,7 +65,7 @@ def test_stubbed_signatures_are_the_modules():
 def test_the_batch_and_mixture_stubs_name_their_attributes():
     classes = {n.name: n for n in stub().body if isinstance(n, ast.ClassDef)}
     batch = {n.target.id for n in classes["Batch"].body if isinstance(n, ast.AnnAssign)}
-    assert batch == set(loaderx_rs.Batch.__slots__) == {"indices", "step", "source"}
+    assert batch == set(loaderx_rs.Batch.__slots__) == {"indices", "step", "source", "skipped"}
     mixture = {n.name for n in classes["Mixture"].body if isinstance(n, ast.FunctionDef)}
     runtime = {n for n in dir(loaderx_rs.Mixture) if not n.startswith("_")}
     assert runtime <= mixture, runtime - mixture

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::skip::Skip;
 use crate::dataset::{Dataset, DatasetError, Pool, Ragged, RaggedDataset, Tensor};
 
 /// A loader's source of records: a fixed-shape or a ragged dataset. Shared
@@ -128,12 +129,24 @@ pub struct Batch {
     indices: Vec<u64>,
     source: Option<Vec<u32>>,
     columns: Vec<(String, Column)>,
+    skipped: Vec<Skip>,
 }
 
 impl Batch {
     /// An empty batch of `step` at `indices` (for tests and transforms).
     pub fn new(step: u64, indices: Vec<u64>) -> Batch {
-        Batch { step, indices, source: None, columns: Vec::new() }
+        Batch { step, indices, source: None, columns: Vec::new(), skipped: Vec::new() }
+    }
+
+    /// The damaged records this batch replaced (`skip_corrupt`); `indices`
+    /// holds the replacements.
+    pub fn skipped(&self) -> &[Skip] {
+        &self.skipped
+    }
+
+    pub(crate) fn with_skipped(mut self, skipped: Vec<Skip>) -> Batch {
+        self.skipped = skipped;
+        self
     }
 
     /// A mixture's batch: `source[k]` is the source of record `k`.

@@ -36,6 +36,7 @@ use std::time::Instant;
 
 use super::batch::{Batch, Column, Stream};
 use super::error::LoaderError;
+use super::skip;
 use super::state::{SourceIdentity, StreamIdentity};
 use crate::dataset::{Dataset, Pool, RaggedDataset};
 use crate::sampler::{Draw, MixedSampler, Mode};
@@ -212,12 +213,37 @@ impl Mixed {
         step: u64,
         pools: &[Option<Arc<Pool>>],
         sampled: &mut Instant,
+        skip: bool,
     ) -> Result<Batch, LoaderError> {
-        let draw = self.sampler.draw(step)?;
+        let mut draw = self.sampler.draw(step)?;
         *sampled = Instant::now();
+        let error = match self.gather_columns(step, &draw, pools) {
+            Err(error) if skip && skip::is_corrupt(&error) => error,
+            other => return other.map(|batch| Batch::with_indices(batch, draw.indices).with_source(draw.sources)),
+        };
+        // A replacement comes from the damaged record's own source.
+        let sources = &draw.sources;
+        let len_of = |k: usize| self.sources[sources[k] as usize][0].len();
+        let readable = |k: usize, index: u64| {
+            let source = sources[k] as usize;
+            for (column, name) in self.names.iter().enumerate() {
+                let stream = format!("{name} (source {source})");
+                if !skip::judge(self.sources[source][column].gather(&[index], None), step, &stream)? {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        };
+        let Some(skipped) = skip::repair(&mut draw.indices, len_of, readable)? else { return Err(error) };
+        let batch = self.gather_columns(step, &draw, pools)?;
+        Ok(Batch::with_indices(batch, draw.indices).with_source(draw.sources).with_skipped(skipped))
+    }
+
+    /// Every column of the batch `draw` names.
+    fn gather_columns(&self, step: u64, draw: &Draw, pools: &[Option<Arc<Pool>>]) -> Result<Batch, LoaderError> {
         let mut batch = Batch::new(step, Vec::new());
         for (column, name) in self.names.iter().enumerate() {
-            let gathered = self.gather_column(column, &draw, pools[column].as_ref());
+            let gathered = self.gather_column(column, draw, pools[column].as_ref());
             let gathered = gathered.map_err(|(source, e)| LoaderError::Gather {
                 step,
                 stream: format!("{name} (source {source})"),
@@ -225,7 +251,7 @@ impl Mixed {
             })?;
             batch.insert(name.clone(), gathered);
         }
-        Ok(Batch::with_indices(batch, draw.indices).with_source(draw.sources))
+        Ok(batch)
     }
 
     fn gather_column(

@@ -49,6 +49,7 @@ mod batch;
 mod error;
 mod mixture;
 mod pack;
+mod skip;
 mod state;
 mod stats;
 mod trace;
@@ -63,6 +64,7 @@ pub use batch::{Batch, Column, Stream};
 pub use error::{LoaderError, TransformError};
 pub use mixture::Mixture;
 pub use pack::{Packed, pack, pack_transform};
+pub use skip::{SKIP_TRIES, Skip};
 pub use state::{LoaderState, STATE_FORMAT, STATE_ITEMS_MAX, STATE_VERSION, SourceIdentity, StreamIdentity, Weights};
 pub use stats::{LoaderStats, WAIT_BUCKETS, WorkerStats};
 pub use trace::TRACE_EVENTS_MAX;
@@ -97,6 +99,7 @@ pub struct LoaderBuilder {
     autotune: Option<Autotune>,
     trace_path: Option<PathBuf>,
     trace_events_max: usize,
+    skip_corrupt: bool,
 }
 
 impl Default for LoaderBuilder {
@@ -119,6 +122,7 @@ impl Default for LoaderBuilder {
             autotune: None,
             trace_path: None,
             trace_events_max: TRACE_EVENTS_MAX,
+            skip_corrupt: false,
         }
     }
 }
@@ -278,6 +282,16 @@ impl LoaderBuilder {
         self
     }
 
+    /// Replaces a record whose bytes are damaged (a failed checksum, a frame
+    /// that does not decode) by the next index that reads, instead of
+    /// stopping with [`LoaderError::Gather`] (default off). Deterministic,
+    /// so resume stays exact; [`Batch::skipped`] lists each replacement and
+    /// [`LoaderStats::skipped`] counts them. See `src/loader/skip.rs`.
+    pub fn skip_corrupt(mut self, on: bool) -> LoaderBuilder {
+        self.skip_corrupt = on;
+        self
+    }
+
     /// The spans a trace keeps at most (default [`TRACE_EVENTS_MAX`]); for tests.
     #[doc(hidden)]
     pub fn trace_events_max(mut self, max: usize) -> LoaderBuilder {
@@ -322,7 +336,7 @@ impl LoaderBuilder {
         // Tuned, the pools keep what the budget leaves ([`tune`]).
         let keep = if launch.tuner.is_some() { launch.setting.window + 1 } else { launch.slots + 1 };
         let pools = (0..columns).map(|_| self.reuse_buffers.then(|| Pool::new(keep))).collect();
-        let job = Job { plan, transform: self.transform, pools };
+        let job = Job { plan, transform: self.transform, pools, skip_corrupt: self.skip_corrupt };
         launch.inline = self.inline_gathers.unwrap_or(launch.threads >= rayon::current_num_threads());
         launch.trace = self.trace_path.map(|path| trace::Trace::new(path, launch.threads, self.trace_events_max));
         let workers = Workers::start(Arc::new(job), launch)?;

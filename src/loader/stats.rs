@@ -37,6 +37,8 @@ pub(super) struct Counters {
     wait_ns: AtomicU64,
     waits: [AtomicU64; WAIT_BUCKETS],
     taken: AtomicU64,
+    /// Damaged records the taken batches replaced (`skip_corrupt`).
+    skipped: AtomicU64,
     /// Sum over taken batches of the batches ready at that moment.
     depth_sum: AtomicU64,
     /// Bytes of the batches produced and not yet taken.
@@ -70,6 +72,7 @@ impl Counters {
             wait_ns: AtomicU64::new(0),
             waits: std::array::from_fn(|_| AtomicU64::new(0)),
             taken: AtomicU64::new(0),
+            skipped: AtomicU64::new(0),
             depth_sum: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
         }
@@ -87,9 +90,11 @@ impl Counters {
         self.in_flight.fetch_add(bytes, Relaxed);
     }
 
-    /// The consumer took a batch of `bytes` after waiting `wait`, with
-    /// `ready` batches (that one included) done in the window.
-    pub(super) fn taken(&self, wait: Duration, ready: usize, bytes: u64) {
+    /// The consumer took a batch of `bytes` that replaced `skipped`
+    /// damaged records, after waiting `wait`, with `ready` batches (that
+    /// one included) done in the window.
+    pub(super) fn taken(&self, wait: Duration, ready: usize, bytes: u64, skipped: usize) {
+        self.skipped.fetch_add(skipped as u64, Relaxed);
         let ns = nanos(wait);
         self.wait_ns.fetch_add(ns, Relaxed);
         self.waits[bucket(ns)].fetch_add(1, Relaxed);
@@ -117,6 +122,7 @@ impl Counters {
             wait: Duration::from_nanos(self.wait_ns.load(Relaxed)),
             waits: std::array::from_fn(|b| self.waits[b].load(Relaxed)),
             taken: self.taken.load(Relaxed),
+            skipped: self.skipped.load(Relaxed),
             depth_sum: self.depth_sum.load(Relaxed),
             ready,
             in_flight_bytes: self.in_flight.load(Relaxed),
@@ -165,6 +171,9 @@ pub struct LoaderStats {
     pub waits: [u64; WAIT_BUCKETS],
     /// Batches the consumer took.
     pub taken: u64,
+    /// Damaged records the taken batches replaced
+    /// ([`LoaderBuilder::skip_corrupt`](super::LoaderBuilder::skip_corrupt)).
+    pub skipped: u64,
     /// Sum over the taken batches of the batches ready when each was taken.
     pub depth_sum: u64,
     /// Batches ready in the prefetch window at the snapshot.
@@ -202,6 +211,7 @@ impl LoaderStats {
             wait: self.wait.saturating_sub(earlier.wait),
             waits: std::array::from_fn(|b| self.waits[b].saturating_sub(earlier.waits[b])),
             taken: self.taken.saturating_sub(earlier.taken),
+            skipped: self.skipped.saturating_sub(earlier.skipped),
             depth_sum: self.depth_sum.saturating_sub(earlier.depth_sum),
             ready: self.ready,
             in_flight_bytes: self.in_flight_bytes,
@@ -282,6 +292,12 @@ impl LoaderStats {
             &[(String::new(), self.bytes() as f64)],
         );
         metric("batches_taken_total", "counter", "Batches the consumer took.", &[(String::new(), self.taken as f64)]);
+        metric(
+            "records_skipped_total",
+            "counter",
+            "Damaged records the taken batches replaced (skip_corrupt).",
+            &[(String::new(), self.skipped as f64)],
+        );
         metric(
             "prefetch_ready_batches",
             "gauge",

@@ -29,6 +29,7 @@ use super::Transform;
 use super::batch::{Batch, Stream};
 use super::error::LoaderError;
 use super::mixture::Mixed;
+use super::skip;
 use super::stats::{Counters, LoaderStats, batch_bytes};
 use super::trace::Trace;
 use super::tune::{Setting, Tuner, Tuning};
@@ -69,26 +70,58 @@ impl Plan {
     }
 
     /// The batch of `step`, before the transform; one pool per column.
-    /// Sets `sampled` to the time the indices were drawn.
-    fn gather(&self, step: u64, pools: &[Option<Arc<Pool>>], sampled: &mut Instant) -> Result<Batch, LoaderError> {
+    /// Sets `sampled` to the time the indices were drawn. With `skip`,
+    /// damaged records are replaced ([`skip`](super::skip)).
+    fn gather(
+        &self,
+        step: u64,
+        pools: &[Option<Arc<Pool>>],
+        sampled: &mut Instant,
+        skip: bool,
+    ) -> Result<Batch, LoaderError> {
         let (streams, sampler) = match self {
-            Plan::Mixed(mixed) => return mixed.gather(step, pools, sampled),
+            Plan::Mixed(mixed) => return mixed.gather(step, pools, sampled, skip),
             Plan::Streams { streams, sampler } => (streams, sampler),
         };
         let mut indices = vec![0u64; sampler.batch_len()];
         sampler.fill(step, &mut indices)?;
         *sampled = Instant::now();
-        let mut batch = Batch::new(step, Vec::new());
-        for ((name, stream), pool) in streams.iter().zip(pools) {
-            let column = stream.gather(&indices, pool.as_ref()).map_err(|source| LoaderError::Gather {
-                step,
-                stream: name.clone(),
-                source,
-            })?;
-            batch.insert(name.clone(), column);
-        }
-        Ok(Batch::with_indices(batch, indices))
+        let error = match gather_streams(streams, pools, step, &indices) {
+            Err(error) if skip && skip::is_corrupt(&error) => error,
+            other => return other.map(|batch| Batch::with_indices(batch, indices)),
+        };
+        let len = streams[0].1.len(); // every stream's (checked at build)
+        let readable = |_: usize, index: u64| {
+            for (name, stream) in streams {
+                if !skip::judge(stream.gather(&[index], None), step, name)? {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        };
+        let Some(skipped) = skip::repair(&mut indices, |_| len, readable)? else { return Err(error) };
+        let batch = gather_streams(streams, pools, step, &indices)?;
+        Ok(Batch::with_indices(batch, indices).with_skipped(skipped))
     }
+}
+
+/// Every stream's column at `indices`.
+fn gather_streams(
+    streams: &[(String, Stream)],
+    pools: &[Option<Arc<Pool>>],
+    step: u64,
+    indices: &[u64],
+) -> Result<Batch, LoaderError> {
+    let mut batch = Batch::new(step, Vec::new());
+    for ((name, stream), pool) in streams.iter().zip(pools) {
+        let column = stream.gather(indices, pool.as_ref()).map_err(|source| LoaderError::Gather {
+            step,
+            stream: name.clone(),
+            source,
+        })?;
+        batch.insert(name.clone(), column);
+    }
+    Ok(batch)
 }
 
 /// Every distinct stream of a loader, and what their stores had read when
@@ -120,6 +153,8 @@ pub(super) struct Job {
     pub(super) transform: Option<Arc<Transform>>,
     /// One buffer pool per column (`None`: no reuse).
     pub(super) pools: Vec<Option<Arc<Pool>>>,
+    /// Replace damaged records ([`LoaderBuilder::skip_corrupt`](super::LoaderBuilder::skip_corrupt)).
+    pub(super) skip_corrupt: bool,
 }
 
 impl Job {
@@ -132,7 +167,7 @@ impl Job {
         }
         let start = Instant::now();
         let mut sampled = start;
-        let batch = self.plan.gather(step, &self.pools, &mut sampled);
+        let batch = self.plan.gather(step, &self.pools, &mut sampled, self.skip_corrupt);
         let gathered = Instant::now();
         let result = match (batch, &self.transform) {
             (Ok(batch), Some(f)) => f(batch).map_err(|source| LoaderError::Transform { step, source }),
@@ -151,7 +186,7 @@ impl Job {
 
     /// The batch of `step`, untimed.
     fn produce(&self, step: u64) -> Result<Batch, LoaderError> {
-        let batch = self.plan.gather(step, &self.pools, &mut Instant::now())?;
+        let batch = self.plan.gather(step, &self.pools, &mut Instant::now(), self.skip_corrupt)?;
         match &self.transform {
             None => Ok(batch),
             Some(f) => f(batch).map_err(|source| LoaderError::Transform { step, source }),
@@ -473,7 +508,8 @@ impl Workers {
                     if counters.enabled {
                         let depth = 1 + state.slots.iter().skip(1).take_while(|s| s.is_some()).count();
                         let bytes = result.as_ref().map(batch_bytes).unwrap_or(0);
-                        counters.taken(now - start, depth, bytes);
+                        let skipped = result.as_ref().map_or(0, |b| b.skipped().len());
+                        counters.taken(now - start, depth, bytes, skipped);
                     }
                     if let Some(trace) = trace {
                         trace.wait(state.next, start, now);

@@ -200,6 +200,7 @@ class Batch(dict[str, Any]):
     indices: npt.NDArray[np.uint64]
     step: int
     source: Optional[npt.NDArray[np.uint32]]
+    skipped: list[tuple[int, int, int]]
 
 @final
 class Mixture:
@@ -241,6 +242,7 @@ class DataLoader:
         epochs: Optional[int] = None,
         trace_path: Optional[_Path] = None,
         memory_budget: Union[int, str, None] = None,
+        skip_corrupt: bool = False,
     ) -> None: ...
     @property
     def step(self) -> int: ...
