@@ -63,3 +63,21 @@ pub(crate) fn join<A: Send, B: Send>(a: impl FnOnce() -> A + Send, b: impl FnOnc
         (a(), b())
     }
 }
+
+/// Runs two blocking calls (syncs) at once: `b` on a thread of its own, `a`
+/// on the caller's, and returns both results. Sequential (`a`, then `b`)
+/// under loom and where rayon's pool has one thread, as in the simulator
+/// and the fuzz targets, whose filesystem must see one order. A thread,
+/// not rayon's pool: a sync holds its thread for the device's latency,
+/// which the pool's workers would spin through.
+pub(crate) fn join_blocking<A: Send, B: Send>(a: impl FnOnce() -> A + Send, b: impl FnOnce() -> B + Send) -> (A, B) {
+    #[cfg(not(loom))]
+    if rayon::current_num_threads() > 1 {
+        return std::thread::scope(|scope| {
+            let b = scope.spawn(b);
+            let a = a();
+            (a, b.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+        });
+    }
+    (a(), b())
+}

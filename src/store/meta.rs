@@ -291,14 +291,22 @@ impl AppendGuard<'_> {
             // never read; the append mutex excludes other appenders.
             unsafe { meta.map.write(entry_offset(first + k as u32) as usize, bytemuck::bytes_of(entry)) };
         }
-        meta.flush_entries(first, end)?; // SYNC A2
         if let Some(store) = &meta.sums {
             for (k, sum) in sums.iter().enumerate() {
                 self.put_sum(first + k as u32, *sum);
             }
-            store.flush(first, end)?; // SYNC K1
+            store.store_seal(meta.header(), Header::new(frontier, end));
         }
-        // SAFETY: the append mutex is held.
+        // The entries and the checksums with the seal: neither needs the
+        // other durable first, so the two syncs run at once.
+        let sums = meta.sums.as_ref();
+        let (entries, sealed) = crate::sync::join_blocking(
+            || meta.flush_entries(first, end),                      // SYNC A2
+            || sums.map_or(Ok(()), |s| s.flush_sealed(first, end)), // SYNC K1 + K2
+        );
+        entries?;
+        sealed?;
+        // SAFETY: the append mutex is held. Its K2 finds the seal durable.
         unsafe { meta.store_header(frontier, end)? }; // SYNC A3 (H1, H2)
         meta.len.store(end, Ordering::Release);
         Ok(())

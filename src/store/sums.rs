@@ -260,16 +260,33 @@ impl Sums {
     /// Before the table header moves from `from` to `to`: the seal names
     /// both, durably (SYNC K2). A broken seal stays broken.
     pub(crate) fn seal(&self, from: Header, to: Header) -> io::Result<()> {
+        if !self.store_seal(from, to) {
+            return Ok(());
+        }
+        self.map.flush_range(0, SUMS_HEADER_BYTES as usize) // SYNC K2
+    }
+
+    /// Stores the seal of a move from `from` to `to`, not durable until a
+    /// sync of the header ([`Sums::seal`], [`Sums::flush_sealed`]); false
+    /// when the seal holds that word already, durably (a failed sync
+    /// poisons the writer, and the reopen settles the seal before anything
+    /// relies on it).
+    pub(crate) fn store_seal(&self, from: Header, to: Header) -> bool {
         let word = if self.broken.load(Ordering::Relaxed) { 0 } else { seal_word(from, to) };
         if self.map.load_word(SEAL_OFFSET) == word {
-            // Durable: a failed sync poisons the writer, and the reopen
-            // settles the seal before anything relies on it.
-            return Ok(());
+            return false;
         }
         // SAFETY: the seal's word is 8-aligned and only ever accessed with
         // word loads and stores; its one writer is the store's writer.
         unsafe { self.map.store_word(SEAL_OFFSET, word) };
-        self.map.flush_range(0, SUMS_HEADER_BYTES as usize) // SYNC K2
+        true
+    }
+
+    /// Makes the seal and slots `first..end` durable in one sync (an
+    /// append's SYNC K1 and K2 at once: one flush of the device, not two).
+    pub(crate) fn flush_sealed(&self, first: u32, end: u32) -> io::Result<()> {
+        let end = sum_offset(end.max(first)) as usize;
+        self.map.flush_range(0, end) // SYNC K1 + K2
     }
 
     /// A writer's open: the seal against the table's header; a broken one
