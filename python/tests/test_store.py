@@ -41,7 +41,8 @@ def test_append_gather_lengths(tmp_path, rng):
         assert stats["reclaimable"] == stats["chunk_bytes"] - stats["live_bytes"]
         store.sync()
         report = store.verify()
-        assert report == {"records": 300, "ok": True, "problems": []}
+        want = {"records": 300, "ok": True, "problems": [], "checksummed": 300, "unchecked": 0, "sealed": True}
+        assert report == want
         assert store.read_engine() in ("io_uring", "threads")
     with pytest.raises(ValueError, match="closed"):
         len(store)
