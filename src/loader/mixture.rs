@@ -207,7 +207,8 @@ impl Mixed {
 
     /// The batch of `step` before any transform: this host's samples,
     /// every stream gathered from each source's datasets in turn. Sets
-    /// `sampled` to the time the samples were drawn.
+    /// `sampled` to the time the samples were drawn. With `skip`, a damaged
+    /// record is replaced from its own source ([`skip`](super::skip)).
     pub(super) fn gather(
         &self,
         step: u64,
