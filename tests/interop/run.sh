@@ -156,11 +156,15 @@ count_datasets "$work/datasets_read.log" "$status" "reference_datasets.py read"
 
 # (g) A hand-over both ways in one store: the reference writes it, this
 # crate's writer opens it (a delete; the reference's 4 GiB chunk file is
-# trimmed to the frontier), the reference reads every record and appends,
-# this crate reads every record.
+# trimmed to the frontier) and checksums it (`loaderx checksum`: the
+# upgrade of a store without sums.zr), the reference reads every record
+# and appends, this crate reads every record; `verify` counts the
+# reference's five records as unchecked, not as errors, and `loaderx
+# checksum` covers them.
 stores=$((stores + 1))
 "$py" "$here/handover.py" write "$work/handover"
 loaderx delete "$work/handover/store" 3 > /dev/null
+loaderx checksum "$work/handover/store" --json | grep -q '"created":true'
 set +e
 "$py" "$here/handover.py" check "$work/handover" | tee "$work/handover.log"
 set -e
@@ -171,8 +175,14 @@ elif ! loaderx cat "$work/handover/store" --range "0..$n" --out "$work/handover/
     || ! cmp --quiet "$work/handover/got.bin" "$work/handover/expected.bin"; then
     echo "FAIL handover: loaderx cat after the reference's append differs from the expected bytes"
     mismatches=$((mismatches + 1))
+elif ! loaderx verify "$work/handover/store" --json | grep -q '"ok":true,"records":'"$n"',"problems_total":0,"unchecked":5,' \
+    || ! loaderx checksum "$work/handover/store" --json | grep -q '"summed":5,' \
+    || ! loaderx verify "$work/handover/store" --json | grep -q '"unchecked":0,'; then
+    echo "FAIL handover: verify after the reference's append does not count its 5 records unchecked, or checksum does not cover them"
+    loaderx verify "$work/handover/store" --json
+    mismatches=$((mismatches + 1))
 else
-    echo "ok   handover               $n records read back by loaderx cat after the reference's append"
+    echo "ok   handover               $n records read back by loaderx cat after the reference's append; its 5 unchecked, then covered"
 fi
 
 echo "interop: $stores stores checked both ways, $mismatches mismatches"
