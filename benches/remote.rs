@@ -6,7 +6,10 @@
 //! - **bound**: the same byte ranges (the same coalescing rule over the
 //!   same records) fetched with `object_store` directly, the same number of
 //!   requests in flight, no store logic (no validation, no copy into slots);
-//! - **serial**: one GET per record, one after another.
+//! - **serial**: one GET per record, one after another;
+//! - **unchecked**: the store's gather with `VerifyReads::Never`, the same
+//!   batches, before or after the store's in turn: what checking each
+//!   record against `sums.zr` costs.
 //!
 //! Reports batches per second, the ratios store / bound and store / serial,
 //! requests per batch and bytes fetched per byte returned. With
@@ -30,7 +33,7 @@ use futures::StreamExt;
 use loaderx::io::remote::{Location, RemoteFs, RemoteOptions};
 use loaderx::publish::push;
 use loaderx::sampler::{Mode, Sampler};
-use loaderx::{Codec, Options, Zrecord};
+use loaderx::{Codec, Options, VerifyReads, Zrecord};
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
@@ -126,6 +129,8 @@ fn main() {
     let location = Location::s3_with(&url, options.clone(), &[("aws_endpoint", &endpoint)]).unwrap();
     let fs = Arc::new(RemoteFs::open(location).unwrap());
     let store = Zrecord::open_remote(fs.clone(), Options::default()).unwrap();
+    let never = Options { verify_reads: VerifyReads::Never, ..Options::default() };
+    let unchecked = Zrecord::open_remote(fs.clone(), never).unwrap();
     let client: Arc<dyn ObjectStore> =
         Arc::new(AmazonS3Builder::from_env().with_bucket_name(&bucket).with_endpoint(&endpoint).build().unwrap());
     let key = ObjectPath::from(format!("bench-{n}-{len}/0.zr"));
@@ -134,22 +139,32 @@ fn main() {
     let sampler = Sampler::new(n, batch, Mode::Iid, 7).unwrap();
     let mut indices = vec![0u64; sampler.batch_len()];
     let mut out = vec![0u8; indices.len() * len];
-    let (mut store_t, mut bound_t, mut serial_t) =
-        (Totals { seconds: 0.0, batches: 0 }, Totals { seconds: 0.0, batches: 0 }, Totals { seconds: 0.0, batches: 0 });
+    let zero = || Totals { seconds: 0.0, batches: 0 };
+    let (mut store_t, mut bound_t, mut serial_t, mut unchecked_t) = (zero(), zero(), zero(), zero());
     let (mut requests, mut fetched) = (0u64, 0u64);
     let mut step = 0u64;
     for round in 0..rounds {
-        // store
-        let before = fs.counters();
-        let started = Instant::now();
-        for _ in 0..batches {
-            step += 1;
-            sampler.fill(step, &mut indices).unwrap();
-            store.gather(&indices, &mut out, len).unwrap();
+        // store, and unchecked (the same batches) before or after it in turn.
+        let first = step + 1;
+        step += batches;
+        let mut timed = |store: &Zrecord| {
+            let started = Instant::now();
+            for k in 0..batches {
+                sampler.fill(first + k, &mut indices).unwrap();
+                store.gather(&indices, &mut out, len).unwrap();
+            }
+            started.elapsed().as_secs_f64()
+        };
+        if round % 2 == 1 {
+            unchecked_t.seconds += timed(&unchecked);
         }
-        store_t.seconds += started.elapsed().as_secs_f64();
-        store_t.batches += batches;
+        let before = fs.counters();
+        store_t.seconds += timed(&store);
         let after = fs.counters();
+        if round % 2 == 0 {
+            unchecked_t.seconds += timed(&unchecked);
+        }
+        (store_t.batches, unchecked_t.batches) = (store_t.batches + batches, unchecked_t.batches + batches);
         (requests, fetched) = (requests + after.requests - before.requests, fetched + after.bytes - before.bytes);
         // bound: the same ranges, the same rule, the same requests in flight.
         let started = Instant::now();
@@ -196,6 +211,8 @@ fn main() {
     println!("serial  {:10.1} batches/s", rate(&serial_t));
     println!("store / bound   {:.3}x", rate(&store_t) / rate(&bound_t));
     println!("store / serial  {:.1}x", rate(&store_t) / rate(&serial_t));
+    println!("unchecked {:8.1} batches/s", rate(&unchecked_t));
+    println!("store / unchecked {:.3}x (the cost of checking each record)", rate(&store_t) / rate(&unchecked_t));
     println!("requests per batch            {:.1}", requests as f64 / store_t.batches as f64);
     println!("bytes fetched per byte returned {:.3}", fetched as f64 / returned as f64);
 }
