@@ -73,10 +73,17 @@ pub(crate) fn join<A: Send, B: Send>(a: impl FnOnce() -> A + Send, b: impl FnOnc
 pub(crate) fn join_blocking<A: Send, B: Send>(a: impl FnOnce() -> A + Send, b: impl FnOnce() -> B + Send) -> (A, B) {
     #[cfg(not(loom))]
     if rayon::current_num_threads() > 1 {
+        // `b` runs on the caller's thread after `a` if no thread can be had.
+        let b = std::sync::Mutex::new(Some(b));
+        let run_b = || b.lock().unwrap_or_else(|e| e.into_inner()).take().map(|b| b());
         return std::thread::scope(|scope| {
-            let b = scope.spawn(b);
+            let thread = std::thread::Builder::new().spawn_scoped(scope, run_b);
             let a = a();
-            (a, b.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+            let b = match thread {
+                Ok(thread) => thread.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                Err(_) => run_b(),
+            };
+            (a, b.expect("b is taken once, by the thread or after it failed to start"))
         });
     }
     (a(), b())
