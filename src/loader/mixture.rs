@@ -216,14 +216,9 @@ impl Mixed {
         sampled: &mut Instant,
         skip: bool,
     ) -> Result<Batch, LoaderError> {
-        let mut draw = self.sampler.draw(step)?;
+        let Draw { sources, mut indices, counts } = self.sampler.draw(step)?;
         *sampled = Instant::now();
-        let error = match self.gather_columns(step, &draw, pools) {
-            Err(error) if skip && skip::is_corrupt(&error) => error,
-            other => return other.map(|batch| Batch::with_indices(batch, draw.indices).with_source(draw.sources)),
-        };
         // A replacement comes from the damaged record's own source.
-        let sources = &draw.sources;
         let len_of = |k: usize| self.sources[sources[k] as usize][0].len();
         let readable = |k: usize, index: u64| {
             let source = sources[k] as usize;
@@ -235,16 +230,23 @@ impl Mixed {
             }
             Ok(true)
         };
-        let Some(skipped) = skip::repair(&mut draw.indices, len_of, readable)? else { return Err(error) };
-        let batch = self.gather_columns(step, &draw, pools)?;
-        Ok(Batch::with_indices(batch, draw.indices).with_source(draw.sources).with_skipped(skipped))
+        let gather = |indices: &[u64]| self.gather_columns(step, indices, &counts, pools);
+        let (batch, skipped) = skip::gather_skipping(skip, &mut indices, gather, len_of, readable)?;
+        Ok(Batch::with_indices(batch, indices).with_source(sources).with_skipped(skipped))
     }
 
-    /// Every column of the batch `draw` names.
-    fn gather_columns(&self, step: u64, draw: &Draw, pools: &[Option<Arc<Pool>>]) -> Result<Batch, LoaderError> {
+    /// Every column of the batch of `indices`, `counts[s]` of them from
+    /// source `s` in turn.
+    fn gather_columns(
+        &self,
+        step: u64,
+        indices: &[u64],
+        counts: &[usize],
+        pools: &[Option<Arc<Pool>>],
+    ) -> Result<Batch, LoaderError> {
         let mut batch = Batch::new(step, Vec::new());
         for (column, name) in self.names.iter().enumerate() {
-            let gathered = self.gather_column(column, draw, pools[column].as_ref());
+            let gathered = self.gather_column(column, indices, counts, pools[column].as_ref());
             let gathered = gathered.map_err(|(source, e)| LoaderError::Gather {
                 step,
                 stream: format!("{name} (source {source})"),
@@ -258,13 +260,14 @@ impl Mixed {
     fn gather_column(
         &self,
         column: usize,
-        draw: &Draw,
+        indices: &[u64],
+        counts: &[usize],
         pool: Option<&Arc<Pool>>,
     ) -> Result<Column, (usize, crate::dataset::DatasetError)> {
         let mut runs = Vec::with_capacity(self.sources.len());
         let mut at = 0;
-        for (source, &n) in draw.counts.iter().enumerate() {
-            runs.push((source, &draw.indices[at..at + n]));
+        for (source, &n) in counts.iter().enumerate() {
+            runs.push((source, &indices[at..at + n]));
             at += n;
         }
         let kept: Vec<(usize, &[u64])> = runs.into_iter().filter(|(_, r)| !r.is_empty()).collect();

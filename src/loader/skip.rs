@@ -31,9 +31,28 @@ pub struct Skip {
 /// Indices tried after a damaged record before its batch fails.
 pub const SKIP_TRIES: u64 = 64;
 
+/// `gather(indices)`; with `on`, a gather that fails on a damaged record
+/// is repaired ([`repair`]) and run again. Returns the batch and its
+/// replacements. The one place both of a loader's plans (streams, a
+/// mixture) skip.
+pub(super) fn gather_skipping(
+    on: bool,
+    indices: &mut [u64],
+    gather: impl Fn(&[u64]) -> Result<super::Batch, LoaderError>,
+    len_of: impl Fn(usize) -> u64,
+    readable: impl Fn(usize, u64) -> Result<bool, LoaderError>,
+) -> Result<(super::Batch, Vec<Skip>), LoaderError> {
+    let error = match gather(indices) {
+        Err(error) if on && is_corrupt(&error) => error,
+        other => return other.map(|batch| (batch, Vec::new())),
+    };
+    let Some(skipped) = repair(indices, len_of, readable)? else { return Err(error) };
+    Ok((gather(indices)?, skipped))
+}
+
 /// True for an error that says one record's bytes are damaged (what a skip
 /// replaces), not that the store cannot be read at all.
-pub(super) fn is_corrupt(error: &LoaderError) -> bool {
+fn is_corrupt(error: &LoaderError) -> bool {
     let LoaderError::Gather { source, .. } = error else { return false };
     matches!(
         source,
@@ -46,7 +65,7 @@ pub(super) fn is_corrupt(error: &LoaderError) -> bool {
 /// replacements, or `None` when a record has none within [`SKIP_TRIES`].
 /// `readable(position, index)`: `Ok(false)` for a damaged record, `Err`
 /// for any other failure (returned as it is).
-pub(super) fn repair(
+fn repair(
     indices: &mut [u64],
     len_of: impl Fn(usize) -> u64,
     readable: impl Fn(usize, u64) -> Result<bool, LoaderError>,

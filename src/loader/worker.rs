@@ -86,10 +86,6 @@ impl Plan {
         let mut indices = vec![0u64; sampler.batch_len()];
         sampler.fill(step, &mut indices)?;
         *sampled = Instant::now();
-        let error = match gather_streams(streams, pools, step, &indices) {
-            Err(error) if skip && skip::is_corrupt(&error) => error,
-            other => return other.map(|batch| Batch::with_indices(batch, indices)),
-        };
         let len = streams[0].1.len(); // every stream's (checked at build)
         let readable = |_: usize, index: u64| {
             for (name, stream) in streams {
@@ -99,8 +95,8 @@ impl Plan {
             }
             Ok(true)
         };
-        let Some(skipped) = skip::repair(&mut indices, |_| len, readable)? else { return Err(error) };
-        let batch = gather_streams(streams, pools, step, &indices)?;
+        let gather = |indices: &[u64]| gather_streams(streams, pools, step, indices);
+        let (batch, skipped) = skip::gather_skipping(skip, &mut indices, gather, |_| len, readable)?;
         Ok(Batch::with_indices(batch, indices).with_skipped(skipped))
     }
 }

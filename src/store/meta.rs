@@ -301,8 +301,8 @@ impl AppendGuard<'_> {
         // other durable first, so the two syncs run at once.
         let sums = meta.sums.as_ref();
         let (entries, sealed) = crate::sync::join_blocking(
-            || meta.flush_entries(first, end),                      // SYNC A2
-            || sums.map_or(Ok(()), |s| s.flush_sealed(first, end)), // SYNC K1 + K2
+            || meta.flush_entries(first, end),               // SYNC A2
+            || sums.map_or(Ok(()), |s| s.flush_sealed(end)), // SYNC K1 + K2
         );
         entries?;
         sealed?;

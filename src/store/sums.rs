@@ -282,11 +282,11 @@ impl Sums {
         true
     }
 
-    /// Makes the seal and slots `first..end` durable in one sync (an
-    /// append's SYNC K1 and K2 at once: one flush of the device, not two).
-    pub(crate) fn flush_sealed(&self, first: u32, end: u32) -> io::Result<()> {
-        let end = sum_offset(end.max(first)) as usize;
-        self.map.flush_range(0, end) // SYNC K1 + K2
+    /// Makes the seal and the slots below `end` durable in one sync (an
+    /// append's SYNC K1 and K2 at once: one flush of the device, not two;
+    /// the slots already durable cost nothing).
+    pub(crate) fn flush_sealed(&self, end: u32) -> io::Result<()> {
+        self.map.flush_range(0, sum_offset(end) as usize) // SYNC K1 + K2
     }
 
     /// A writer's open: the seal against the table's header; a broken one
