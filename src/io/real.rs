@@ -7,7 +7,6 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -103,6 +102,8 @@ fn count_resident(ptr: *const u8, len: usize) -> u64 {
     let mut resident = 0;
     let mut at = start;
     let mut vec = [0u8; 256];
+    #[cfg(not(target_os = "linux"))]
+    vec.fill(1); // no probe: every page counts as resident
     while at < end {
         let span = (end - at).min(vec.len() * page);
         #[cfg(target_os = "linux")]
@@ -157,30 +158,24 @@ impl Vfs for RealFs {
     }
 
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        File::open(path)?.sync_all()
+        os::sync_dir(path)
     }
 
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn VfsFile>> {
         let mut options = OpenOptions::new();
         options.read(true);
-        let mut flags = 0;
-        match mode {
-            OpenMode::Read => {}
+        let flags = match mode {
+            OpenMode::Read => 0,
             OpenMode::Write => {
                 options.write(true);
+                0
             }
             OpenMode::Create => {
                 options.write(true).create(true).truncate(false);
+                0
             }
-            OpenMode::ReadDirect => {
-                #[cfg(target_os = "linux")]
-                {
-                    flags |= libc::O_DIRECT;
-                }
-                #[cfg(not(target_os = "linux"))]
-                return Err(io::Error::new(io::ErrorKind::Unsupported, "O_DIRECT reads are Linux only"));
-            }
-        }
+            OpenMode::ReadDirect => direct_flag()?,
+        };
         Ok(Box::new(RealFile { file: open_regular(path, &mut options, flags, mode == OpenMode::Create)? }))
     }
 
@@ -250,14 +245,13 @@ impl VfsFile for RealFile {
         Ok(Stat { modified: nanos, ..Stat::of_len(metadata.len()) })
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.file.read_at(buf, offset)
+        os::read_at(&self.file, buf, offset)
     }
     fn handle(&self) -> Handle {
-        use std::os::fd::AsRawFd;
-        Handle(self.file.as_raw_fd() as u64)
+        os::handle(&self.file)
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
-        self.file.write_at(buf, offset)
+        os::write_at(&self.file, buf, offset)
     }
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.file.set_len(len)
@@ -334,7 +328,15 @@ impl RealFile {
             let ptr = map.as_ptr().cast_mut();
             (Mapping::ReadOnly(map), ptr)
         };
-        Ok(Box::new(RealMap { map, ptr, probe: None }))
+        #[cfg(target_vendor = "apple")]
+        let full_sync = if writable { Some(self.file.try_clone()?) } else { None };
+        Ok(Box::new(RealMap {
+            map,
+            ptr,
+            probe: None,
+            #[cfg(target_vendor = "apple")]
+            full_sync,
+        }))
     }
 
     /// [`MapMode::Read`].
@@ -356,9 +358,16 @@ impl RealFile {
         // No read-around on a fault either: a record the residency sample
         // missed costs its own pages, not megabytes around it that would
         // also make later samples find the store "in memory". A hint.
+        #[cfg(unix)]
         let _ = map.advise(memmap2::Advice::Random);
         let ptr = map.as_ptr().cast_mut();
-        Ok(Box::new(RealMap { map: Mapping::ReadOnly(map), ptr, probe: Some(self.file.try_clone()?) }))
+        Ok(Box::new(RealMap {
+            map: Mapping::ReadOnly(map),
+            ptr,
+            probe: Some(self.file.try_clone()?),
+            #[cfg(target_vendor = "apple")]
+            full_sync: None,
+        }))
     }
 }
 
@@ -381,6 +390,11 @@ struct RealMap {
     /// behind every `mmap` and `munmap` of the process: milliseconds under
     /// an allocator's churn). A [`MapMode::Shared`] mapping is not probed.
     probe: Option<File>,
+    /// Apple: the file of a writable mapping. `msync` there writes the pages
+    /// but leaves them in the drive's cache; an `F_FULLFSYNC` of the file
+    /// (std's `sync_data` on Apple) empties it, so each flush ends with one.
+    #[cfg(target_vendor = "apple")]
+    full_sync: Option<File>,
 }
 
 // SAFETY: the raw pointer points into the mapping owned by `map`, which lives
@@ -439,7 +453,14 @@ impl Map for RealMap {
     fn flush_range(&self, offset: usize, len: usize) -> io::Result<()> {
         self.check(offset, len);
         match &self.map {
-            Mapping::Writable(map) => map.flush_range(offset, len),
+            Mapping::Writable(map) => {
+                map.flush_range(offset, len)?;
+                #[cfg(target_vendor = "apple")]
+                if let Some(file) = &self.full_sync {
+                    file.sync_data()?;
+                }
+                Ok(())
+            }
             Mapping::ReadOnly(_) => Ok(()),
         }
     }
@@ -568,38 +589,37 @@ fn advise_random(file: &File) {
 /// something; the open is `O_NONBLOCK`, so that a FIFO put in place since
 /// the look does not wait for a writer either (refused after it). `create`:
 /// a missing file is no error.
-fn open_regular(path: &Path, options: &mut OpenOptions, mut flags: i32, create: bool) -> io::Result<File> {
+fn open_regular(path: &Path, options: &mut OpenOptions, flags: i32, create: bool) -> io::Result<File> {
     match fs::metadata(path) {
         Ok(meta) => regular_only(path, &meta)?,
         Err(e) if e.kind() == io::ErrorKind::NotFound && create => {}
         Err(e) => return Err(e),
     }
     #[cfg(target_os = "linux")]
-    {
-        flags |= libc::O_NONBLOCK;
-    }
-    std::os::unix::fs::OpenOptionsExt::custom_flags(options, flags);
+    let flags = flags | libc::O_NONBLOCK;
+    os::custom_flags(options, flags);
     let file = options.open(path)?;
     regular_only(path, &file.metadata()?)?;
     blocking(&file)?;
     Ok(file)
 }
 
+/// The open flag of [`OpenMode::ReadDirect`]: `O_DIRECT`, Linux only.
+fn direct_flag() -> io::Result<i32> {
+    #[cfg(target_os = "linux")]
+    return Ok(libc::O_DIRECT);
+    #[cfg(not(target_os = "linux"))]
+    Err(io::Error::new(io::ErrorKind::Unsupported, "O_DIRECT reads are Linux only"))
+}
+
 /// `Ok` for a regular file; for anything else, an `InvalidInput` error
 /// naming `path` and saying what it is.
 fn regular_only(path: &Path, meta: &fs::Metadata) -> io::Result<()> {
-    use std::os::unix::fs::FileTypeExt;
     let kind = meta.file_type();
     let what = if kind.is_file() {
         return Ok(());
-    } else if kind.is_fifo() {
-        "a FIFO"
-    } else if kind.is_socket() {
-        "a socket"
-    } else if kind.is_char_device() {
-        "a character device"
-    } else if kind.is_block_device() {
-        "a block device"
+    } else if let Some(what) = os::special_kind(&kind) {
+        what
     } else if kind.is_dir() {
         "a directory"
     } else {
@@ -626,4 +646,86 @@ fn blocking(file: &File) -> io::Result<()> {
     }
     let _ = file;
     Ok(())
+}
+
+/// What differs between the operating systems the crate builds for, one
+/// function each (the platform sections of `docs/crash-safety.md`).
+#[cfg(unix)]
+mod os {
+    use std::fs::{File, FileType, OpenOptions};
+    use std::io;
+    use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
+    use std::path::Path;
+
+    use crate::io::Handle;
+
+    pub(super) fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        file.read_at(buf, offset)
+    }
+    pub(super) fn write_at(file: &File, buf: &[u8], offset: u64) -> io::Result<usize> {
+        file.write_at(buf, offset)
+    }
+    pub(super) fn handle(file: &File) -> Handle {
+        use std::os::fd::AsRawFd;
+        Handle(file.as_raw_fd() as u64)
+    }
+    /// A directory's entries made durable: `fsync` of the directory.
+    pub(super) fn sync_dir(path: &Path) -> io::Result<()> {
+        File::open(path)?.sync_all()
+    }
+    pub(super) fn custom_flags(options: &mut OpenOptions, flags: i32) {
+        options.custom_flags(flags);
+    }
+    /// What a file that is neither regular nor a directory is.
+    pub(super) fn special_kind(kind: &FileType) -> Option<&'static str> {
+        [
+            (kind.is_fifo(), "a FIFO"),
+            (kind.is_socket(), "a socket"),
+            (kind.is_char_device(), "a character device"),
+            (kind.is_block_device(), "a block device"),
+        ]
+        .into_iter()
+        .find_map(|(is, what)| is.then_some(what))
+    }
+}
+
+/// What differs between the operating systems the crate builds for, one
+/// function each (the platform sections of `docs/crash-safety.md`).
+#[cfg(windows)]
+mod os {
+    use std::fs::{File, FileType, OpenOptions};
+    use std::io;
+    use std::os::windows::fs::{FileExt, OpenOptionsExt};
+    use std::path::Path;
+
+    use crate::io::Handle;
+
+    /// `FILE_FLAG_BACKUP_SEMANTICS`: the flag that lets `CreateFileW` open a
+    /// directory.
+    const BACKUP_SEMANTICS: u32 = 0x0200_0000;
+
+    /// A positional read (`ReadFile` with an offset). It moves the file's
+    /// cursor, which nothing of the store uses.
+    pub(super) fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        file.seek_read(buf, offset)
+    }
+    pub(super) fn write_at(file: &File, buf: &[u8], offset: u64) -> io::Result<usize> {
+        file.seek_write(buf, offset)
+    }
+    pub(super) fn handle(file: &File) -> Handle {
+        use std::os::windows::io::AsRawHandle;
+        Handle(file.as_raw_handle() as usize as u64)
+    }
+    /// A directory's entries made durable: `FlushFileBuffers` on a handle of
+    /// the directory opened for writing with backup semantics, which NTFS
+    /// accepts (its directory entries are journaled metadata).
+    pub(super) fn sync_dir(path: &Path) -> io::Result<()> {
+        OpenOptions::new().write(true).custom_flags(BACKUP_SEMANTICS).open(path)?.sync_all()
+    }
+    /// Unix open flags (`O_DIRECT`, `O_NONBLOCK`) have no meaning here.
+    pub(super) fn custom_flags(_options: &mut OpenOptions, _flags: i32) {}
+    /// Windows names no file kinds beside files, directories and links.
+    pub(super) fn special_kind(_kind: &FileType) -> Option<&'static str> {
+        None
+    }
 }

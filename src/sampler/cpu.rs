@@ -1,4 +1,4 @@
-//! The vector features of this CPU that the sampler's kernels are compiled
+//! x86-64 only: the vector features of this CPU that the sampler's kernels are compiled
 //! for, detected once per process.
 //!
 //! `is_x86_feature_detected!` is a load and a test per feature; the sampler
@@ -32,7 +32,6 @@ impl Cpu {
         *FEATURES.get_or_init(Cpu::detect)
     }
 
-    #[cfg(target_arch = "x86_64")]
     fn detect() -> Cpu {
         use std::arch::is_x86_feature_detected as has;
         let avx512f = has!("avx512f");
@@ -42,10 +41,5 @@ impl Cpu {
             avx512dq: avx512f && has!("avx512dq"),
             avx2: has!("avx2"),
         }
-    }
-
-    #[cfg(not(target_arch = "x86_64"))]
-    fn detect() -> Cpu {
-        Cpu { avx512_ifma: false, avx512f: false, avx512dq: false, avx2: false }
     }
 }

@@ -25,6 +25,7 @@
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 
+#[cfg(target_arch = "x86_64")]
 use super::cpu::Cpu;
 use super::error::SamplerError;
 use super::hash::hash2;

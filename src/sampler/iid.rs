@@ -9,6 +9,7 @@
 //! with probability `(2^64 mod len) / 2^64 < len / 2^64`: for any real index
 //! space, practically never.
 
+#[cfg(target_arch = "x86_64")]
 use super::cpu::Cpu;
 use super::hash::{hash2, hash2_mixed, mix64, stream_word};
 

@@ -48,6 +48,7 @@
 //! ```
 
 mod allocation;
+#[cfg(target_arch = "x86_64")]
 mod cpu;
 mod error;
 mod feistel;

@@ -4,7 +4,7 @@
 
 use std::cell::Cell;
 use std::fs::OpenOptions;
-use std::os::unix::fs::FileExt;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::process::Output;
 use std::sync::{Mutex, MutexGuard};
@@ -185,14 +185,17 @@ pub fn model_delete(records: &mut Vec<Vec<u8>>, indices: &[u64]) {
 
 /// Overwrites bytes of a file in place.
 pub fn poke(path: &Path, offset: u64, bytes: &[u8]) {
-    OpenOptions::new().write(true).open(path).unwrap().write_all_at(bytes, offset).unwrap();
+    let mut file = OpenOptions::new().write(true).open(path).unwrap();
+    file.seek(SeekFrom::Start(offset)).unwrap();
+    file.write_all(bytes).unwrap();
 }
 
 /// The 16 bytes of table entry `index` of the store at `dir`.
 pub fn entry_bytes(dir: &Path, index: u32) -> [u8; ENTRY_BYTES as usize] {
     let mut out = [0u8; ENTRY_BYTES as usize];
-    let meta = std::fs::File::open(dir.join(META_FILE)).unwrap();
-    meta.read_exact_at(&mut out, entry_offset(index)).unwrap();
+    let mut meta = std::fs::File::open(dir.join(META_FILE)).unwrap();
+    meta.seek(SeekFrom::Start(entry_offset(index))).unwrap();
+    meta.read_exact(&mut out).unwrap();
     out
 }
 
@@ -222,10 +225,12 @@ pub fn read_npy_f32(bytes: &[u8]) -> (Vec<u64>, Vec<f32>) {
 
 /// Inverts the byte at `offset` of a file.
 pub fn flip_byte(path: &Path, offset: u64) {
-    let file = OpenOptions::new().read(true).write(true).open(path).unwrap();
+    let mut file = OpenOptions::new().read(true).write(true).open(path).unwrap();
     let mut b = [0u8];
-    file.read_exact_at(&mut b, offset).unwrap();
-    file.write_all_at(&[!b[0]], offset).unwrap();
+    file.seek(SeekFrom::Start(offset)).unwrap();
+    file.read_exact(&mut b).unwrap();
+    file.seek(SeekFrom::Start(offset)).unwrap();
+    file.write_all(&[!b[0]]).unwrap();
 }
 
 /// CRC-32 (IEEE), as the intent record's checksum.
