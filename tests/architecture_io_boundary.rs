@@ -25,7 +25,12 @@ fn sources() -> Vec<(String, String)> {
     assert!(files.len() > 5, "found the sources");
     files
         .into_iter()
-        .map(|p| (p.strip_prefix(root).unwrap().display().to_string(), std::fs::read_to_string(&p).unwrap()))
+        .map(|p| {
+            (
+                p.strip_prefix(root).unwrap().display().to_string().replace('\\', "/"),
+                std::fs::read_to_string(&p).unwrap(),
+            )
+        })
         .collect()
 }
 

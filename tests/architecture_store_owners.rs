@@ -55,7 +55,7 @@ fn structs() -> Vec<(String, String, Vec<String>)> {
         if path.extension().is_none_or(|e| e != "rs") {
             continue;
         }
-        let file = path.strip_prefix(root).unwrap().display().to_string();
+        let file = path.strip_prefix(root).unwrap().display().to_string().replace('\\', "/");
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         for (n, line) in lines.iter().enumerate() {

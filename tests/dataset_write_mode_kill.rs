@@ -5,7 +5,6 @@
 //! `meta.zr` with them, which would make those tests' writes `Locked`.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 mod common;
@@ -34,7 +33,7 @@ fn an_overwrite_killed_at_any_moment_leaves_the_old_or_the_new() {
     write_dataset(&ds, &A, &[], &WriteOptions::default()).unwrap();
     let mut seen_missing = 0;
     for round in 0..24u64 {
-        let mut child = Command::new(std::env::current_exe().unwrap())
+        let mut child = common::this_test_binary()
             .args(["--exact", "child_overwrite_entry_point", "--nocapture", "--test-threads=1"])
             .env("LOADERX_OVERWRITE_CHILD", dir.path())
             .stdout(std::process::Stdio::null())

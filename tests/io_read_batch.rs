@@ -8,7 +8,6 @@
 //! `LOADERX_READ_ENGINE=threads` too.
 
 use std::io::{self, Read, Write};
-use std::os::fd::AsRawFd;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -80,8 +79,15 @@ impl VfsFile for PipeEnd {
     fn read_at(&self, buf: &mut [u8], _offset: u64) -> io::Result<usize> {
         (&self.0).read(buf)
     }
+    #[cfg(unix)]
     fn handle(&self) -> Handle {
+        use std::os::fd::AsRawFd;
         Handle(self.0.as_raw_fd() as u64)
+    }
+    #[cfg(windows)]
+    fn handle(&self) -> Handle {
+        use std::os::windows::io::AsRawHandle;
+        Handle(self.0.as_raw_handle() as u64)
     }
     fn write_at(&self, _: &[u8], _: u64) -> io::Result<usize> {
         unreachable!("only read")

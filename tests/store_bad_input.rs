@@ -5,10 +5,9 @@
 mod common;
 
 use std::fs::OpenOptions;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use common::record;
+use common::{FileAt, record};
 use loaderx::format::{META_BYTES, entry_offset};
 use loaderx::{Codec, Corruption, Error, Zrecord};
 
@@ -127,7 +126,10 @@ fn corrupted_compressed_bytes_fail_their_checksum() {
     std::fs::File::open(&chunk).unwrap().read_exact_at(&mut byte, at).unwrap();
     poke(&chunk, at, &[byte[0] ^ 0x10]);
     let what = corruption(gather_one(dir.path(), 2).unwrap_err());
-    assert!(matches!(what, Corruption::Decode(_) | Corruption::DecodedLength { .. }), "{what}");
+    // The frame's own check where the bytes come from memory, the record's
+    // checksum where they come from the device (every read there is checked).
+    let caught = matches!(what, Corruption::Decode(_) | Corruption::DecodedLength { .. } | Corruption::Checksum { .. });
+    assert!(caught, "{what}");
     assert_eq!(gather_one(dir.path(), 3).unwrap(), record(3, 256), "neighbours are unaffected");
 }
 
@@ -311,7 +313,9 @@ fn bytes_past_the_table_that_are_no_intent_are_dropped() {
         let store = Zrecord::open(dir.path()).unwrap();
         assert_eq!(store.len(), 10);
         assert_eq!(store.get(3).unwrap(), record(3, 256));
-        assert_eq!(std::fs::metadata(dir.path().join("meta.zr")).unwrap().len(), META_BYTES, "tail removed");
+        // Windows erases the tail in place where a mapping stops the truncation.
+        let len = std::fs::metadata(dir.path().join("meta.zr")).unwrap().len();
+        assert!(cfg!(windows) || len == META_BYTES, "tail removed: {len} bytes");
     }
 }
 
@@ -468,6 +472,7 @@ fn a_chunk_file_numbered_past_the_limit_is_removed_by_a_writers_open() {
 }
 
 /// Opens the store at `dir` (read-only or not) and reads every record.
+#[cfg(unix)]
 fn open_and_read(dir: &Path, read_only: bool) -> Result<(), Error> {
     let store = Zrecord::open_with(dir, loaderx::Options { read_only, ..loaderx::Options::default() })?;
     let mut out = vec![0u8; 256 * store.len() as usize];
@@ -476,6 +481,7 @@ fn open_and_read(dir: &Path, read_only: bool) -> Result<(), Error> {
 }
 
 #[test]
+#[cfg(unix)]
 fn a_fifo_where_a_store_file_belongs_is_refused_without_blocking() {
     for name in ["meta.zr", "0.zr", "dict.zr"] {
         let dir = tempfile::tempdir().unwrap();
@@ -499,6 +505,7 @@ fn a_fifo_where_a_store_file_belongs_is_refused_without_blocking() {
 }
 
 #[test]
+#[cfg(unix)]
 fn a_fifo_as_a_schema_or_an_npy_input_is_refused_without_blocking() {
     use loaderx::dataset::{Dataset, WriteOptions, write_dataset, write_dataset_npy};
     let dir = tempfile::tempdir().unwrap();

@@ -8,10 +8,9 @@
 mod common;
 
 use std::fs::OpenOptions;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use common::{append_all, record};
+use common::{FileAt, append_all, record};
 use loaderx::format::{ENTRY_BYTES, Entry, HEADER_BYTES, SUMS_FILE, entry_offset, sum_offset};
 use loaderx::{Codec, Corruption, Error, Options, ReadMode, VerifyReads, Zrecord};
 

@@ -10,13 +10,12 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 
-use common::{described, identify, lock_waiters, until_blocked};
+use common::{described, identify};
 use loaderx::{Codec, Error, Options, Zrecord};
 
 /// Record `i` of a store written by one writer in order.
@@ -52,7 +51,7 @@ fn after<'a>(line: &'a str, key: &str) -> Option<&'a str> {
 }
 
 fn child(role: &str, dir: &Path) -> Command {
-    let mut command = Command::new(std::env::current_exe().unwrap());
+    let mut command = common::this_test_binary();
     command
         .args(["--exact", "child_process_entry_point", "--nocapture", "--test-threads=1"])
         .env("LOADERX_CHILD_ROLE", role)
@@ -297,7 +296,7 @@ fn stop_readers(readers: Vec<(Child, mpsc::Receiver<String>)>) {
         writeln!(reader.stdin.take().unwrap(), "stop").unwrap();
         let status = reader.wait().unwrap();
         let done = next(&lines, "@done ");
-        assert!(status.success() && status.signal().is_none(), "reader: {status:?}");
+        assert!(status.success(), "reader: {status:?}");
         let [passes, foreign, errors]: [u64; 3] =
             done.split(' ').map(|n| n.parse().unwrap()).collect::<Vec<_>>().try_into().unwrap();
         assert!(passes >= 1 && foreign == 0 && errors == 0, "passes {passes}, foreign {foreign}, errors {errors}");
@@ -346,6 +345,7 @@ fn a_delete_and_compaction_are_refused_while_readers_in_other_processes_read() {
 }
 
 #[test]
+#[cfg(target_os = "linux")]
 fn a_waiting_delete_and_compaction_run_after_the_readers_in_other_processes_close() {
     let dir = tempfile::tempdir().unwrap();
     described_store(dir.path());
@@ -353,7 +353,8 @@ fn a_waiting_delete_and_compaction_run_after_the_readers_in_other_processes_clos
     let (mut mutator, lines) = start("mutator", dir.path(), true);
     next(&lines, "@opened");
     let lock_file = dir.path().join("readers.lock");
-    let waiting = until_blocked(|| lock_waiters(&lock_file) > 0, || mutator.try_wait().unwrap().is_some());
+    let waiting =
+        common::until_blocked(|| common::lock_waiters(&lock_file) > 0, || mutator.try_wait().unwrap().is_some());
     assert!(waiting, "the mutator did not wait for the readers");
     // Two more whole passes of each reader while the mutator waits: had it
     // run, they would have read moved or truncated records.

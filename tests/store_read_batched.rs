@@ -12,11 +12,11 @@
 
 mod common;
 
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
-use common::{gathered, record};
+use common::{FileAt, gathered, record};
 use loaderx::io::ReadEngine;
+#[cfg(target_os = "linux")]
 use loaderx::io::real::{evict_page_cache, resident_pages};
 use loaderx::{Codec, Corruption, Error, Options, ReadMode, Zrecord};
 
@@ -125,11 +125,13 @@ fn bad_input_gets_the_same_errors_on_the_batched_path() {
 
 /// A store on the work disk (the temporary directory may be in memory,
 /// where nothing can be evicted).
+#[cfg(target_os = "linux")]
 fn disk_dir() -> tempfile::TempDir {
     tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
 }
 
 #[test]
+#[cfg(target_os = "linux")] // the page cache and O_DIRECT are Linux's
 fn a_cold_store_reads_back_every_byte_and_only_its_own_pages() {
     let dir = disk_dir();
     let (n, len) = (4000u64, 12_288usize);
@@ -189,6 +191,7 @@ fn a_batch_across_chunk_files_reads_every_record() {
 }
 
 #[test]
+#[cfg(target_os = "linux")] // the page cache and O_DIRECT are Linux's
 fn direct_reads_return_every_byte_and_leave_the_cache_alone() {
     // Records of every codec and of sizes around the sector: the last one
     // ends where the chunk file ends, off a sector boundary, so its
@@ -220,6 +223,7 @@ fn direct_reads_return_every_byte_and_leave_the_cache_alone() {
 }
 
 #[test]
+#[cfg(target_os = "linux")] // the page cache and O_DIRECT are Linux's
 fn direct_fixed_size_gathers_agree_with_the_mapping() {
     let dir = disk_dir();
     let store = Zrecord::open(dir.path()).unwrap();
@@ -242,6 +246,7 @@ fn direct_fixed_size_gathers_agree_with_the_mapping() {
 }
 
 #[test]
+#[cfg(target_os = "linux")]
 fn direct_reads_on_a_filesystem_without_o_direct_are_refused_at_open() {
     // tmpfs refuses O_DIRECT; /dev/shm is tmpfs on Linux where it exists.
     let shm = Path::new("/dev/shm");
@@ -250,6 +255,7 @@ fn direct_reads_on_a_filesystem_without_o_direct_are_refused_at_open() {
         return;
     };
     drop(Zrecord::open(dir.path()).unwrap());
+    use std::os::unix::fs::OpenOptionsExt;
     let refused =
         std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(dir.path().join("meta.zr")).is_err();
     let opened = Zrecord::open_with(dir.path(), Options { read_mode: ReadMode::Direct, ..Options::default() });

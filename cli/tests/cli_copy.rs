@@ -1,6 +1,8 @@
 //! Copying a store compactly (issue 18, finding 11): `meta.zr` is a sparse
 //! 256 MiB file, and the README's commands (`tar -S`, `cp --sparse=always`)
 //! keep its holes; the copies verify and read back the same records.
+//! Unix only: the commands are Unix's, and so is the count of blocks.
+#![cfg(unix)]
 
 mod common;
 

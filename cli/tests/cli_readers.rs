@@ -11,7 +11,6 @@ mod store_common;
 
 use common::*;
 use loaderx::{Codec, Zrecord};
-use store_common::{Unblocker, lock_waiters, mkfifo, until_blocked};
 
 #[test]
 fn delete_and_compact_are_refused_while_a_reader_is_open() {
@@ -29,6 +28,7 @@ fn delete_and_compact_are_refused_while_a_reader_is_open() {
 }
 
 #[test]
+#[cfg(target_os = "linux")]
 fn delete_and_compact_with_wait_run_once_the_reader_closes() {
     let _x = exclusive();
     let dir = tempfile::tempdir().unwrap();
@@ -42,7 +42,10 @@ fn delete_and_compact_with_wait_run_once_the_reader_closes() {
         let len = reader.len();
         let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_loaderx"));
         let mut child = command.args(&args).stdout(std::process::Stdio::null()).spawn().unwrap();
-        let waited = until_blocked(|| lock_waiters(&lock_file) > 0, || child.try_wait().unwrap().is_some());
+        let waited = store_common::until_blocked(
+            || store_common::lock_waiters(&lock_file) > 0,
+            || child.try_wait().unwrap().is_some(),
+        );
         assert!(waited, "{args:?} returned with a reader open: {:?}", child.wait());
         assert_eq!(reader.len(), len);
         drop(reader);
@@ -53,6 +56,7 @@ fn delete_and_compact_with_wait_run_once_the_reader_closes() {
 }
 
 #[test]
+#[cfg(unix)]
 fn a_fifo_in_place_of_meta_or_a_chunk_file_is_an_error_not_a_hang() {
     let _x = exclusive();
     for name in ["meta.zr", "0.zr"] {
@@ -60,8 +64,8 @@ fn a_fifo_in_place_of_meta_or_a_chunk_file_is_an_error_not_a_hang() {
         make_store(dir.path(), 5, Codec::Raw);
         let path = dir.path().join(name);
         std::fs::remove_file(&path).unwrap();
-        mkfifo(&path);
-        let _unblock = Unblocker::new(&path);
+        store_common::mkfifo(&path);
+        let _unblock = store_common::Unblocker::new(&path);
         let refused = format!("{name} is not a regular file but a FIFO");
         assert_fails(&loaderx(&["cat", path_str(dir.path())]), &refused);
         let verify = loaderx(&["verify", path_str(dir.path())]);

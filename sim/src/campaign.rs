@@ -54,10 +54,15 @@ pub struct SeedRun {
 /// Runs one seed, turning a panic into a violation.
 pub fn run_guarded(seed: u64, settings: &Settings) -> Result<(Tally, u64), Violation> {
     // Every fourth seed also crashes a table's steps once, at random, and
-    // every fourth another an import (and maybe its rerun).
+    // every fourth another an import (and maybe its rerun). Odd seeds run
+    // the Windows model of the filesystem.
+    let mut settings = settings.clone();
+    settings.faults.windows |= seed % 2 == 1;
+    let settings = &settings;
     let run = || {
         run_seed(seed, settings).and_then(|r| match seed % 4 {
             0 => crate::table::run_random(seed).map(|_| r),
+            #[cfg(feature = "import")]
             2 => crate::import::run_random(seed).map(|_| r),
             _ => Ok(r),
         })

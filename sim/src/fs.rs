@@ -59,7 +59,14 @@ pub struct Faults {
     pub eio_read: f64,
     /// Syncs succeed and persist nothing.
     pub lying: bool,
+    /// The Windows model: a `set_len` that shrinks a file mapped shared is
+    /// refused with `ERROR_USER_MAPPED_FILE`, as Windows refuses it while a
+    /// section of the file exists (here: once mapped, for good).
+    pub windows: bool,
 }
+
+/// Windows' `ERROR_USER_MAPPED_FILE`, as the Windows model returns it.
+const USER_MAPPED_FILE: i32 = 1224;
 
 /// What a crash keeps of the dirty (unsynced) state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -914,6 +921,12 @@ impl VfsFile for SimFile {
         if len > s.inode(self.id).volatile.len && s.fault(|f| f.enospc) {
             s.trace.push("  ENOSPC".into());
             return Err(io::Error::new(io::ErrorKind::StorageFull, "injected ENOSPC"));
+        }
+        let windows = s.faults.windows;
+        let inode = s.inode(self.id);
+        if windows && inode.mapped && len < inode.volatile.len {
+            s.trace.push("  refused: the file is mapped (the Windows model)".into());
+            return Err(io::Error::from_raw_os_error(USER_MAPPED_FILE));
         }
         let inode = s.inode(self.id);
         if len < inode.volatile.len && inode.volatile.pages.contains_key(&(len / PAGE)) {

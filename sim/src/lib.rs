@@ -15,6 +15,7 @@ pub mod adopt;
 pub mod campaign;
 pub mod exhaustive;
 pub mod fs;
+#[cfg(feature = "import")]
 pub mod import;
 pub mod point;
 pub mod rng;

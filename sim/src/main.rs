@@ -191,8 +191,15 @@ fn table(summary: &mut Summary) {
 }
 
 /// The import sweep alone (`--exhaustive` includes it).
+#[cfg(feature = "import")]
 fn import(summary: &mut Summary) {
     sweep(summary, "import", loaderx_sim::import::run);
+}
+
+#[cfg(not(feature = "import"))]
+fn import(_: &mut Summary) {
+    eprintln!("--import: this build has no import sweep (the `import` feature, on by default)");
+    std::process::exit(2);
 }
 
 /// One sweep of crash points, `name`d, alone.

@@ -43,6 +43,7 @@ impl Default for Settings {
                 open_fail: 0.005,
                 eio_read: 0.01,
                 lying: false,
+                windows: false,
             },
         }
     }

@@ -293,7 +293,8 @@ pub trait VfsFile: Send + Sync + fmt::Debug {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
     /// Writes up to `buf.len()` bytes at `offset`; may write fewer.
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize>;
-    /// Sets the length (durable after [`SyncKind::All`]).
+    /// Sets the length (durable after [`SyncKind::All`]). Shrinking a file
+    /// that a process maps may be refused ([`is_shrink_refused`]: Windows).
     fn set_len(&self, len: u64) -> io::Result<()>;
     /// Makes what `kind` says durable, or starts to ([`SyncKind`]).
     fn sync(&self, kind: SyncKind) -> io::Result<()>;
@@ -358,6 +359,17 @@ pub trait Map: Send + Sync + fmt::Debug {
     /// that lets a scan skip a [`Residency::Hole`], and a gather choose
     /// between the mapping and batched reads.
     fn residency(&self, offset: u64, len: usize) -> Residency;
+}
+
+/// Whether `error`, from a [`VfsFile::set_len`] that shrinks, is the
+/// platform's refusal to shrink a file that some process maps: Windows'
+/// `ERROR_USER_MAPPED_FILE` (a reader's mapping of `meta.zr` is enough),
+/// which the simulator's Windows model returns too. No Unix errno has that
+/// number. The caller then leaves the length as it is.
+pub fn is_shrink_refused(error: &io::Error) -> bool {
+    /// `ERROR_USER_MAPPED_FILE`.
+    const USER_MAPPED_FILE: i32 = 1224;
+    error.raw_os_error() == Some(USER_MAPPED_FILE)
 }
 
 /// Reads exactly `buf.len()` bytes at `offset`, looping over short reads.

@@ -339,7 +339,14 @@ impl RealFile {
         }))
     }
 
+    /// [`MapMode::Read`] on Windows: positional reads ([`PositionalMap`]).
+    #[cfg(windows)]
+    fn map_read(&self, len: usize) -> io::Result<Box<dyn Map>> {
+        Ok(Box::new(PositionalMap { file: RealFile { file: self.file.try_clone()? }, len }))
+    }
+
     /// [`MapMode::Read`].
+    #[cfg(not(windows))]
     fn map_read(&self, len: usize) -> io::Result<Box<dyn Map>> {
         // SAFETY: a read-only shared mapping may extend past the end of the
         // file; the store reads only ranges below the file's length (its
@@ -368,6 +375,56 @@ impl RealFile {
             #[cfg(target_vendor = "apple")]
             full_sync: None,
         }))
+    }
+}
+
+/// A chunk's read "mapping" on Windows, where a section cannot extend past
+/// its file's end (a chunk's mapping covers the most a chunk may grow to,
+/// past the file's end), and where a file that is mapped can be neither
+/// truncated nor removed (compaction and delete do both to chunk files):
+/// each range asked for is one positional read, as a remote chunk's is one
+/// GET. No chunk file is then ever mapped on Windows.
+#[cfg(windows)]
+#[derive(Debug)]
+struct PositionalMap {
+    file: RealFile,
+    len: usize,
+}
+
+#[cfg(windows)]
+impl Map for PositionalMap {
+    /// A positional read; panics if it fails (a chunk is read through
+    /// `bytes`, which returns the error).
+    unsafe fn read(&self, offset: usize, dst: &mut [u8]) {
+        crate::io::read_exact_at(&self.file, dst, offset as u64).expect("a positional chunk read");
+    }
+    fn bytes<'a>(&'a self, offset: u64, len: usize, scratch: &'a mut Vec<u8>) -> io::Result<&'a [u8]> {
+        if offset.checked_add(len as u64).is_none_or(|end| end > self.len as u64) {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "read past the chunk mapping"));
+        }
+        scratch.resize(len, 0);
+        crate::io::read_exact_at(&self.file, scratch, offset)?;
+        Ok(&scratch[..])
+    }
+    unsafe fn write(&self, _: usize, _: &[u8]) {
+        panic!("a write into a read-only mapping");
+    }
+    unsafe fn store_word(&self, _: usize, _: u64) {
+        panic!("a store into a read-only mapping");
+    }
+    fn load_word(&self, offset: usize) -> u64 {
+        let mut word = [0; 8];
+        // SAFETY: positional reads touch no memory but `word`.
+        unsafe { self.read(offset, &mut word) };
+        u64::from_ne_bytes(word)
+    }
+    fn flush_range(&self, _: usize, _: usize) -> io::Result<()> {
+        Ok(())
+    }
+    /// Unknown without a probe on Windows: the device, so that a gather
+    /// batches its reads (the I/O thread pool).
+    fn residency(&self, _: u64, _: usize) -> Residency {
+        Residency::Device
     }
 }
 
@@ -552,9 +609,17 @@ fn statx(file: &File) -> Option<Stat> {
     // SAFETY: `statx` is plain old data, for which all zeroes is a value.
     let mut stx: libc::statx = unsafe { std::mem::zeroed() };
     let mask = libc::STATX_SIZE | libc::STATX_DIOALIGN | libc::STATX_MTIME;
+    // The system call, not glibc's wrapper: the wrapper came in glibc 2.28,
+    // and the wheels link against 2.17 (manylinux2014). A kernel without
+    // statx (before 4.11) answers ENOSYS, and `fstat` answers instead.
+    let (fd, path, flags) =
+        (libc::c_long::from(file.as_raw_fd()), c"".as_ptr(), libc::c_long::from(libc::AT_EMPTY_PATH));
     // SAFETY: the descriptor is open for the call; the empty path with
-    // AT_EMPTY_PATH names it; `stx` is a valid, writable statx buffer.
-    let rc = unsafe { libc::statx(file.as_raw_fd(), c"".as_ptr(), libc::AT_EMPTY_PATH, mask, &mut stx) };
+    // AT_EMPTY_PATH names it; `stx` is a valid, writable statx buffer; the
+    // arguments are statx(2)'s, in its order and widths.
+    let rc = unsafe {
+        libc::syscall(libc::SYS_statx, fd, path, flags, libc::c_long::from(mask), &mut stx as *mut libc::statx)
+    };
     if rc != 0 || stx.stx_mask & libc::STATX_SIZE == 0 {
         return None;
     }
@@ -572,6 +637,7 @@ fn statx(file: &File) -> Option<Stat> {
 /// no read-ahead around the batched reads of a chunk file, so a record that
 /// is not in memory costs the device its own bytes only. A hint: a failure
 /// changes nothing but speed.
+#[cfg(not(windows))]
 fn advise_random(file: &File) {
     #[cfg(target_os = "linux")]
     {
@@ -717,10 +783,18 @@ mod os {
         Handle(file.as_raw_handle() as usize as u64)
     }
     /// A directory's entries made durable: `FlushFileBuffers` on a handle of
-    /// the directory opened for writing with backup semantics, which NTFS
-    /// accepts (its directory entries are journaled metadata).
+    /// the directory opened for writing with backup semantics, where the
+    /// filesystem takes it. Where it refuses (access denied: some volumes,
+    /// and wine), the entries are journaled metadata, which NTFS's log
+    /// writes in order: the next flush of a file forces them with it
+    /// (docs/crash-safety.md, "Platforms"). The directory must exist.
     pub(super) fn sync_dir(path: &Path) -> io::Result<()> {
-        OpenOptions::new().write(true).custom_flags(BACKUP_SEMANTICS).open(path)?.sync_all()
+        let flushed =
+            OpenOptions::new().write(true).custom_flags(BACKUP_SEMANTICS).open(path).and_then(|d| d.sync_all());
+        match flushed {
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => std::fs::metadata(path).map(drop),
+            other => other,
+        }
     }
     /// Unix open flags (`O_DIRECT`, `O_NONBLOCK`) have no meaning here.
     pub(super) fn custom_flags(_options: &mut OpenOptions, _flags: i32) {}

@@ -171,8 +171,10 @@ mod tests {
                 want.swap_remove(d as usize);
             }
             assert_eq!(contents(&store), want, "applied {applied}");
+            assert_eq!(store.meta.read_intent().unwrap(), None, "the intent is cleared");
+            // Windows keeps the length where a mapping stops the truncation.
             let meta_len = store.meta.file_len().unwrap();
-            assert_eq!(meta_len, crate::format::META_BYTES, "the intent is cleared");
+            assert!(cfg!(windows) || meta_len == crate::format::META_BYTES, "meta.zr is {meta_len} bytes");
         }
     }
 

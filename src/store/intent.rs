@@ -11,7 +11,7 @@
 
 use super::sums::Sum;
 use crate::format::{ENTRY_BYTES, Entry, META_BYTES, RECORDS_MAX, SUM_BYTES};
-use crate::io::{VfsFile, read_exact_at};
+use crate::io::{VfsFile, read_exact_at, write_all_at};
 
 /// An intent whose items carry their slots of `sums.zr`.
 const MAGIC: [u8; 4] = *b"ZIN2";
@@ -80,6 +80,14 @@ impl Intent {
             }
         }
         Some(Intent { old_len: word(4), new_len: word(8), items, sums })
+    }
+
+    /// Makes the intent area of `meta.zr` read as no intent, where the file
+    /// cannot be shrunk to drop it: its magic zeroed, which no intent has
+    /// (a torn write leaves the old magic or none). Durable after the
+    /// caller's sync.
+    pub(crate) fn erase(meta: &dyn VfsFile) -> std::io::Result<()> {
+        write_all_at(meta, &[0; MAGIC.len()], META_BYTES)
     }
 
     /// Reads the intent area of `meta.zr`, if the file extends past the table.

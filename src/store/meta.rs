@@ -421,9 +421,14 @@ impl Meta {
         self.file.sync(SyncKind::All) // SYNC D1 (delete), C2a (compaction round)
     }
 
-    /// Removes any intent: `meta.zr` back to its exact size, durably.
+    /// Removes any intent: `meta.zr` back to its exact size, durably; where
+    /// the platform refuses to shrink it while mapped (Windows), the intent
+    /// erased in place instead, and the size left.
     pub(crate) fn clear_intent(&self) -> io::Result<()> {
-        self.file.set_len(META_BYTES)?;
+        match self.file.set_len(META_BYTES) {
+            Err(e) if crate::io::is_shrink_refused(&e) => Intent::erase(&*self.file)?,
+            other => other?,
+        }
         self.file.sync(SyncKind::All) // SYNC D4 (delete), C2b (compaction round)
     }
 

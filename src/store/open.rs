@@ -220,7 +220,8 @@ impl Zrecord {
         let vfs = self.filesystem();
         let dict = self.path().join(DICT_FILE);
         if vfs.kind(&dict).map_err(|e| self.io("stat dict.zr", e))?.is_some() {
-            let file = vfs.open(&dict, OpenMode::Read).map_err(|e| self.io("open dict.zr", e))?;
+            // For writing: Windows flushes only a handle open for writing.
+            let file = vfs.open(&dict, OpenMode::Write).map_err(|e| self.io("open dict.zr", e))?;
             file.sync(SyncKind::All).map_err(sync_failed)?;
         }
         self.meta.settle().map_err(sync_failed)?;

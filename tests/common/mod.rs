@@ -103,9 +103,75 @@ pub fn identify(bytes: &[u8]) -> Option<u64> {
     (bytes == described(id).as_slice()).then_some(id)
 }
 
+/// A command that runs this test binary again (a child process of a
+/// test), through `LOADERX_TEST_RUNNER` where it is set: the emulator that
+/// runs a foreign target's binaries (tests/platforms/test.sh sets it to
+/// qemu-aarch64's command line), as cargo's runner ran this one.
+pub fn this_test_binary() -> std::process::Command {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let runner = std::env::var("LOADERX_TEST_RUNNER").unwrap_or_default();
+    let mut words = runner.split_whitespace();
+    match words.next() {
+        Some(program) => {
+            let mut command = std::process::Command::new(program);
+            command.args(words).arg(exe);
+            command
+        }
+        None => std::process::Command::new(exe),
+    }
+}
+
+/// Reads and writes at an offset of a file on every platform (std's
+/// `FileExt` is Unix's or Windows', with other names): the fault tests flip
+/// bytes in place.
+pub trait FileAt {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize>;
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<usize>;
+
+    fn read_exact_at(&self, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
+        while !buf.is_empty() {
+            match self.read_at(buf, offset)? {
+                0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+                n => (buf, offset) = (&mut buf[n..], offset + n as u64),
+            }
+        }
+        Ok(())
+    }
+
+    fn write_all_at(&self, mut buf: &[u8], mut offset: u64) -> std::io::Result<()> {
+        while !buf.is_empty() {
+            match self.write_at(buf, offset)? {
+                0 => return Err(std::io::ErrorKind::WriteZero.into()),
+                n => (buf, offset) = (&buf[n..], offset + n as u64),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl FileAt for std::fs::File {
+    #[cfg(unix)]
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        std::os::unix::fs::FileExt::read_at(self, buf, offset)
+    }
+    #[cfg(unix)]
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<usize> {
+        std::os::unix::fs::FileExt::write_at(self, buf, offset)
+    }
+    #[cfg(windows)]
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        std::os::windows::fs::FileExt::seek_read(self, buf, offset)
+    }
+    #[cfg(windows)]
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<usize> {
+        std::os::windows::fs::FileExt::seek_write(self, buf, offset)
+    }
+}
+
 /// Flock waiters blocked on the file `path` now, from `/proc/locks` (a
 /// blocked request is listed with `->`): how a test knows that a wait has
 /// begun without timing it.
+#[cfg(target_os = "linux")]
 pub fn lock_waiters(path: &std::path::Path) -> usize {
     use std::os::unix::fs::MetadataExt;
     let suffix = format!(":{}", std::fs::metadata(path).expect("the locked file").ino());
@@ -133,6 +199,7 @@ pub fn until_blocked(mut blocked: impl FnMut() -> bool, mut done: impl FnMut() -
 
 /// Makes a FIFO at `path` (`mkfifo(3)`; not the command: a child process
 /// would hold copies of other tests' store locks until it execs).
+#[cfg(unix)]
 pub fn mkfifo(path: &std::path::Path) {
     use std::os::unix::ffi::OsStrExt;
     let name = std::ffi::CString::new(path.as_os_str().as_bytes()).expect("a path without NUL");
@@ -145,11 +212,13 @@ pub fn mkfifo(path: &std::path::Path) {
 /// it open, and closes it at once: code that blocked opening it for reading
 /// (the bug) then goes on and reads an empty file, so a test of the FIFO
 /// case fails on its assertions instead of hanging.
+#[cfg(unix)]
 pub struct Unblocker {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+#[cfg(unix)]
 impl Unblocker {
     pub fn new(path: &std::path::Path) -> Unblocker {
         use std::os::unix::fs::OpenOptionsExt;
@@ -169,6 +238,7 @@ impl Unblocker {
     }
 }
 
+#[cfg(unix)]
 impl Drop for Unblocker {
     fn drop(&mut self) {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
