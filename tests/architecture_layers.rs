@@ -183,12 +183,14 @@ const ROOT_ITEMS: [(&str, &str); 14] = [
 
 /// The files that hold `unsafe` code (a block, an `unsafe fn` or an
 /// `unsafe impl`), each the owner of what it does: the real filesystem's
-/// mappings and system calls, io_uring, the mapping contract and the remote
-/// backend's mapping over fetched bytes, the store's reads and word stores
+/// mappings and system calls, io_uring, the mapping contract, the remote
+/// backend's mapping over fetched bytes and the positional one (the
+/// contract's `unsafe fn`s, no `unsafe` block), the store's reads and word stores
 /// through `meta.zr`'s mapping and `sums.zr`'s, and the sampler's vector
 /// kernels.
-const UNSAFE_FILES: [&str; 9] = [
+const UNSAFE_FILES: [&str; 10] = [
     "io/mod.rs",
+    "io/positional.rs",
     "io/real.rs",
     "io/uring.rs",
     "io/remote/mod.rs",

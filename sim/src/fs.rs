@@ -65,9 +65,6 @@ pub struct Faults {
     pub windows: bool,
 }
 
-/// Windows' `ERROR_USER_MAPPED_FILE`, as the Windows model returns it.
-const USER_MAPPED_FILE: i32 = 1224;
-
 /// What a crash keeps of the dirty (unsynced) state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Persist {
@@ -926,9 +923,8 @@ impl VfsFile for SimFile {
         let inode = s.inode(self.id);
         if windows && inode.mapped && len < inode.volatile.len {
             s.trace.push("  refused: the file is mapped (the Windows model)".into());
-            return Err(io::Error::from_raw_os_error(USER_MAPPED_FILE));
+            return Err(io::Error::from_raw_os_error(loaderx::io::USER_MAPPED_FILE));
         }
-        let inode = s.inode(self.id);
         if len < inode.volatile.len && inode.volatile.pages.contains_key(&(len / PAGE)) {
             inode.dirty.insert(len / PAGE);
         }

@@ -26,6 +26,8 @@
 //! An implementation knows its own files in a batch by their [`Handle`],
 //! never by their type.
 
+#[cfg(any(windows, feature = "remote"))]
+mod positional;
 pub mod real;
 #[cfg(feature = "remote")]
 pub mod remote;
@@ -367,10 +369,11 @@ pub trait Map: Send + Sync + fmt::Debug {
 /// which the simulator's Windows model returns too. No Unix errno has that
 /// number. The caller then leaves the length as it is.
 pub fn is_shrink_refused(error: &io::Error) -> bool {
-    /// `ERROR_USER_MAPPED_FILE`.
-    const USER_MAPPED_FILE: i32 = 1224;
     error.raw_os_error() == Some(USER_MAPPED_FILE)
 }
+
+/// Windows' `ERROR_USER_MAPPED_FILE` ([`is_shrink_refused`]).
+pub const USER_MAPPED_FILE: i32 = 1224;
 
 /// Reads exactly `buf.len()` bytes at `offset`, looping over short reads.
 pub fn read_exact_at<F: VfsFile + ?Sized>(file: &F, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {

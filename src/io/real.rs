@@ -339,10 +339,15 @@ impl RealFile {
         }))
     }
 
-    /// [`MapMode::Read`] on Windows: positional reads ([`PositionalMap`]).
+    /// [`MapMode::Read`] on Windows: positional reads, so that no chunk
+    /// file is ever mapped there. A section cannot reach past its file's
+    /// end (a chunk's mapping covers the most it may grow to), and a file
+    /// that is mapped can be neither truncated nor removed (compaction and
+    /// delete do both to chunk files).
     #[cfg(windows)]
     fn map_read(&self, len: usize) -> io::Result<Box<dyn Map>> {
-        Ok(Box::new(PositionalMap { file: RealFile { file: self.file.try_clone()? }, len }))
+        let file = RealFile { file: self.file.try_clone()? };
+        Ok(Box::new(crate::io::positional::PositionalMap::new(file, len)))
     }
 
     /// [`MapMode::Read`].
@@ -375,56 +380,6 @@ impl RealFile {
             #[cfg(target_vendor = "apple")]
             full_sync: None,
         }))
-    }
-}
-
-/// A chunk's read "mapping" on Windows, where a section cannot extend past
-/// its file's end (a chunk's mapping covers the most a chunk may grow to,
-/// past the file's end), and where a file that is mapped can be neither
-/// truncated nor removed (compaction and delete do both to chunk files):
-/// each range asked for is one positional read, as a remote chunk's is one
-/// GET. No chunk file is then ever mapped on Windows.
-#[cfg(windows)]
-#[derive(Debug)]
-struct PositionalMap {
-    file: RealFile,
-    len: usize,
-}
-
-#[cfg(windows)]
-impl Map for PositionalMap {
-    /// A positional read; panics if it fails (a chunk is read through
-    /// `bytes`, which returns the error).
-    unsafe fn read(&self, offset: usize, dst: &mut [u8]) {
-        crate::io::read_exact_at(&self.file, dst, offset as u64).expect("a positional chunk read");
-    }
-    fn bytes<'a>(&'a self, offset: u64, len: usize, scratch: &'a mut Vec<u8>) -> io::Result<&'a [u8]> {
-        if offset.checked_add(len as u64).is_none_or(|end| end > self.len as u64) {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "read past the chunk mapping"));
-        }
-        scratch.resize(len, 0);
-        crate::io::read_exact_at(&self.file, scratch, offset)?;
-        Ok(&scratch[..])
-    }
-    unsafe fn write(&self, _: usize, _: &[u8]) {
-        panic!("a write into a read-only mapping");
-    }
-    unsafe fn store_word(&self, _: usize, _: u64) {
-        panic!("a store into a read-only mapping");
-    }
-    fn load_word(&self, offset: usize) -> u64 {
-        let mut word = [0; 8];
-        // SAFETY: positional reads touch no memory but `word`.
-        unsafe { self.read(offset, &mut word) };
-        u64::from_ne_bytes(word)
-    }
-    fn flush_range(&self, _: usize, _: usize) -> io::Result<()> {
-        Ok(())
-    }
-    /// Unknown without a probe on Windows: the device, so that a gather
-    /// batches its reads (the I/O thread pool).
-    fn residency(&self, _: u64, _: usize) -> Residency {
-        Residency::Device
     }
 }
 

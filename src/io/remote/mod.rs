@@ -622,9 +622,10 @@ impl VfsFile for RemoteFile {
                 Ok(Box::new(MemoryMap { bytes, len }))
             }
             MapMode::Read => {
+                // A chunk file's "mapping": each range asked for is one GET.
                 let file =
                     RemoteFile { object: self.object.clone(), fetcher: self.fetcher.clone(), handle: self.handle };
-                Ok(Box::new(RemoteReadMap { file }))
+                Ok(Box::new(crate::io::positional::PositionalMap::new(file, len)))
             }
         }
     }
@@ -668,49 +669,6 @@ impl Map for MemoryMap {
 
     fn residency(&self, _: u64, _: usize) -> Residency {
         Residency::Memory
-    }
-}
-
-/// A chunk file's "mapping": each range asked for is one GET.
-#[derive(Debug)]
-struct RemoteReadMap {
-    file: RemoteFile,
-}
-
-impl Map for RemoteReadMap {
-    /// A GET; panics if it fails (a chunk is read through `bytes`, which
-    /// returns the error).
-    unsafe fn read(&self, offset: usize, dst: &mut [u8]) {
-        crate::io::read_exact_at(&self.file, dst, offset as u64).expect("a remote chunk read");
-    }
-
-    fn bytes<'a>(&'a self, offset: u64, len: usize, scratch: &'a mut Vec<u8>) -> io::Result<&'a [u8]> {
-        scratch.resize(len, 0);
-        crate::io::read_exact_at(&self.file, scratch, offset)?;
-        Ok(&scratch[..])
-    }
-
-    unsafe fn write(&self, _: usize, _: &[u8]) {
-        panic!("a write into a read-only mapping");
-    }
-
-    unsafe fn store_word(&self, _: usize, _: u64) {
-        panic!("a store into a read-only mapping");
-    }
-
-    fn load_word(&self, offset: usize) -> u64 {
-        let mut word = [0; 8];
-        // SAFETY: nothing of this process writes a remote object.
-        unsafe { self.read(offset, &mut word) };
-        u64::from_ne_bytes(word)
-    }
-
-    fn flush_range(&self, _: usize, _: usize) -> io::Result<()> {
-        Ok(())
-    }
-
-    fn residency(&self, _: u64, _: usize) -> Residency {
-        Residency::Device
     }
 }
 
