@@ -258,8 +258,8 @@ impl VfsFile for RealFile {
     }
     fn sync(&self, kind: SyncKind) -> io::Result<()> {
         match kind {
-            SyncKind::Data => self.file.sync_data(),
-            SyncKind::All => self.file.sync_all(),
+            SyncKind::Data => os::sync_file(&self.file, false),
+            SyncKind::All => os::sync_file(&self.file, true),
             SyncKind::StartWriteback { offset, len } => start_writeback(&self.file, offset, len),
         }
     }
@@ -404,7 +404,7 @@ struct RealMap {
     probe: Option<File>,
     /// Apple: the file of a writable mapping. `msync` there writes the pages
     /// but leaves them in the drive's cache; an `F_FULLFSYNC` of the file
-    /// (std's `sync_data` on Apple) empties it, so each flush ends with one.
+    /// ([`os::sync_file`]) empties it, so each flush ends with one.
     #[cfg(target_vendor = "apple")]
     full_sync: Option<File>,
 }
@@ -469,7 +469,7 @@ impl Map for RealMap {
                 map.flush_range(offset, len)?;
                 #[cfg(target_vendor = "apple")]
                 if let Some(file) = &self.full_sync {
-                    file.sync_data()?;
+                    os::sync_file(file, false)?;
                 }
                 Ok(())
             }
@@ -690,9 +690,37 @@ mod os {
         use std::os::fd::AsRawFd;
         Handle(file.as_raw_fd() as u64)
     }
-    /// A directory's entries made durable: `fsync` of the directory.
+    /// A directory's entries made durable: `fsync` of the directory
+    /// (`F_FULLFSYNC` on Apple, as [`sync_file`]).
     pub(super) fn sync_dir(path: &Path) -> io::Result<()> {
-        File::open(path)?.sync_all()
+        sync_file(&File::open(path)?, true)
+    }
+    /// A file's data (and with `all` its metadata) made durable: `fdatasync`
+    /// or `fsync`. Apple's `fsync` leaves the data in the drive's cache, so
+    /// there std's calls are `F_FULLFSYNC`, which empties it: every sync of
+    /// the crash analysis. `LOADERX_SYNC=fsync` ([`weak_sync`]) makes them
+    /// plain `fsync`, faster and weaker.
+    pub(super) fn sync_file(file: &File, all: bool) -> io::Result<()> {
+        #[cfg(target_vendor = "apple")]
+        if weak_sync() {
+            use std::os::fd::AsRawFd;
+            // SAFETY: `fsync` takes a descriptor and touches no memory of
+            // this process; `file` is open for the call.
+            return match unsafe { libc::fsync(file.as_raw_fd()) } {
+                0 => Ok(()),
+                _ => Err(io::Error::last_os_error()),
+            };
+        }
+        if all { file.sync_all() } else { file.sync_data() }
+    }
+    /// Apple: `LOADERX_SYNC=fsync`, read once. Every sync is then `fsync`,
+    /// which a power loss can undo: the drive may lose or reorder what it
+    /// cached, and the crash analysis no longer holds (docs/crash-safety.md,
+    /// "Platforms"). For scratch stores that can be rebuilt.
+    #[cfg(target_vendor = "apple")]
+    fn weak_sync() -> bool {
+        static WEAK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *WEAK.get_or_init(|| std::env::var("LOADERX_SYNC").is_ok_and(|v| v == "fsync"))
     }
     pub(super) fn custom_flags(options: &mut OpenOptions, flags: i32) {
         options.custom_flags(flags);
@@ -750,6 +778,10 @@ mod os {
             Err(e) if e.kind() == io::ErrorKind::PermissionDenied => std::fs::metadata(path).map(drop),
             other => other,
         }
+    }
+    /// A file made durable: `FlushFileBuffers` (data and metadata alike).
+    pub(super) fn sync_file(file: &File, _all: bool) -> io::Result<()> {
+        file.sync_all()
     }
     /// Unix open flags (`O_DIRECT`, `O_NONBLOCK`) have no meaning here.
     pub(super) fn custom_flags(_options: &mut OpenOptions, _flags: i32) {}

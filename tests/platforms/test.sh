@@ -30,17 +30,7 @@ fi
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(x86_64-pc-windows-gnu aarch64-unknown-linux-gnu x86_64-unknown-linux-musl)
 
-need=()
-command -v /usr/lib/wine/wine64 >/dev/null || need+=(wine wine64)
-command -v x86_64-w64-mingw32-gcc >/dev/null || need+=(gcc-mingw-w64-x86-64)
-command -v qemu-aarch64 >/dev/null || need+=(qemu-user)
-[ -e /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1 ] || need+=(libc6-arm64-cross libgcc-s1-arm64-cross)
-if [ ${#need[@]} -gt 0 ]; then
-    sudo=()
-    [ "$(id -u)" = 0 ] || sudo=(sudo)
-    "${sudo[@]}" apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${need[@]}" >/dev/null
-fi
+platforms_install_tools
 
 for target in "${targets[@]}"; do
     echo "-- $target"

@@ -1,4 +1,4 @@
-# Sourced by check.sh and test.sh: the targets' standard libraries, zig cc
+# Sourced by check.sh, test.sh, wheels.sh and cli.sh: the targets' standard libraries, zig cc
 # as each target's C compiler (zstd's C; the `ziglang` package the wheels
 # are built with) and, for the targets whose binaries run here, a linker
 # and a runner:
@@ -7,8 +7,9 @@
 #   musl     x86_64-unknown-linux-musl  rustc links it static (its own musl), runs natively
 #   macOS    aarch64-apple-darwin, x86_64-apple-darwin: compiled only
 # Exports the CC_*, CARGO_TARGET_*_LINKER and _RUNNER variables cargo reads.
-# Needs python3 and, for test.sh, Debian's gcc-mingw-w64-x86-64, wine,
-# qemu-user and libc6-arm64-cross (test.sh installs them).
+# Needs python3 and, for test.sh, wheels.sh and cli.sh, Debian's
+# gcc-mingw-w64-x86-64, wine, qemu-user and libc6-arm64-cross
+# (platforms_install_tools installs them).
 
 platforms_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 platforms_work="$platforms_root/target/platforms"
@@ -43,6 +44,16 @@ platforms_zig_cc cc-macos-x86 x86_64-macos
 platforms_zig_cc cc-arm64 aarch64-linux-gnu.2.17
 platforms_zig_cc cc-musl x86_64-linux-musl
 
+# PLATFORMS_UNOPTIMIZED=1: the release builds of wheels.sh and cli.sh
+# without optimization (Rust and C alike), about N times faster to build:
+# the same sources, linkers, libraries and checks, for CI; what ships is
+# built without it. Their artifacts go to a target directory of their own,
+# so that neither build undoes the other's.
+if [ "${PLATFORMS_UNOPTIMIZED:-0}" = 1 ]; then
+    export CARGO_PROFILE_RELEASE_OPT_LEVEL=0 CARGO_PROFILE_RELEASE_DEBUG=false
+    export CARGO_TARGET_DIR="$platforms_root/target/unoptimized"
+fi
+
 export CC_x86_64_pc_windows_gnu="$platforms_work/cc-windows"
 export CC_aarch64_apple_darwin="$platforms_work/cc-macos"
 export CC_x86_64_apple_darwin="$platforms_work/cc-macos-x86"
@@ -63,3 +74,17 @@ cp -f "\$dll" "\$(dirname "\$1")/" || exit 1
 WINEPREFIX="$platforms_work/wineprefix" WINEDEBUG=-all exec /usr/lib/wine/wine64 "\$@"
 RUN
 chmod +x "$platforms_work/wine-run"
+
+# Debian's wine, MinGW, qemu-user and the arm64 C library, where missing
+# (test.sh runs with them; wheels.sh links with MinGW and runs qemu).
+platforms_install_tools() {
+    local need=() sudo=()
+    command -v /usr/lib/wine/wine64 >/dev/null || need+=(wine wine64)
+    command -v x86_64-w64-mingw32-gcc >/dev/null || need+=(gcc-mingw-w64-x86-64)
+    command -v qemu-aarch64 >/dev/null || need+=(qemu-user)
+    [ -e /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1 ] || need+=(libc6-arm64-cross libgcc-s1-arm64-cross)
+    [ ${#need[@]} -gt 0 ] || return 0
+    [ "$(id -u)" = 0 ] || sudo=(sudo)
+    "${sudo[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${need[@]}" >/dev/null
+}
