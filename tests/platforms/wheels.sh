@@ -60,7 +60,7 @@ maturin_build() { # TARGET TAG
     esac
     # Windows: MinGW links, not zig (maturin passes the module's .def file
     # to every link of the build, and crc-fast's own DLL has no such
-    # symbol); pyo3 makes python3.dll's import library.
+    # symbol); pyo3 links python3.dll by raw-dylib, with no import library.
     local zig=(--zig)
     [ "$2" != win_amd64 ] || zig=()
     rm -f "$out"/loaderx_rs-*-"$2".whl "$out"/loaderx_rs-*."$2".whl
