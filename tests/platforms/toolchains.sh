@@ -45,7 +45,7 @@ platforms_zig_cc cc-arm64 aarch64-linux-gnu.2.17
 platforms_zig_cc cc-musl x86_64-linux-musl
 
 # PLATFORMS_UNOPTIMIZED=1: the release builds of wheels.sh and cli.sh
-# without optimization (Rust and C alike), about N times faster to build:
+# without optimization (Rust and C alike), faster to build:
 # the same sources, linkers, libraries and checks, for CI; what ships is
 # built without it. Their artifacts go to a target directory of their own,
 # so that neither build undoes the other's.

@@ -60,7 +60,7 @@ arm64() {
     local root site="$platforms_work/wheel-arm64-site"
     root=$(arm64_root)
     rm -rf "$site"
-    "${PYTHON:-python3}" -m pip install --quiet --disable-pip-version-check --platform manylinux2014_aarch64 \
+    "$platforms_work/venv/bin/python" -m pip install --quiet --disable-pip-version-check --platform manylinux2014_aarch64 \
         --python-version 3.11 --implementation cp --only-binary=:all: --target "$site" numpy "$wheel"
     (cd "$platforms_work" && PYTHONPATH="$site" qemu-aarch64 -L "$root" "$root/usr/bin/python3.11" "$smoke")
 }
