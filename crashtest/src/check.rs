@@ -1,0 +1,116 @@
+//! The check of one crash state: the simulator's invariant, on a store
+//! that a real kernel recovered (journal replay at mount included).
+//!
+//! - the store opens with the normal open (a writer's, which recovers);
+//! - `verify` finds nothing, and every record is covered by its checksum;
+//! - its records are exactly the model after the acknowledged operations,
+//!   or, with an operation in flight, exactly the model after it: every
+//!   acknowledged operation is there, the one in flight wholly or not at
+//!   all, and no record holds bytes that are not its own;
+//! - a later append works and reads back.
+
+use crate::replay::Point;
+use crate::workload::{Op, options};
+use loaderx::{Codec, Zrecord};
+use std::path::Path;
+
+/// The record a check appends after recovery.
+const LATER_RECORD: &[u8] = b"appended after the crash";
+
+/// Checks the store at `dir` against `models` (see
+/// [`crate::workload::models`]) for the state `point` describes. `Err`
+/// says what is wrong, naming the operations concerned.
+pub fn check_state(dir: &Path, ops: &[Op], models: &[Vec<Vec<u8>>], point: &Point) -> Result<(), String> {
+    let acked = point.acked.min(ops.len());
+    if !dir.exists() {
+        return match acked {
+            0 => Ok(()), // the creation was in flight
+            _ => Err(format!("the store directory is missing after {acked} acknowledged operations")),
+        };
+    }
+    let store = Zrecord::open_with(dir, options()).map_err(|e| format!("open failed: {e}"))?;
+    let report = store.verify().map_err(|e| format!("verify failed: {e}"))?;
+    if !report.is_ok() {
+        let problems: Vec<String> = report.problems.iter().take(3).map(ToString::to_string).collect();
+        return Err(format!("verify: {} problems: {problems:?}", report.problems_total));
+    }
+    if report.unchecked > 0 {
+        return Err(format!("verify: {} records without a checksum", report.unchecked));
+    }
+    let records = read_all(&store)?;
+    let mut allowed = vec![acked];
+    if point.in_flight && acked < ops.len() {
+        allowed.push(acked + 1);
+    }
+    if !allowed.iter().any(|&k| records == models[k]) {
+        return Err(mismatch(&records, ops, models, &allowed));
+    }
+    let at = store.append(LATER_RECORD, 1, LATER_RECORD.len(), Codec::Raw).map_err(|e| format!("later append: {e}"))?;
+    match store.get(at) {
+        Ok(got) if got == LATER_RECORD => Ok(()),
+        Ok(_) => Err("the later append reads back other bytes".into()),
+        Err(e) => Err(format!("the later append does not read back: {e}")),
+    }
+}
+
+fn read_all(store: &Zrecord) -> Result<Vec<Vec<u8>>, String> {
+    (0..u64::from(store.len())).map(|i| store.get(i).map_err(|e| format!("record {i} unreadable: {e}"))).collect()
+}
+
+/// What differs between the records found and each model allowed.
+fn mismatch(records: &[Vec<u8>], ops: &[Op], models: &[Vec<Vec<u8>>], allowed: &[usize]) -> String {
+    let mut out = format!("{} records match no allowed model:", records.len());
+    for &k in allowed {
+        let want = &models[k];
+        let what = match k {
+            0 => "before the store exists".to_string(),
+            _ => format!("after op {k} ({})", ops[k - 1].describe()),
+        };
+        let first = (0..records.len().max(want.len())).find(|&i| records.get(i) != want.get(i));
+        out += &format!(" {what}: {} records, first difference at record {first:?};", want.len());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replay::PointKind;
+    use crate::workload::{Kind, execute, models, ops};
+
+    fn point(acked: usize, in_flight: bool) -> Point {
+        Point { prefix: 0, end: 0, kind: PointKind::Flush, acked, in_flight }
+    }
+
+    fn run(dir: &Path, ops: &[Op], upto: usize) {
+        let mut store = None;
+        for op in &ops[..upto] {
+            execute(&mut store, dir, op).expect("runs");
+        }
+    }
+
+    #[test]
+    fn the_check_accepts_the_model_and_refuses_others() {
+        let tmp = std::env::temp_dir().join(format!("loaderx-crashtest-check-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        let ops = ops(Kind::Delete, 3, 10);
+        let models = models(&ops);
+        // Every prefix checks against its own count, with or without the next op in flight.
+        for upto in [1, 4, 7] {
+            let dir = tmp.join(format!("p{upto}"));
+            run(&dir, &ops, upto);
+            check_state(&dir, &ops, &models, &point(upto, false)).expect("the model");
+            // The check appended a record: the store now holds more than any model.
+            assert!(check_state(&dir, &ops, &models, &point(upto, true)).is_err());
+        }
+        let dir = tmp.join("q");
+        run(&dir, &ops, 6);
+        let lost = (1..6).rev().find(|&k| models[k] != models[6]).expect("a change");
+        let err = check_state(&dir, &ops, &models, &point(lost - 1, true)).expect_err("too new");
+        assert!(err.contains("match no allowed model"), "{err}");
+        check_state(&dir, &ops, &models, &point(5, true)).expect("op 6 in flight, found done");
+        assert!(check_state(&tmp.join("absent"), &ops, &models, &point(0, true)).is_ok());
+        assert!(check_state(&tmp.join("absent"), &ops, &models, &point(1, false)).is_err());
+        std::fs::remove_dir_all(&tmp).expect("cleans up");
+    }
+}

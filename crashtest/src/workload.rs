@@ -1,0 +1,266 @@
+//! The workloads: store operations generated from a seed, their model, and
+//! their execution through the store's public API on a real directory.
+//!
+//! Operation 1 creates the store; the operations after it are drawn by the
+//! kind of workload. The model after `k` acknowledged operations is a
+//! `Vec<Vec<u8>>` ([`models`]), the simulator's (`loaderx_sim::workload`):
+//! its record bytes, its dictionary and its delete (swap with the last).
+
+use loaderx::{Codec, CompactOptions, Options, Zrecord};
+use loaderx_sim::rng::Rng;
+use loaderx_sim::workload::{record, swap_delete, trained_dict};
+use std::path::Path;
+
+/// Bytes of one append segment in these workloads: small, so that an
+/// append writes several segments (and starts their writeback) before its
+/// data sync, as the simulator's do.
+pub const SEGMENT_BYTES: usize = 64 << 10;
+/// The largest record a workload appends.
+pub const RECORD_BYTES_MAX: u64 = 96 << 10;
+
+/// What a workload exercises.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Appends: raw, zstd and zstd_dict; fixed and variable lengths;
+    /// the dictionary's installation.
+    Append,
+    /// Appends, then deletes of random batches between appends.
+    Delete,
+    /// Appends and deletes, then compactions: the fill, the fill with a
+    /// byte budget, and the repack.
+    Compact,
+}
+
+impl Kind {
+    /// Every kind, in the order CI runs them.
+    pub const ALL: [Kind; 3] = [Kind::Append, Kind::Delete, Kind::Compact];
+
+    /// The kind's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Append => "append",
+            Kind::Delete => "delete",
+            Kind::Compact => "compact",
+        }
+    }
+
+    /// The kind named `name`.
+    pub fn from_name(name: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+/// One store operation.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    /// `Zrecord::open_with` of a directory that does not exist yet.
+    Create,
+    /// `append` (fixed) or `append_var` of these records.
+    Append {
+        /// The codec asked for.
+        codec: Codec,
+        /// One record length for all (`append`) or each its own.
+        fixed: bool,
+        /// The records.
+        records: Vec<Vec<u8>>,
+    },
+    /// `install_dict` of the simulator's dictionary.
+    InstallDict,
+    /// `delete` of these indices.
+    Delete(Vec<u64>),
+    /// `compact_with` these options.
+    Compact(CompactOptions),
+}
+
+impl Op {
+    /// A short description for reports.
+    pub fn describe(&self) -> String {
+        match self {
+            Op::Append { codec, fixed, records } => {
+                let bytes: usize = records.iter().map(Vec::len).sum();
+                let shape = if *fixed { "fixed" } else { "var" };
+                format!("append {} {shape}, {} records, {bytes} bytes", codec.name(), records.len())
+            }
+            other => format!("{other:?}"),
+        }
+    }
+}
+
+/// The store's options in a workload.
+pub fn options() -> Options {
+    Options { append_segment_bytes: SEGMENT_BYTES, ..Options::default() }
+}
+
+fn append_op(rng: &mut Rng, has_dict: bool) -> Op {
+    let n = 1 + rng.below(24) as usize;
+    let fixed = rng.chance(0.3);
+    let size_max = if rng.chance(0.2) { RECORD_BYTES_MAX } else { 4096 };
+    let fixed_len = rng.below(size_max) as usize;
+    let records = (0..n)
+        .map(|_| {
+            let len = if fixed {
+                fixed_len
+            } else if rng.chance(0.05) {
+                0
+            } else {
+                rng.below(size_max) as usize
+            };
+            record(rng, len)
+        })
+        .collect();
+    let codecs: &[Codec] =
+        if has_dict { &[Codec::Raw, Codec::Zstd, Codec::ZstdDict] } else { &[Codec::Raw, Codec::Zstd] };
+    Op::Append { codec: codecs[rng.below(codecs.len() as u64) as usize], fixed, records }
+}
+
+fn delete_op(rng: &mut Rng, len: u64) -> Op {
+    let n = 1 + rng.below(len.min(8));
+    let mut picks: Vec<u64> = (0..n).map(|_| rng.below(len)).collect();
+    if rng.chance(0.3) {
+        picks.push(len - 1);
+    }
+    Op::Delete(picks)
+}
+
+fn compact_op(rng: &mut Rng) -> Op {
+    Op::Compact(match rng.below(3) {
+        0 => CompactOptions::default(),
+        1 => CompactOptions { repack: true, ..CompactOptions::default() },
+        _ => CompactOptions { max_bytes: Some(rng.below(200_000)), repack: false },
+    })
+}
+
+/// The operations of workload `kind` for `seed`: `Create`, then `count`
+/// more.
+pub fn ops(kind: Kind, seed: u64, count: usize) -> Vec<Op> {
+    let mut rng = Rng::new(seed ^ (kind as u64) << 56);
+    let mut out = vec![Op::Create];
+    let (mut len, mut has_dict) = (0u64, false);
+    let warmup = match kind {
+        Kind::Append => 0,
+        Kind::Delete | Kind::Compact => count / 3,
+    };
+    for k in 0..count {
+        let op = match kind {
+            _ if !has_dict && (k == count / 2 || k > 0 && rng.chance(0.1)) => Op::InstallDict,
+            _ if k < warmup || len == 0 => append_op(&mut rng, has_dict),
+            Kind::Append => append_op(&mut rng, has_dict),
+            Kind::Delete => [append_op(&mut rng, has_dict), delete_op(&mut rng, len)][rng.below(2) as usize].clone(),
+            Kind::Compact => match rng.below(4) {
+                0 => append_op(&mut rng, has_dict),
+                1 => delete_op(&mut rng, len),
+                _ => compact_op(&mut rng),
+            },
+        };
+        match &op {
+            Op::Append { records, .. } => len += records.len() as u64,
+            Op::Delete(picks) => len -= unique(picks),
+            Op::InstallDict => has_dict = true,
+            Op::Create | Op::Compact(_) => {}
+        }
+        out.push(op);
+    }
+    out
+}
+
+fn unique(picks: &[u64]) -> u64 {
+    let mut p = picks.to_vec();
+    p.sort_unstable();
+    p.dedup();
+    p.len() as u64
+}
+
+/// The model after each prefix of `ops`: `models[k]` is the store's
+/// records once the first `k` operations are acknowledged (`models[0]`:
+/// before the store exists, empty).
+pub fn models(ops: &[Op]) -> Vec<Vec<Vec<u8>>> {
+    let mut out = vec![Vec::new()];
+    for op in ops {
+        let before = out.last().expect("one model");
+        let after = match op {
+            Op::Append { records, .. } => [before.clone(), records.clone()].concat(),
+            Op::Delete(picks) => swap_delete(before, picks),
+            Op::Create | Op::InstallDict | Op::Compact(_) => before.clone(),
+        };
+        out.push(after);
+    }
+    out
+}
+
+/// Runs one operation on the store at `dir` (`store` is `None` before
+/// `Create`).
+pub fn execute(store: &mut Option<Zrecord>, dir: &Path, op: &Op) -> loaderx::Result<()> {
+    match op {
+        Op::Create => {
+            *store = Some(Zrecord::open_with(dir, options())?);
+        }
+        Op::Append { codec, fixed, records } => {
+            let s = store.as_ref().expect("the store is created first");
+            let src = records.concat();
+            if *fixed {
+                s.append(&src, records.len(), records[0].len(), *codec)?;
+            } else {
+                let lens: Vec<u32> = records.iter().map(|r| r.len() as u32).collect();
+                let offsets: Vec<u64> =
+                    lens.iter().scan(0u64, |at, &l| Some(std::mem::replace(at, *at + u64::from(l)))).collect();
+                s.append_var(&src, &offsets, &lens, *codec)?;
+            }
+        }
+        Op::InstallDict => {
+            store.as_ref().expect("created").install_dict(trained_dict().to_vec())?;
+        }
+        Op::Delete(picks) => store.as_mut().expect("created").delete(picks)?,
+        Op::Compact(options) => {
+            store.as_mut().expect("created").compact_with(*options, |_, _| {})?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ops_are_seeded_and_deletes_stay_in_range() {
+        for kind in Kind::ALL {
+            for seed in 0..20 {
+                let ops = ops(kind, seed, 16);
+                assert_eq!(ops, super::ops(kind, seed, 16));
+                assert_eq!(ops[0], Op::Create);
+                let models = models(&ops);
+                for (k, op) in ops.iter().enumerate() {
+                    if let Op::Delete(picks) = op {
+                        assert!(picks.iter().all(|&p| p < models[k].len() as u64), "{kind:?} {seed} op {k}");
+                    }
+                }
+            }
+        }
+        assert_ne!(ops(Kind::Append, 1, 16), ops(Kind::Append, 2, 16));
+    }
+
+    #[test]
+    fn a_workload_matches_its_model_on_a_real_directory() {
+        let tmp = tempdir();
+        for kind in Kind::ALL {
+            let dir = tmp.join(kind.name());
+            let ops = ops(kind, 5, 12);
+            let models = models(&ops);
+            let mut store = None;
+            for op in &ops {
+                execute(&mut store, &dir, op).expect("runs");
+            }
+            let s = store.expect("created");
+            let got: Vec<Vec<u8>> = (0..u64::from(s.len())).map(|i| s.get(i).expect("reads")).collect();
+            assert_eq!(&got, models.last().expect("a model"), "{kind:?}");
+        }
+        std::fs::remove_dir_all(&tmp).expect("cleans up");
+    }
+
+    fn tempdir() -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("loaderx-crashtest-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("creates");
+        dir
+    }
+}
