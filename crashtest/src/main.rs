@@ -4,12 +4,13 @@
 use loaderx_crashtest::guest::{Settings, run_all};
 use loaderx_crashtest::log::{flag, read_log};
 use loaderx_crashtest::replay::{between_points, prefix_points};
-use loaderx_crashtest::workload::Kind;
+use loaderx_crashtest::workload::{Kind, ops};
 use std::io::{Seek, SeekFrom};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: loaderx-crashtest guest [fs=ext4] [kind=append] [seed=1] [ops=10] [between=2]
+       loaderx-crashtest ops [kind=append] [seed=1] [ops=10]   (lists a workload's operations)
        loaderx-crashtest dump LOG";
 
 fn settings(args: &[String]) -> Result<Settings, String> {
@@ -59,10 +60,18 @@ fn dump(path: &str) -> Result<(), String> {
     Ok(())
 }
 
+fn list_ops(s: &Settings) -> bool {
+    for (k, op) in ops(s.kind, s.seed, s.ops).iter().enumerate() {
+        println!("op {}: {}", k + 1, op.describe());
+    }
+    true
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let done = match args.first().map(String::as_str) {
         Some("guest") => settings(&args[1..]).and_then(|s| run_all(&s)).map(|t| t.violations == 0),
+        Some("ops") => settings(&args[1..]).map(|s| list_ops(&s)),
         Some("dump") if args.len() == 2 => dump(&args[1]).map(|()| true),
         _ => Err(USAGE.into()),
     };

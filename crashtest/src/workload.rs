@@ -76,12 +76,17 @@ impl Op {
     /// A short description for reports.
     pub fn describe(&self) -> String {
         match self {
+            Op::Create => "create".into(),
             Op::Append { codec, fixed, records } => {
                 let bytes: usize = records.iter().map(Vec::len).sum();
                 let shape = if *fixed { "fixed" } else { "var" };
                 format!("append {} {shape}, {} records, {bytes} bytes", codec.name(), records.len())
             }
-            other => format!("{other:?}"),
+            Op::InstallDict => "install_dict".into(),
+            Op::Delete(picks) => format!("delete {picks:?}"),
+            Op::Compact(CompactOptions { repack: true, .. }) => "compact (repack)".into(),
+            Op::Compact(CompactOptions { max_bytes: Some(b), .. }) => format!("compact (fill, at most {b} bytes)"),
+            Op::Compact(_) => "compact (fill)".into(),
         }
     }
 }
@@ -122,35 +127,38 @@ fn delete_op(rng: &mut Rng, len: u64) -> Op {
     Op::Delete(picks)
 }
 
-fn compact_op(rng: &mut Rng) -> Op {
-    Op::Compact(match rng.below(3) {
+/// The compactions a `Compact` workload cycles through: the fill, the
+/// repack, and the fill with a byte budget.
+fn compact_op(rng: &mut Rng, turn: usize) -> Op {
+    Op::Compact(match turn % 3 {
         0 => CompactOptions::default(),
         1 => CompactOptions { repack: true, ..CompactOptions::default() },
-        _ => CompactOptions { max_bytes: Some(rng.below(200_000)), repack: false },
+        _ => CompactOptions { max_bytes: Some(rng.below(100_000)), repack: false },
     })
 }
 
 /// The operations of workload `kind` for `seed`: `Create`, then `count`
-/// more.
+/// more. `Append` installs the dictionary halfway (zstd_dict appends
+/// follow); `Delete` and `Compact` append for their first third, then
+/// `Delete` mixes appends and deletes, and `Compact` alternates a delete
+/// with a compaction (the fill, the repack, a budgeted fill, in turn).
 pub fn ops(kind: Kind, seed: u64, count: usize) -> Vec<Op> {
     let mut rng = Rng::new(seed ^ (kind as u64) << 56);
     let mut out = vec![Op::Create];
     let (mut len, mut has_dict) = (0u64, false);
     let warmup = match kind {
         Kind::Append => 0,
-        Kind::Delete | Kind::Compact => count / 3,
+        Kind::Delete | Kind::Compact => count.div_ceil(3),
     };
     for k in 0..count {
         let op = match kind {
-            _ if !has_dict && (k == count / 2 || k > 0 && rng.chance(0.1)) => Op::InstallDict,
+            Kind::Append if k == count / 2 => Op::InstallDict,
             _ if k < warmup || len == 0 => append_op(&mut rng, has_dict),
             Kind::Append => append_op(&mut rng, has_dict),
-            Kind::Delete => [append_op(&mut rng, has_dict), delete_op(&mut rng, len)][rng.below(2) as usize].clone(),
-            Kind::Compact => match rng.below(4) {
-                0 => append_op(&mut rng, has_dict),
-                1 => delete_op(&mut rng, len),
-                _ => compact_op(&mut rng),
-            },
+            Kind::Delete if rng.chance(0.5) => append_op(&mut rng, has_dict),
+            Kind::Delete => delete_op(&mut rng, len),
+            Kind::Compact if (k - warmup) % 2 == 0 => delete_op(&mut rng, len),
+            Kind::Compact => compact_op(&mut rng, (k - warmup) / 2),
         };
         match &op {
             Op::Append { records, .. } => len += records.len() as u64,
