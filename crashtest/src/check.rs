@@ -109,6 +109,14 @@ mod tests {
         let err = check_state(&dir, &ops, &models, &point(lost - 1, true)).expect_err("too new");
         assert!(err.contains("match no allowed model"), "{err}");
         check_state(&dir, &ops, &models, &point(5, true)).expect("op 6 in flight, found done");
+        // What a lost data sync (A1) leaves: a durable header over a chunk cut short.
+        let dir = tmp.join("cut");
+        run(&dir, &ops, 3);
+        let chunk = std::fs::OpenOptions::new().write(true).open(dir.join("0.zr")).expect("0.zr");
+        let len = chunk.metadata().expect("stat").len();
+        chunk.set_len(len / 2).expect("cuts");
+        let err = check_state(&dir, &ops, &models, &point(3, false)).expect_err("records past the chunk's end");
+        assert!(err.contains("past the end of 0.zr"), "{err}");
         assert!(check_state(&tmp.join("absent"), &ops, &models, &point(0, true)).is_ok());
         assert!(check_state(&tmp.join("absent"), &ops, &models, &point(1, false)).is_err());
         std::fs::remove_dir_all(&tmp).expect("cleans up");

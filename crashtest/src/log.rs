@@ -188,7 +188,9 @@ pub fn parse_entry(block: &[u8], index: u64, at: u64, sector_bytes: u32, log_byt
         .checked_add(nr_sectors)
         .and_then(|end| end.checked_mul(u64::from(sector_bytes)))
         .ok_or_else(|| bad(format!("sector {sector} + {nr_sectors} overflows")))?;
-    let data_offset = at + u64::from(sector_bytes);
+    let Some(data_offset) = at.checked_add(u64::from(sector_bytes)) else {
+        return Err(bad(format!("header at {at} overflows")));
+    };
     let entry = Entry { sector, nr_sectors, flags, data_offset, mark };
     if entry.has_data() && data_offset.checked_add(data_bytes).is_none_or(|end| end > log_bytes) {
         return Err(bad(format!("{data_bytes} bytes of data at {data_offset} pass the log's end {log_bytes}")));

@@ -6,7 +6,7 @@
 //! writes logged after it (the volatile cache may have persisted any of
 //! them; FUA writes it must have).
 
-use crate::log::{Entry, Log, flag};
+use crate::log::{ENTRY_DATA_BYTES_MAX, Entry, Log, flag};
 use loaderx_sim::rng::Rng;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 
@@ -73,9 +73,12 @@ fn apply<L: Read + Seek, T: Write + Seek>(
     if !(entry.has_data() || zeroing && entry.nr_sectors > 0) {
         return Ok(());
     }
-    // The parser bounded both products (log::parse_entry).
-    let (at, len) = (entry.sector * sector_bytes, entry.nr_sectors * sector_bytes);
-    if at + len > target_bytes {
+    let at = entry.sector.checked_mul(sector_bytes);
+    let len = entry.nr_sectors.checked_mul(sector_bytes);
+    let (Some(at), Some(len)) = (at, len) else {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "entry's range overflows"));
+    };
+    if at.checked_add(len).is_none_or(|end| end > target_bytes) {
         let what = format!("entry writes {len} bytes at {at}, past the target's {target_bytes}");
         return Err(io::Error::new(io::ErrorKind::InvalidData, what));
     }
@@ -89,6 +92,9 @@ fn apply<L: Read + Seek, T: Write + Seek>(
             left -= n;
         }
         return Ok(());
+    }
+    if len > ENTRY_DATA_BYTES_MAX {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("entry of {len} bytes")));
     }
     let mut data = vec![0u8; len as usize];
     log.seek(SeekFrom::Start(entry.data_offset))?;
