@@ -10,16 +10,18 @@
 //! - a later append works and reads back.
 
 use crate::replay::Point;
-use crate::workload::{Op, options};
+use crate::workload::{Kind, Op, ROW_BYTES, SHARD_RECORDS, dataset_appender, options};
+use loaderx::dataset::{Dataset, shard_dir};
 use loaderx::{Codec, Zrecord};
 use std::path::Path;
 
-/// The record a check appends after recovery.
+/// The record a check appends after recovery (a row's worth for a dataset).
 const LATER_RECORD: &[u8] = b"appended after the crash";
 
-/// Checks the store at `dir` against `models` (see
-/// [`crate::workload::models`]) for the state `point` describes. `Err`
-/// says what is wrong, naming the operations concerned.
+/// Checks the store (or the sharded dataset, for a `Rollover` workload) at
+/// `dir` against `models` (see [`crate::workload::models`]) for the state
+/// `point` describes. `Err` says what is wrong, naming the operations
+/// concerned.
 pub fn check_state(dir: &Path, ops: &[Op], models: &[Vec<Vec<u8>>], point: &Point) -> Result<(), String> {
     let acked = point.acked.min(ops.len());
     if !dir.exists() {
@@ -28,7 +30,47 @@ pub fn check_state(dir: &Path, ops: &[Op], models: &[Vec<Vec<u8>>], point: &Poin
             _ => Err(format!("the store directory is missing after {acked} acknowledged operations")),
         };
     }
-    let store = Zrecord::open_with(dir, options()).map_err(|e| format!("open failed: {e}"))?;
+    let kind = if ops.first() == Some(&Op::CreateDataset) { Kind::Rollover } else { Kind::Append };
+    let records = read_records(dir, kind)?;
+    let mut allowed = vec![acked];
+    if point.in_flight && acked < ops.len() {
+        allowed.push(acked + 1);
+    }
+    if !allowed.iter().any(|&k| records == models[k]) {
+        return Err(mismatch(&records, ops, models, &allowed));
+    }
+    later_append(dir, kind, records.len() as u64)
+}
+
+/// Opens what is at `dir` with the normal open, checks it (`verify` clean,
+/// every record under its checksum; a dataset's sealed shards full) and
+/// reads every record.
+pub fn read_records(dir: &Path, kind: Kind) -> Result<Vec<Vec<u8>>, String> {
+    if kind != Kind::Rollover {
+        let store = Zrecord::open_with(dir, options()).map_err(|e| format!("open failed: {e}"))?;
+        verify(&store)?;
+        return (0..u64::from(store.len()))
+            .map(|i| store.get(i).map_err(|e| format!("record {i} unreadable: {e}")))
+            .collect();
+    }
+    let dataset = Dataset::open(dir).map_err(|e| format!("dataset open failed: {e}"))?;
+    let rows = dataset.len();
+    let mut bytes = vec![0u8; rows as usize * ROW_BYTES];
+    let all: Vec<u64> = (0..rows).collect();
+    dataset.gather_bytes(&all, &mut bytes).map_err(|e| format!("dataset read failed: {e}"))?;
+    let shards = dataset.shards();
+    drop(dataset);
+    for k in 0..shards {
+        let store = Zrecord::open_with(shard_dir(dir, k), options()).map_err(|e| format!("shard {k}: open: {e}"))?;
+        verify(&store).map_err(|e| format!("shard {k}: {e}"))?;
+        if k + 1 < shards && u64::from(store.len()) != SHARD_RECORDS {
+            return Err(format!("sealed shard {k} holds {} records, not {SHARD_RECORDS}", store.len()));
+        }
+    }
+    Ok(bytes.chunks(ROW_BYTES).map(<[u8]>::to_vec).collect())
+}
+
+fn verify(store: &Zrecord) -> Result<(), String> {
     let report = store.verify().map_err(|e| format!("verify failed: {e}"))?;
     if !report.is_ok() {
         let problems: Vec<String> = report.problems.iter().take(3).map(ToString::to_string).collect();
@@ -37,24 +79,32 @@ pub fn check_state(dir: &Path, ops: &[Op], models: &[Vec<Vec<u8>>], point: &Poin
     if report.unchecked > 0 {
         return Err(format!("verify: {} records without a checksum", report.unchecked));
     }
-    let records = read_all(&store)?;
-    let mut allowed = vec![acked];
-    if point.in_flight && acked < ops.len() {
-        allowed.push(acked + 1);
-    }
-    if !allowed.iter().any(|&k| records == models[k]) {
-        return Err(mismatch(&records, ops, models, &allowed));
-    }
-    let at = store.append(LATER_RECORD, 1, LATER_RECORD.len(), Codec::Raw).map_err(|e| format!("later append: {e}"))?;
-    match store.get(at) {
-        Ok(got) if got == LATER_RECORD => Ok(()),
-        Ok(_) => Err("the later append reads back other bytes".into()),
-        Err(e) => Err(format!("the later append does not read back: {e}")),
-    }
+    Ok(())
 }
 
-fn read_all(store: &Zrecord) -> Result<Vec<Vec<u8>>, String> {
-    (0..u64::from(store.len())).map(|i| store.get(i).map_err(|e| format!("record {i} unreadable: {e}"))).collect()
+/// Appends one record (a row) after the `len` found, and reads it back.
+fn later_append(dir: &Path, kind: Kind, len: u64) -> Result<(), String> {
+    let (at, got) = if kind == Kind::Rollover {
+        let row: Vec<u8> = LATER_RECORD.iter().copied().cycle().take(ROW_BYTES).collect();
+        let mut appender = dataset_appender(dir).map_err(|e| format!("later append: {e}"))?;
+        appender.append_fixed(&row).map_err(|e| format!("later append: {e}"))?;
+        drop(appender);
+        let dataset = Dataset::open(dir).map_err(|e| format!("reopen after the later append: {e}"))?;
+        let mut got = vec![0u8; ROW_BYTES];
+        let read = dataset.gather_bytes(&[len], &mut got).map(|()| got == row);
+        (len, read.map_err(|e| e.to_string()))
+    } else {
+        let store = Zrecord::open_with(dir, options()).map_err(|e| format!("reopen: {e}"))?;
+        let at =
+            store.append(LATER_RECORD, 1, LATER_RECORD.len(), Codec::Raw).map_err(|e| format!("later append: {e}"))?;
+        (at, store.get(at).map(|got| got == LATER_RECORD).map_err(|e| e.to_string()))
+    };
+    match got {
+        Ok(true) if at == len => Ok(()),
+        Ok(true) => Err(format!("the later append went to {at}, not {len}")),
+        Ok(false) => Err("the later append reads back other bytes".into()),
+        Err(e) => Err(format!("the later append does not read back: {e}")),
+    }
 }
 
 /// What differs between the records found and each model allowed.
@@ -63,7 +113,7 @@ fn mismatch(records: &[Vec<u8>], ops: &[Op], models: &[Vec<Vec<u8>>], allowed: &
     for &k in allowed {
         let want = &models[k];
         let what = match k {
-            0 => "before the store exists".to_string(),
+            0 => "before the creation".to_string(),
             _ => format!("after op {k} ({})", ops[k - 1].describe()),
         };
         let first = (0..records.len().max(want.len())).find(|&i| records.get(i) != want.get(i));
@@ -83,9 +133,9 @@ mod tests {
     }
 
     fn run(dir: &Path, ops: &[Op], upto: usize) {
-        let mut store = None;
+        let mut handle = None;
         for op in &ops[..upto] {
-            execute(&mut store, dir, op).expect("runs");
+            execute(&mut handle, dir, op).expect("runs");
         }
     }
 
@@ -118,6 +168,19 @@ mod tests {
         let err = check_state(&dir, &ops, &models, &point(3, false)).expect_err("records past the chunk's end");
         assert!(err.contains("past the end of 0.zr"), "{err}");
         assert!(check_state(&tmp.join("absent"), &ops, &models, &point(0, true)).is_ok());
+        // A sharded dataset rolled over several times.
+        let ops = crate::workload::ops(Kind::Rollover, 4, 8);
+        let models = crate::workload::models(&ops);
+        for upto in [1, 5, 9] {
+            let dir = tmp.join(format!("r{upto}"));
+            run(&dir, &ops, upto);
+            if upto > 1 {
+                assert!(check_state(&dir, &ops, &models, &point(upto - 1, false)).is_err(), "rows too many");
+            }
+            check_state(&dir, &ops, &models, &point(upto, false)).expect("the model");
+        }
+        let shards = loaderx::dataset::Dataset::open(tmp.join("r9")).expect("opens").shards();
+        assert!(shards as u64 > models[9].len() as u64 / SHARD_RECORDS, "{shards} shards");
         assert!(check_state(&tmp.join("absent"), &ops, &models, &point(1, false)).is_err());
         std::fs::remove_dir_all(&tmp).expect("cleans up");
     }

@@ -84,12 +84,12 @@ pub fn record(settings: &Settings, ops: &[Op]) -> Result<(), String> {
     std::fs::create_dir_all(DATA_MOUNT).map_err(|e| e.to_string())?;
     run("mount", &["-t", &settings.fs, &device, DATA_MOUNT])?;
     let dir = Path::new(DATA_MOUNT).join(STORE_DIR);
-    let mut store = None;
+    let mut handle = None;
     for (k, op) in ops.iter().enumerate() {
-        execute(&mut store, &dir, op).map_err(|e| format!("op {} ({}): {e}", k + 1, op.describe()))?;
+        execute(&mut handle, &dir, op).map_err(|e| format!("op {} ({}): {e}", k + 1, op.describe()))?;
         run("dmsetup", &["message", LOG_TARGET, "0", "mark", &format!("op-{}", k + 1)])?;
     }
-    drop(store);
+    drop(handle);
     run("umount", &[DATA_MOUNT])?;
     run("dmsetup", &["remove", LOG_TARGET])
 }

@@ -6,10 +6,13 @@
 //! `Vec<Vec<u8>>` ([`models`]), the simulator's (`loaderx_sim::workload`):
 //! its record bytes, its dictionary and its delete (swap with the last).
 
+use loaderx::dataset::{DType, DatasetAppender, DatasetError, WriteOptions};
+use loaderx::io::real::RealFs;
 use loaderx::{Codec, CompactOptions, Options, Zrecord};
 use loaderx_sim::rng::Rng;
 use loaderx_sim::workload::{record, swap_delete, trained_dict};
 use std::path::Path;
+use std::sync::Arc;
 
 /// Bytes of one append segment in these workloads: small, so that an
 /// append writes several segments (and starts their writeback) before its
@@ -17,6 +20,10 @@ use std::path::Path;
 pub const SEGMENT_BYTES: usize = 64 << 10;
 /// The largest record a workload appends.
 pub const RECORD_BYTES_MAX: u64 = 96 << 10;
+/// Bytes of a row of a `Rollover` workload's dataset (one `u8` column).
+pub const ROW_BYTES: usize = 3000;
+/// Records per shard of a `Rollover` workload's dataset.
+pub const SHARD_RECORDS: u64 = 8;
 
 /// What a workload exercises.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,11 +36,15 @@ pub enum Kind {
     /// Appends and deletes, then compactions: the fill, the fill with a
     /// byte budget, and the repack.
     Compact,
+    /// Appends of fixed rows to a sharded dataset
+    /// ([`DatasetAppender`]) of [`SHARD_RECORDS`] records per shard: most
+    /// appends roll a shard over, some several.
+    Rollover,
 }
 
 impl Kind {
     /// Every kind, in the order CI runs them.
-    pub const ALL: [Kind; 3] = [Kind::Append, Kind::Delete, Kind::Compact];
+    pub const ALL: [Kind; 4] = [Kind::Append, Kind::Delete, Kind::Compact, Kind::Rollover];
 
     /// The kind's name on the command line.
     pub fn name(self) -> &'static str {
@@ -41,6 +52,7 @@ impl Kind {
             Kind::Append => "append",
             Kind::Delete => "delete",
             Kind::Compact => "compact",
+            Kind::Rollover => "rollover",
         }
     }
 
@@ -70,6 +82,10 @@ pub enum Op {
     Delete(Vec<u64>),
     /// `compact_with` these options.
     Compact(CompactOptions),
+    /// `DatasetAppender::fixed_in` and `finish` of a new sharded dataset.
+    CreateDataset,
+    /// `DatasetAppender::append_fixed` of these rows.
+    AppendRows(Vec<Vec<u8>>),
 }
 
 impl Op {
@@ -87,6 +103,8 @@ impl Op {
             Op::Compact(CompactOptions { repack: true, .. }) => "compact (repack)".into(),
             Op::Compact(CompactOptions { max_bytes: Some(b), .. }) => format!("compact (fill, at most {b} bytes)"),
             Op::Compact(_) => "compact (fill)".into(),
+            Op::CreateDataset => "create a sharded dataset".into(),
+            Op::AppendRows(rows) => format!("append {} rows", rows.len()),
         }
     }
 }
@@ -144,10 +162,14 @@ fn compact_op(rng: &mut Rng, turn: usize) -> Op {
 /// with a compaction (the fill, the repack, a budgeted fill, in turn).
 pub fn ops(kind: Kind, seed: u64, count: usize) -> Vec<Op> {
     let mut rng = Rng::new(seed ^ (kind as u64) << 56);
+    if kind == Kind::Rollover {
+        let rows = |rng: &mut Rng| (0..1 + rng.below(12)).map(|_| record(rng, ROW_BYTES)).collect();
+        return [Op::CreateDataset].into_iter().chain((0..count).map(|_| Op::AppendRows(rows(&mut rng)))).collect();
+    }
     let mut out = vec![Op::Create];
     let (mut len, mut has_dict) = (0u64, false);
     let warmup = match kind {
-        Kind::Append => 0,
+        Kind::Append | Kind::Rollover => 0,
         Kind::Delete | Kind::Compact => count.div_ceil(3),
     };
     for k in 0..count {
@@ -159,12 +181,13 @@ pub fn ops(kind: Kind, seed: u64, count: usize) -> Vec<Op> {
             Kind::Delete => delete_op(&mut rng, len),
             Kind::Compact if (k - warmup) % 2 == 0 => delete_op(&mut rng, len),
             Kind::Compact => compact_op(&mut rng, (k - warmup) / 2),
+            Kind::Rollover => unreachable!("drawn above"),
         };
         match &op {
             Op::Append { records, .. } => len += records.len() as u64,
             Op::Delete(picks) => len -= unique(picks),
             Op::InstallDict => has_dict = true,
-            Op::Create | Op::Compact(_) => {}
+            _ => {}
         }
         out.push(op);
     }
@@ -186,24 +209,55 @@ pub fn models(ops: &[Op]) -> Vec<Vec<Vec<u8>>> {
     for op in ops {
         let before = out.last().expect("one model");
         let after = match op {
-            Op::Append { records, .. } => [before.clone(), records.clone()].concat(),
+            Op::Append { records, .. } | Op::AppendRows(records) => [before.clone(), records.clone()].concat(),
             Op::Delete(picks) => swap_delete(before, picks),
-            Op::Create | Op::InstallDict | Op::Compact(_) => before.clone(),
+            Op::Create | Op::InstallDict | Op::Compact(_) | Op::CreateDataset => before.clone(),
         };
         out.push(after);
     }
     out
 }
 
-/// Runs one operation on the store at `dir` (`store` is `None` before
-/// `Create`).
-pub fn execute(store: &mut Option<Zrecord>, dir: &Path, op: &Op) -> loaderx::Result<()> {
-    match op {
-        Op::Create => {
-            *store = Some(Zrecord::open_with(dir, options())?);
+/// What a workload writes through: a store, or a dataset's appender.
+pub enum Handle {
+    /// A store (`Create`).
+    Store(Box<Zrecord>),
+    /// A sharded dataset open for appending (`CreateDataset`).
+    Dataset(Box<DatasetAppender>),
+}
+
+/// The options of a `Rollover` workload's dataset.
+pub fn dataset_options() -> WriteOptions {
+    WriteOptions { shard_records: Some(SHARD_RECORDS), store: options(), ..WriteOptions::codec(Codec::Zstd) }
+}
+
+/// Opens the `Rollover` workload's dataset at `dir` to append.
+pub fn dataset_appender(dir: &Path) -> Result<DatasetAppender, DatasetError> {
+    DatasetAppender::fixed_in(Arc::new(RealFs), dir, DType::parse("|u1")?, &[ROW_BYTES], &dataset_options())
+}
+
+/// Runs one operation at `dir` (`handle` is `None` before the creation).
+pub fn execute(handle: &mut Option<Handle>, dir: &Path, op: &Op) -> Result<(), String> {
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    match (op, handle.as_mut()) {
+        (Op::Create, _) => {
+            *handle = Some(Handle::Store(Box::new(Zrecord::open_with(dir, options()).map_err(|e| err(&e))?)))
         }
+        (Op::CreateDataset, _) => {
+            let mut appender = dataset_appender(dir).map_err(|e| err(&e))?;
+            appender.finish().map_err(|e| err(&e))?;
+            *handle = Some(Handle::Dataset(Box::new(appender)));
+        }
+        (Op::AppendRows(rows), Some(Handle::Dataset(d))) => drop(d.append_fixed(&rows.concat()).map_err(|e| err(&e))?),
+        (op, Some(Handle::Store(s))) => store_op(s, op).map_err(|e| err(&e))?,
+        (op, _) => return Err(format!("{} before its creation", op.describe())),
+    }
+    Ok(())
+}
+
+fn store_op(s: &mut Zrecord, op: &Op) -> loaderx::Result<()> {
+    match op {
         Op::Append { codec, fixed, records } => {
-            let s = store.as_ref().expect("the store is created first");
             let src = records.concat();
             if *fixed {
                 s.append(&src, records.len(), records[0].len(), *codec)?;
@@ -215,12 +269,13 @@ pub fn execute(store: &mut Option<Zrecord>, dir: &Path, op: &Op) -> loaderx::Res
             }
         }
         Op::InstallDict => {
-            store.as_ref().expect("created").install_dict(trained_dict().to_vec())?;
+            s.install_dict(trained_dict().to_vec())?;
         }
-        Op::Delete(picks) => store.as_mut().expect("created").delete(picks)?,
+        Op::Delete(picks) => s.delete(picks)?,
         Op::Compact(options) => {
-            store.as_mut().expect("created").compact_with(*options, |_, _| {})?;
+            s.compact_with(*options, |_, _| {})?;
         }
+        other => return Err(loaderx::Error::InvalidArgument(format!("{} on a store", other.describe()))),
     }
     Ok(())
 }
@@ -235,7 +290,7 @@ mod tests {
             for seed in 0..20 {
                 let ops = ops(kind, seed, 16);
                 assert_eq!(ops, super::ops(kind, seed, 16));
-                assert_eq!(ops[0], Op::Create);
+                assert_eq!(ops[0], if kind == Kind::Rollover { Op::CreateDataset } else { Op::Create });
                 let models = models(&ops);
                 for (k, op) in ops.iter().enumerate() {
                     if let Op::Delete(picks) = op {
@@ -254,12 +309,12 @@ mod tests {
             let dir = tmp.join(kind.name());
             let ops = ops(kind, 5, 12);
             let models = models(&ops);
-            let mut store = None;
+            let mut handle = None;
             for op in &ops {
-                execute(&mut store, &dir, op).expect("runs");
+                execute(&mut handle, &dir, op).expect("runs");
             }
-            let s = store.expect("created");
-            let got: Vec<Vec<u8>> = (0..u64::from(s.len())).map(|i| s.get(i).expect("reads")).collect();
+            drop(handle);
+            let got = crate::check::read_records(&dir, kind).expect("reads");
             assert_eq!(&got, models.last().expect("a model"), "{kind:?}");
         }
         std::fs::remove_dir_all(&tmp).expect("cleans up");
