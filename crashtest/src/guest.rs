@@ -74,12 +74,26 @@ fn sectors(device: &Path) -> Result<u64, String> {
     Ok(bytes / 512)
 }
 
+/// What the block layer says of device-mapper target `name`'s write cache
+/// (`write back`: the filesystem above sends flushes and FUA writes).
+fn dm_write_cache(name: &str) -> String {
+    let found = std::fs::read_dir("/sys/block")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .find(|d| std::fs::read_to_string(d.path().join("dm/name")).is_ok_and(|n| n.trim() == name));
+    found
+        .and_then(|d| std::fs::read_to_string(d.path().join("queue/write_cache")).ok())
+        .map_or_else(|| "unknown".into(), |w| w.trim().to_string())
+}
+
 /// Runs the workload on the data device through a log-writes target,
 /// writing the mark `op-K` after operation K returns.
 pub fn record(settings: &Settings, ops: &[Op]) -> Result<(), String> {
     let [data, log, ..] = &settings.devices;
     let table = format!("0 {} log-writes {} {}", sectors(data)?, data.display(), log.display());
     run("dmsetup", &["create", LOG_TARGET, "--table", &table])?;
+    println!("crashtest: write cache of the log-writes target: {}", dm_write_cache(LOG_TARGET));
     let device = format!("/dev/mapper/{LOG_TARGET}");
     std::fs::create_dir_all(DATA_MOUNT).map_err(|e| e.to_string())?;
     run("mount", &["-t", &settings.fs, &device, DATA_MOUNT])?;
