@@ -42,7 +42,8 @@ pub fn check_state(dir: &Path, ops: &[Op], models: &[Vec<Vec<u8>>], point: &Poin
         allowed.push(acked + 1);
     }
     let whole = allowed.iter().any(|&k| records == models[k]);
-    if !whole && !(kind == Kind::Rollover && allowed.len() == 2 && is_prefix(&records, models, acked)) {
+    let partial = kind == Kind::Rollover && allowed.len() == 2 && is_prefix(&records, models, acked);
+    if !(whole || partial) {
         return Err(mismatch(&records, ops, models, &allowed));
     }
     later_append(dir, kind, records.len() as u64)
