@@ -153,7 +153,9 @@ pub fn record(rng: &mut Rng, len: usize) -> Vec<u8> {
         .collect()
 }
 
-fn swap_delete(model: &[Vec<u8>], indices: &[u64]) -> Vec<Vec<u8>> {
+/// The model of `delete`: each index (largest first, duplicates once)
+/// swapped with the last record and removed.
+pub fn swap_delete(model: &[Vec<u8>], indices: &[u64]) -> Vec<Vec<u8>> {
     let mut out = model.to_vec();
     let mut doomed = indices.to_vec();
     doomed.sort_unstable_by(|a, b| b.cmp(a));
@@ -819,7 +821,7 @@ pub fn store_path() -> &'static Path {
 
 /// The dictionary `Op::TrainDict` installs: `Zrecord::train_dict_bytes` of
 /// 40 fixed samples of 300 bytes, at most 8 KiB, trained once.
-fn trained_dict() -> &'static [u8] {
+pub fn trained_dict() -> &'static [u8] {
     static DICT: OnceLock<Vec<u8>> = OnceLock::new();
     DICT.get_or_init(|| {
         let mut rng = Rng::new(7);

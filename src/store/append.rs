@@ -328,8 +328,12 @@ impl Zrecord {
         if created {
             self.chunks.sync_dir().map_err(|e| self.sync_failed(e))?; // SYNC A0
         }
-        for &(_, chunk, _) in &reach {
-            chunk.sync_data().map_err(|e| self.sync_failed(e))?; // SYNC A1
+        // The `crash-mutant` feature (test only) drops A1, for the kernel
+        // crash test to show that it notices (docs/crash-safety.md).
+        if !cfg!(feature = "crash-mutant") {
+            for &(_, chunk, _) in &reach {
+                chunk.sync_data().map_err(|e| self.sync_failed(e))?; // SYNC A1
+            }
         }
         let has_dict = self.has_dict();
         for entry in &entries {
