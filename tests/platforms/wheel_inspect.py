@@ -62,7 +62,7 @@ WINDOWS_SYSTEM = {
 def platform_of(tag: str) -> tuple[str, str]:
     """(os, machine) of a wheel's platform tag."""
     if tag.startswith(("manylinux", "musllinux")):
-        return "linux", re.sub(r"^(many|musl)linux_\d+_\d+_", "", tag.split(".")[0]).replace("manylinux2014_", "")
+        return "linux", re.sub(r"^(manylinux2014|(many|musl)linux_\d+_\d+)_", "", tag)
     if tag.startswith("macosx_"):
         return "macos", tag.split("_", 3)[3]
     if tag.startswith("win_"):
