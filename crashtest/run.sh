@@ -104,7 +104,7 @@ campaign() { # SEEDS OPS BETWEEN MUTANT_FS...
     shift 3
     : >"$results" && : >"$failures"
     for fs in ext4 xfs btrfs; do
-        for kind in append delete compact rollover; do
+        for kind in append delete compact rollover table; do
             for seed in $(seq 1 "$seeds"); do start "$fs" "$kind" "$seed" "$ops" "$between"; done
         done
     done

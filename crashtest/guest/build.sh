@@ -25,9 +25,14 @@ if ! command -v qemu-system-x86_64 >/dev/null && [ ! -x "$out/qemu/usr/bin/qemu-
         debs="$out/qemu-debs" && mkdir -p "$debs" && (cd "$debs" && apt-get download qemu-system-x86 \
             qemu-system-common qemu-system-data seabios ipxe-qemu)
         for d in "$debs"/*.deb; do dpkg-deb -x "$d" "$out/qemu"; done
-        # Its shared libraries (each a library package of its own).
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-remove libfdt1 libpmem1 librdmacm1 \
-            libibverbs1 libslirp0 libvdeplug2
+        # Its shared libraries: the library packages it depends on.
+        libs=$(apt-cache depends qemu-system-x86 qemu-system-common | awk '$1 == "Depends:" && $2 ~ /^lib/ { print $2 }' | sort -u)
+        # shellcheck disable=SC2086 # one word per package
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-remove $libs
+        if ldd "$out/qemu/usr/bin/qemu-system-x86_64" | grep 'not found'; then
+            echo "build.sh: the unpacked QEMU misses the libraries above" >&2
+            exit 1
+        fi
     fi
 fi
 

@@ -10,8 +10,10 @@
 //! - a later append works and reads back.
 
 use crate::replay::Point;
+use crate::table::{marks, recover_table, table_rows};
 use crate::workload::{Kind, Op, ROW_BYTES, SHARD_RECORDS, dataset_appender, options};
 use loaderx::dataset::{Dataset, shard_dir};
+use loaderx::table::Table;
 use loaderx::{Codec, Zrecord};
 use std::path::Path;
 
@@ -30,23 +32,53 @@ pub fn check_state(dir: &Path, ops: &[Op], models: &[Vec<Vec<u8>>], point: &Poin
             _ => Err(format!("the store directory is missing after {acked} acknowledged operations")),
         };
     }
-    let kind = if ops.first() == Some(&Op::CreateDataset) { Kind::Rollover } else { Kind::Append };
+    let kind = match ops.first() {
+        Some(Op::CreateDataset) => Kind::Rollover,
+        Some(Op::CreateTable) => return check_table(dir, ops, models, point),
+        _ => Kind::Append,
+    };
     let records = match read_records(dir, kind) {
         // A dataset whose creation was in flight may be a directory no
         // reader opens: as if absent, if a writer then appends to it.
         Err(_) if kind == Kind::Rollover && acked == 0 => Vec::new(),
         read => read?,
     };
-    let mut allowed = vec![acked];
-    if point.in_flight && acked < ops.len() {
-        allowed.push(acked + 1);
-    }
+    let allowed = allowed(point, ops.len());
     let whole = allowed.iter().any(|&k| records == models[k]);
     let partial = kind == Kind::Rollover && allowed.len() == 2 && is_prefix(&records, models, acked);
     if !(whole || partial) {
         return Err(mismatch(&records, ops, models, &allowed));
     }
     later_append(dir, kind, records.len() as u64)
+}
+
+/// The models a state may match: the acknowledged operations', and with
+/// an operation in flight, the one after it too.
+fn allowed(point: &Point, ops: usize) -> Vec<usize> {
+    let acked = point.acked.min(ops);
+    let mut allowed = vec![acked];
+    if point.in_flight && acked < ops {
+        allowed.push(acked + 1);
+    }
+    allowed
+}
+
+/// [`check_state`] of a `Table` workload: what a reader sees (the
+/// committed rows and the commit's mark) is an allowed model, whatever the
+/// columns hold past it; then [`recover_table`].
+fn check_table(dir: &Path, ops: &[Op], models: &[Vec<Vec<u8>>], point: &Point) -> Result<(), String> {
+    let found = match Table::open(dir) {
+        // A table whose creation was in flight may have no commit file yet.
+        Err(_) if point.acked == 0 => None,
+        Err(e) => return Err(format!("table open failed: {e}")),
+        Ok(table) => Some(table_rows(&table)?),
+    };
+    let (records, mark) = found.clone().unwrap_or_default();
+    let (marks, allowed) = (marks(ops), allowed(point, ops.len()));
+    if !allowed.iter().any(|&k| records == models[k] && mark == marks[k]) {
+        return Err(format!("{} the table's mark: {mark:?}", mismatch(&records, ops, models, &allowed)));
+    }
+    recover_table(dir, found.is_some(), records.len() as u64)
 }
 
 /// A dataset's append that rolls shards over is a sequence of store
@@ -59,8 +91,12 @@ fn is_prefix(records: &[Vec<u8>], models: &[Vec<Vec<u8>>], acked: usize) -> bool
 
 /// Opens what is at `dir` with the normal open, checks it (`verify` clean,
 /// every record under its checksum; a dataset's sealed shards full) and
-/// reads every record.
+/// reads every record (a table's: what a reader sees, [`table_rows`]).
 pub fn read_records(dir: &Path, kind: Kind) -> Result<Vec<Vec<u8>>, String> {
+    if kind == Kind::Table {
+        let table = Table::open(dir).map_err(|e| format!("table open failed: {e}"))?;
+        return table_rows(&table).map(|(rows, _)| rows);
+    }
     if kind != Kind::Rollover {
         let store = Zrecord::open_with(dir, options()).map_err(|e| format!("open failed: {e}"))?;
         verify(&store)?;
@@ -85,7 +121,7 @@ pub fn read_records(dir: &Path, kind: Kind) -> Result<Vec<Vec<u8>>, String> {
     Ok(bytes.chunks(ROW_BYTES).map(<[u8]>::to_vec).collect())
 }
 
-fn verify(store: &Zrecord) -> Result<(), String> {
+pub(crate) fn verify(store: &Zrecord) -> Result<(), String> {
     let report = store.verify().map_err(|e| format!("verify failed: {e}"))?;
     if !report.is_ok() {
         let problems: Vec<String> = report.problems.iter().take(3).map(ToString::to_string).collect();
@@ -207,6 +243,47 @@ mod tests {
         let shards = loaderx::dataset::Dataset::open(tmp.join("r9")).expect("opens").shards();
         assert!(shards as u64 > models[9].len() as u64 / SHARD_RECORDS, "{shards} shards");
         assert!(check_state(&tmp.join("absent"), &ops, &models, &point(1, false)).is_err());
+        std::fs::remove_dir_all(&tmp).expect("cleans up");
+    }
+
+    #[test]
+    fn the_check_of_a_table_holds_it_to_its_commits_and_marks() {
+        use crate::table::{Row, append_batches, table_options};
+        use loaderx::table::TableWriter;
+        let tmp = std::env::temp_dir().join(format!("loaderx-crashtest-table-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        let ops = ops(Kind::Table, 2, 10);
+        let models = models(&ops);
+        for upto in [1, 4, 11] {
+            let dir = tmp.join(format!("p{upto}"));
+            run(&dir, &ops, upto);
+            check_state(&dir, &ops, &models, &point(upto, false)).expect("the model");
+        }
+        assert!(models[11].len() as u64 > 2 * crate::table::TABLE_SHARD_ROWS, "columns rolled over");
+        // The next commit's rows, acknowledged but missing.
+        let k = (1..10).find(|&k| models[k + 1] != models[k]).expect("a commit");
+        let dir = tmp.join("lost");
+        run(&dir, &ops, k);
+        let err = check_state(&dir, &ops, &models, &point(k + 1, false)).expect_err("a commit lost");
+        assert!(err.contains("match no allowed model"), "{err}");
+        // Rows appended and not committed (a crash in K0): the reader does
+        // not see them, and the writer's open cuts them.
+        let dir = tmp.join("tail");
+        run(&dir, &ops, k);
+        let mut writer = TableWriter::open(&dir, &table_options()).expect("opens");
+        let mut rng = loaderx_sim::rng::Rng::new(9);
+        append_batches(&mut writer, &[(0..12).map(|_| Row::random(&mut rng)).collect()]).expect("appends");
+        drop(writer);
+        check_state(&dir, &ops, &models, &point(k, false)).expect("the tail is not committed");
+        // The same rows under another mark.
+        let dir = tmp.join("mark");
+        run(&dir, &ops, k + 1);
+        let mut writer = TableWriter::open(&dir, &table_options()).expect("opens");
+        writer.commit_marked(Some("another".into())).expect("commits");
+        drop(writer);
+        let err = check_state(&dir, &ops, &models, &point(k + 1, false)).expect_err("another mark");
+        assert!(err.contains("\"another\""), "{err}");
+        assert!(check_state(&tmp.join("absent"), &ops, &models, &point(0, true)).is_ok());
         std::fs::remove_dir_all(&tmp).expect("cleans up");
     }
 }

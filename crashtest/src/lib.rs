@@ -13,4 +13,5 @@ pub mod check;
 pub mod guest;
 pub mod log;
 pub mod replay;
+pub mod table;
 pub mod workload;

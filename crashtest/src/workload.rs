@@ -6,8 +6,10 @@
 //! `Vec<Vec<u8>>` ([`models`]), the simulator's (`loaderx_sim::workload`):
 //! its record bytes, its dictionary and its delete (swap with the last).
 
+use crate::table::{Row, append_batches, table_columns, table_ops, table_options};
 use loaderx::dataset::{DType, DatasetAppender, DatasetError, WriteOptions};
 use loaderx::io::real::RealFs;
+use loaderx::table::TableWriter;
 use loaderx::{Codec, CompactOptions, Options, Zrecord};
 use loaderx_sim::rng::Rng;
 use loaderx_sim::workload::{record, swap_delete, trained_dict};
@@ -40,11 +42,14 @@ pub enum Kind {
     /// ([`DatasetAppender`]) of [`SHARD_RECORDS`] records per shard: most
     /// appends roll a shard over, some several.
     Rollover,
+    /// Commits of rows to a four-column sharded table, some appended and
+    /// abandoned ([`crate::table`]).
+    Table,
 }
 
 impl Kind {
     /// Every kind, in the order CI runs them.
-    pub const ALL: [Kind; 4] = [Kind::Append, Kind::Delete, Kind::Compact, Kind::Rollover];
+    pub const ALL: [Kind; 5] = [Kind::Append, Kind::Delete, Kind::Compact, Kind::Rollover, Kind::Table];
 
     /// The kind's name on the command line.
     pub fn name(self) -> &'static str {
@@ -53,6 +58,7 @@ impl Kind {
             Kind::Delete => "delete",
             Kind::Compact => "compact",
             Kind::Rollover => "rollover",
+            Kind::Table => "table",
         }
     }
 
@@ -86,6 +92,16 @@ pub enum Op {
     CreateDataset,
     /// `DatasetAppender::append_fixed` of these rows.
     AppendRows(Vec<Vec<u8>>),
+    /// `TableWriter::create` of the table ([`crate::table::table_columns`]).
+    CreateTable,
+    /// `TableWriter::append` of each batch, then `commit_marked(mark)`; with
+    /// no mark, the writer dropped uncommitted and opened again (K3).
+    AppendTable {
+        /// The batches, each one `append`.
+        batches: Vec<Vec<Row>>,
+        /// The commit's mark; `None`: abandoned.
+        mark: Option<String>,
+    },
 }
 
 impl Op {
@@ -105,6 +121,14 @@ impl Op {
             Op::Compact(_) => "compact (fill)".into(),
             Op::CreateDataset => "create a sharded dataset".into(),
             Op::AppendRows(rows) => format!("append {} rows", rows.len()),
+            Op::CreateTable => "create a table".into(),
+            Op::AppendTable { batches, mark } => {
+                let sizes: Vec<usize> = batches.iter().map(Vec::len).collect();
+                match mark {
+                    Some(m) => format!("append batches of {sizes:?} rows, commit {m:?}"),
+                    None => format!("append batches of {sizes:?} rows, abandon"),
+                }
+            }
         }
     }
 }
@@ -162,6 +186,9 @@ fn compact_op(rng: &mut Rng, turn: usize) -> Op {
 /// with a compaction (the fill, the repack, a budgeted fill, in turn).
 pub fn ops(kind: Kind, seed: u64, count: usize) -> Vec<Op> {
     let mut rng = Rng::new(seed ^ (kind as u64) << 56);
+    if kind == Kind::Table {
+        return table_ops(&mut rng, count);
+    }
     if kind == Kind::Rollover {
         let rows = |rng: &mut Rng| (0..1 + rng.below(12)).map(|_| record(rng, ROW_BYTES)).collect();
         return [Op::CreateDataset].into_iter().chain((0..count).map(|_| Op::AppendRows(rows(&mut rng)))).collect();
@@ -169,7 +196,7 @@ pub fn ops(kind: Kind, seed: u64, count: usize) -> Vec<Op> {
     let mut out = vec![Op::Create];
     let (mut len, mut has_dict) = (0u64, false);
     let warmup = match kind {
-        Kind::Append | Kind::Rollover => 0,
+        Kind::Append | Kind::Rollover | Kind::Table => 0,
         Kind::Delete | Kind::Compact => count.div_ceil(3),
     };
     for k in 0..count {
@@ -181,7 +208,7 @@ pub fn ops(kind: Kind, seed: u64, count: usize) -> Vec<Op> {
             Kind::Delete => delete_op(&mut rng, len),
             Kind::Compact if (k - warmup) % 2 == 0 => delete_op(&mut rng, len),
             Kind::Compact => compact_op(&mut rng, (k - warmup) / 2),
-            Kind::Rollover => unreachable!("drawn above"),
+            Kind::Rollover | Kind::Table => unreachable!("drawn above"),
         };
         match &op {
             Op::Append { records, .. } => len += records.len() as u64,
@@ -211,7 +238,15 @@ pub fn models(ops: &[Op]) -> Vec<Vec<Vec<u8>>> {
         let after = match op {
             Op::Append { records, .. } | Op::AppendRows(records) => [before.clone(), records.clone()].concat(),
             Op::Delete(picks) => swap_delete(before, picks),
-            Op::Create | Op::InstallDict | Op::Compact(_) | Op::CreateDataset => before.clone(),
+            Op::AppendTable { batches, mark: Some(_) } => {
+                [before.clone(), batches.iter().flatten().map(Row::encode).collect()].concat()
+            }
+            Op::Create
+            | Op::InstallDict
+            | Op::Compact(_)
+            | Op::CreateDataset
+            | Op::CreateTable
+            | Op::AppendTable { mark: None, .. } => before.clone(),
         };
         out.push(after);
     }
@@ -224,6 +259,8 @@ pub enum Handle {
     Store(Box<Zrecord>),
     /// A sharded dataset open for appending (`CreateDataset`).
     Dataset(Box<DatasetAppender>),
+    /// A table's writer (`CreateTable`).
+    Table(Box<TableWriter>),
 }
 
 /// The options of a `Rollover` workload's dataset.
@@ -249,6 +286,21 @@ pub fn execute(handle: &mut Option<Handle>, dir: &Path, op: &Op) -> Result<(), S
             *handle = Some(Handle::Dataset(Box::new(appender)));
         }
         (Op::AppendRows(rows), Some(Handle::Dataset(d))) => drop(d.append_fixed(&rows.concat()).map_err(|e| err(&e))?),
+        (Op::CreateTable, _) => {
+            let writer = TableWriter::create(dir, &table_columns(), &table_options()).map_err(|e| err(&e))?;
+            *handle = Some(Handle::Table(Box::new(writer)));
+        }
+        (Op::AppendTable { batches, mark }, Some(Handle::Table(t))) => {
+            append_batches(t, batches)?;
+            match mark {
+                Some(m) => drop(t.commit_marked(Some(m.clone())).map_err(|e| err(&e))?),
+                None => {
+                    *handle = None;
+                    let writer = TableWriter::open(dir, &table_options()).map_err(|e| err(&e))?;
+                    *handle = Some(Handle::Table(Box::new(writer)));
+                }
+            }
+        }
         (op, Some(Handle::Store(s))) => store_op(s, op).map_err(|e| err(&e))?,
         (op, _) => return Err(format!("{} before its creation", op.describe())),
     }
@@ -290,7 +342,12 @@ mod tests {
             for seed in 0..20 {
                 let ops = ops(kind, seed, 16);
                 assert_eq!(ops, super::ops(kind, seed, 16));
-                assert_eq!(ops[0], if kind == Kind::Rollover { Op::CreateDataset } else { Op::Create });
+                let first = match kind {
+                    Kind::Rollover => Op::CreateDataset,
+                    Kind::Table => Op::CreateTable,
+                    _ => Op::Create,
+                };
+                assert_eq!(ops[0], first);
                 let models = models(&ops);
                 for (k, op) in ops.iter().enumerate() {
                     if let Op::Delete(picks) = op {
