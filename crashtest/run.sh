@@ -2,13 +2,14 @@
 # The crash test on the real kernel (docs/crash-safety.md, "On the real kernel").
 #
 #   crashtest/run.sh --ci          every filesystem, a short workload of each kind
-#                                  (6 operations), every flush point and mark, 1
+#                                  (6 operations, a table's 3), every flush point and mark, 1
 #                                  sampled state per gap, and the mutant on ext4
 #   crashtest/run.sh --campaign [SEEDS [OPS [BETWEEN]]]   the longer run: SEEDS
 #                                  seeds (default 2) of each kind on each filesystem,
-#                                  OPS operations (20), BETWEEN sampled states per
+#                                  OPS operations (20; a table's TABLE_OPS, 8),
+#                                  BETWEEN sampled states per
 #                                  gap (4), and the mutant on each filesystem
-#   JOBS=N (default 2): guests at a time
+#   JOBS=N (default 2): guests at a time; KINDS="K..." (default all): the workloads
 #   crashtest/run.sh one FS KIND SEED OPS BETWEEN [mutant]   one guest run
 #
 # Each run boots a QEMU guest (TCG) from guest/build.sh's kernel and
@@ -100,12 +101,15 @@ reap() { # waits for the oldest running guest
 # MUTANT_FS; fails when a run does not finish, a run of the store finds a
 # violation, or the mutant goes unnoticed.
 campaign() { # SEEDS OPS BETWEEN MUTANT_FS...
-    local seeds=$1 ops=$2 between=$3 failed=0 fs kind seed
+    local seeds=$1 ops=$2 between=$3 failed=0 fs kind seed n
     shift 3
     : >"$results" && : >"$failures"
     for fs in ext4 xfs btrfs; do
-        for kind in append delete compact rollover table; do
-            for seed in $(seq 1 "$seeds"); do start "$fs" "$kind" "$seed" "$ops" "$between"; done
+        for kind in ${KINDS:-append delete compact rollover table}; do
+            # A table's operations each write every column: TABLE_OPS bounds them.
+            n=$ops
+            if [ "$kind" = table ]; then n=${TABLE_OPS:-$ops}; fi
+            for seed in $(seq 1 "$seeds"); do start "$fs" "$kind" "$seed" "$n" "$between"; done
         done
     done
     for fs in "$@"; do start "$fs" append 1 6 1 mutant; done
@@ -133,8 +137,8 @@ failures="$out/runs/failures.txt"
 # Guests at a time (each one TCG thread), run at the lowest priority.
 JOBS=${JOBS:-2}
 case "${1:-}" in
-    --ci) campaign 1 6 1 ext4 ;;
-    --campaign) campaign "${2:-2}" "${3:-20}" "${4:-4}" ext4 xfs btrfs ;;
+    --ci) TABLE_OPS=3 campaign 1 6 1 ext4 ;;
+    --campaign) TABLE_OPS=${TABLE_OPS:-8} campaign "${2:-2}" "${3:-20}" "${4:-4}" ext4 xfs btrfs ;;
     one) shift; : >"$results"; run_one "$@" ;;
     *) echo "usage: $0 --ci | --campaign [SEEDS] | one FS KIND SEED OPS BETWEEN [mutant]" >&2; exit 2 ;;
 esac

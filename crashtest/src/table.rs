@@ -1,5 +1,5 @@
-//! The `Table` workload: rows appended to every column of a four-column
-//! table (fixed, ragged, bytes and text, each column sharded every
+//! The `Table` workload: rows appended to every column of a three-column
+//! table (fixed, ragged and text, each column sharded every
 //! [`TABLE_SHARD_ROWS`] rows) and committed with a mark
 //! (`docs/crash-safety.md`, "Table commit", K0-K2); some appended and
 //! abandoned: the writer dropped before its commit and opened again, which
@@ -21,7 +21,7 @@ use loaderx_sim::workload::record;
 use std::path::Path;
 
 /// Rows per shard of each column: most commits roll a column over.
-pub const TABLE_SHARD_ROWS: u64 = 8;
+pub const TABLE_SHARD_ROWS: u64 = 12;
 /// Bytes of a row of the fixed column (`<u4[4]`).
 const LABEL_BYTES: usize = 16;
 /// The mark the check's later commit records.
@@ -32,10 +32,8 @@ const LATER_MARK: &str = "after the crash";
 pub struct Row {
     /// The fixed column's value, [`LABEL_BYTES`] bytes.
     pub label: Vec<u8>,
-    /// The ragged column's value: whole `<i4` items.
+    /// The ragged column's value: whole `<i4` items, up to 20 KB.
     pub tokens: Vec<u8>,
-    /// The bytes column's value.
-    pub blob: Vec<u8>,
     /// The text column's value (UTF-8).
     pub text: Vec<u8>,
 }
@@ -52,10 +50,10 @@ pub fn encode_row(values: &[&[u8]]) -> Vec<u8> {
 }
 
 impl Row {
-    /// A random row: a few dozen tokens, a blob of up to 20 KB, a line of
-    /// text with a two-byte character now and then.
+    /// A random row: up to 750 tokens (now and then up to 5,000), a line
+    /// of text with a two-byte character now and then.
     pub fn random(rng: &mut Rng) -> Row {
-        let blob_max = if rng.chance(0.2) { 20_000 } else { 3000 };
+        let tokens_max = if rng.chance(0.2) { 5000 } else { 750 };
         let mut text = Vec::new();
         for _ in 0..rng.below(120) {
             if rng.chance(0.05) {
@@ -64,25 +62,25 @@ impl Row {
                 text.push(b'a' + rng.below(26) as u8);
             }
         }
-        let (tokens, blob) = (4 * rng.below(48) as usize, rng.below(blob_max) as usize);
-        Row { label: record(rng, LABEL_BYTES), tokens: record(rng, tokens), blob: record(rng, blob), text }
+        let tokens = 4 * rng.below(tokens_max) as usize;
+        Row { label: record(rng, LABEL_BYTES), tokens: record(rng, tokens), text }
     }
 
     /// The row's model.
     pub fn encode(&self) -> Vec<u8> {
-        encode_row(&[&self.label, &self.tokens, &self.blob, &self.text])
+        encode_row(&[&self.label, &self.tokens, &self.text])
     }
 }
 
-/// The table's columns: a fixed `<u4[4]`, a ragged `<i4`, a bytes column
-/// in zstd and a text column (raw, the writer's codec).
+/// The table's columns: a fixed `<u4[4]` and a ragged `<i4` (raw, the
+/// writer's codec), and a text column in zstd. (A bytes column is a text
+/// column without the UTF-8 check: the same dataset.)
 pub fn table_columns() -> Vec<ColumnSpec> {
     let dtype = |d| DType::parse(d).expect("a dtype");
     vec![
         ColumnSpec::fixed("label", dtype("<u4"), &[4]),
         ColumnSpec::ragged("tokens", dtype("<i4"), &[]),
-        ColumnSpec::bytes("blob").with_codec(Codec::Zstd),
-        ColumnSpec::utf8("text"),
+        ColumnSpec::utf8("text").with_codec(Codec::Zstd),
     ]
 }
 
@@ -93,14 +91,14 @@ pub fn table_options() -> WriteOptions {
 }
 
 /// The operations of a `Table` workload: `CreateTable`, then `count`
-/// appends of 1 to 3 batches of 1 to 6 rows, the middle one and one in
+/// appends of 1 or 2 batches of 1 to 5 rows, the middle one and one in
 /// five of the others abandoned, the rest committed with the mark `op-K`
 /// (K the operation's number).
 pub fn table_ops(rng: &mut Rng, count: usize) -> Vec<Op> {
     let mut out = vec![Op::CreateTable];
     for k in 0..count {
         let batches =
-            (0..1 + rng.below(3)).map(|_| (0..1 + rng.below(6)).map(|_| Row::random(rng)).collect()).collect();
+            (0..1 + rng.below(2)).map(|_| (0..1 + rng.below(5)).map(|_| Row::random(rng)).collect()).collect();
         let abandoned = rng.chance(0.2) || k == count / 2;
         let mark = (!abandoned).then(|| format!("op-{}", k + 2));
         out.push(Op::AppendTable { batches, mark });
@@ -127,8 +125,8 @@ pub fn append_batches(writer: &mut TableWriter, batches: &[Vec<Row>]) -> Result<
     for rows in batches {
         let labels: Vec<u8> = rows.iter().flat_map(|r| r.label.iter().copied()).collect();
         let column = |f: fn(&Row) -> &[u8]| rows.iter().map(f).collect::<Vec<&[u8]>>();
-        let (tokens, blobs, texts) = (column(|r| &r.tokens), column(|r| &r.blob), column(|r| &r.text));
-        let values = [Values::Fixed(&labels), Values::Items(&tokens), Values::Items(&blobs), Values::Items(&texts)];
+        let (tokens, texts) = (column(|r| &r.tokens), column(|r| &r.text));
+        let values = [Values::Fixed(&labels), Values::Items(&tokens), Values::Items(&texts)];
         writer.append(&values).map_err(|e| e.to_string())?;
     }
     Ok(())
@@ -196,7 +194,7 @@ fn verify_column(dir: &Path, kind: ColumnType, rows: u64) -> Result<(), String> 
 /// Appends and commits one row after the `rows` found, and reads it back
 /// with its mark.
 fn later_commit(dir: &Path, rows: u64) -> Result<(), String> {
-    let row = Row { label: vec![7; LABEL_BYTES], tokens: vec![1; 8], blob: b"later".to_vec(), text: b"later".to_vec() };
+    let row = Row { label: vec![7; LABEL_BYTES], tokens: vec![1; 8], text: b"later".to_vec() };
     let mut writer = TableWriter::open(dir, &table_options()).map_err(|e| format!("later append: {e}"))?;
     append_batches(&mut writer, std::slice::from_ref(&vec![row.clone()]))?;
     writer.commit_marked(Some(LATER_MARK.into())).map_err(|e| format!("later commit: {e}"))?;
