@@ -294,7 +294,7 @@ impl AppendGuard<'_> {
         if let Some(store) = &meta.sums {
             // SAFETY: the append mutex is held; readers load no slot at or
             // past the published length `first`.
-            unsafe { store.fill_ahead(first, end)? }; // SYNC K4
+            unsafe { store.zero_ahead(first, end)? }; // SYNC K4
             for (k, sum) in sums.iter().enumerate() {
                 self.put_sum(first + k as u32, *sum);
             }

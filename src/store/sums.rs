@@ -38,12 +38,12 @@ const SEAL_OFFSET: usize = 8;
 /// How often a reader loads the seal and the header again when they did not
 /// match: a commit running meanwhile moves both.
 const SEAL_TRIES: usize = 3;
-/// The zero-fill's first step, in slots (one page of them); each later
-/// step is twice the one before, up to [`FILL_SLOTS_MAX`].
-const FILL_SLOTS_MIN: u32 = 512;
-/// The zero-fill's largest step: 1 MiB of slots.
-const FILL_SLOTS_MAX: u32 = 1 << 17;
-/// What a zero-fill copies, a piece at a time.
+/// The zeroing's first step past an append's end, in slots (one page of them); each later
+/// step is twice the one before, up to [`ZERO_STEP_MAX`].
+const ZERO_STEP_MIN: u32 = 512;
+/// The zeroing's largest step: 1 MiB of slots.
+const ZERO_STEP_MAX: u32 = 1 << 17;
+/// What the zeroing copies, a piece at a time.
 static ZEROS: [u8; 1 << 16] = [0; 1 << 16];
 
 /// One slot of `sums.zr`.
@@ -136,11 +136,11 @@ pub(crate) struct Sums {
     /// stored as 0, until the store is covered again.
     broken: AtomicBool,
     /// A writer's: the slots below it that are past the length were
-    /// zero-filled and synced since open ([`Sums::fill_ahead`]); 0 at open.
-    filled: AtomicU32,
-    /// A writer's: how many slots past an append's end its next zero-fill
+    /// zeroed and synced since open ([`Sums::zero_ahead`]); 0 at open.
+    zeroed: AtomicU32,
+    /// A writer's: how many slots past an append's end its next zeroing
     /// reaches.
-    fill_step: AtomicU32,
+    zero_step: AtomicU32,
 }
 
 /// The hash of one header word in the seal: 16 bits of its CRC-32C, never 0.
@@ -201,8 +201,8 @@ impl Sums {
             map,
             capacity,
             broken: AtomicBool::new(false),
-            filled: AtomicU32::new(0),
-            fill_step: AtomicU32::new(FILL_SLOTS_MIN),
+            zeroed: AtomicU32::new(0),
+            zero_step: AtomicU32::new(ZERO_STEP_MIN),
         }))
     }
 
@@ -245,33 +245,33 @@ impl Sums {
     }
 
     /// Before an append stores slots `first..end` (`first`: the length):
-    /// unless this writer filled them already, zeros over the slots from
-    /// `first` (or the end of the last fill) to some way past `end`, made
+    /// unless this writer zeroed them already, zeros over the slots from
+    /// `first` (or the end of the last zeroing) to some way past `end`, made
     /// durable (SYNC K4). Their blocks are then allocated and written, so
     /// K1 over them overwrites in place: a sparse file's hole filled would
     /// be a journal commit (ext4) on every append's K1. The step doubles
-    /// from one page of slots to 1 MiB, which amortizes the fill's own
-    /// sync. Slots below `first` are never touched: the fill changes only
+    /// from one page of slots to 1 MiB, which amortizes the zeroing's own
+    /// sync. Slots below `first` are never touched: the zeroing changes only
     /// slots past the length, which cover no live record.
     ///
     /// # Safety
     /// As [`Sums::put`]; no reader loads slots at or past `first`.
-    pub(crate) unsafe fn fill_ahead(&self, first: u32, end: u32) -> io::Result<()> {
-        let filled = self.filled.load(Ordering::Relaxed);
-        if end <= filled {
+    pub(crate) unsafe fn zero_ahead(&self, first: u32, end: u32) -> io::Result<()> {
+        let zeroed = self.zeroed.load(Ordering::Relaxed);
+        if end <= zeroed {
             return Ok(());
         }
-        let step = self.fill_step.load(Ordering::Relaxed);
+        let step = self.zero_step.load(Ordering::Relaxed);
         let to = end.saturating_add(step).min(self.capacity);
-        let (start, stop) = (sum_offset(filled.max(first)) as usize, sum_offset(to) as usize);
+        let (start, stop) = (sum_offset(zeroed.max(first)) as usize, sum_offset(to) as usize);
         for at in (start..stop).step_by(ZEROS.len()) {
             // SAFETY: slots at or past the length, which readers never load;
             // the caller is the one writer.
             unsafe { self.map.write(at, &ZEROS[..(stop - at).min(ZEROS.len())]) };
         }
         self.map.flush_range(start, stop - start)?; // SYNC K4
-        self.filled.store(to, Ordering::Relaxed);
-        self.fill_step.store(step.saturating_mul(2).min(FILL_SLOTS_MAX), Ordering::Relaxed);
+        self.zeroed.store(to, Ordering::Relaxed);
+        self.zero_step.store(step.saturating_mul(2).min(ZERO_STEP_MAX), Ordering::Relaxed);
         Ok(())
     }
 
