@@ -345,8 +345,9 @@ fn an_append_zeroes_slots_past_the_length_and_none_below() {
     assert!((70..100).all(|k| slot(dir.path(), k) == 0), "the slots past the length are zeroed");
     let report = Zrecord::open(dir.path()).unwrap().verify().unwrap();
     assert!(report.is_ok() && report.checksummed == 70 && report.unchecked == 0, "{report:?}");
-    // The zeroing wrote blocks: past the last slot, at least a page of slots
-    // is allocated (a sparse file would hold one block or two).
+    // The zeroing wrote blocks: at least a page of slots past the last one
+    // is allocated (without it, one page would be: the header and slots
+    // 0..504).
     #[cfg(target_os = "linux")]
     {
         use std::os::unix::fs::MetadataExt;

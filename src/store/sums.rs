@@ -38,8 +38,9 @@ const SEAL_OFFSET: usize = 8;
 /// How often a reader loads the seal and the header again when they did not
 /// match: a commit running meanwhile moves both.
 const SEAL_TRIES: usize = 3;
-/// The zeroing's first step past an append's end, in slots (one page of them); each later
-/// step is twice the one before, up to [`ZERO_STEP_MAX`].
+/// How far past an append's end the zeroing first reaches, in slots (one
+/// page of them); each later step is twice the one before, up to
+/// [`ZERO_STEP_MAX`].
 const ZERO_STEP_MIN: u32 = 512;
 /// The zeroing's largest step: 1 MiB of slots.
 const ZERO_STEP_MAX: u32 = 1 << 17;
@@ -135,8 +136,8 @@ pub(crate) struct Sums {
     /// A writer's: the seal was broken at open (or since); it stays broken,
     /// stored as 0, until the store is covered again.
     broken: AtomicBool,
-    /// A writer's: the slots below it that are past the length were
-    /// zeroed and synced since open ([`Sums::zero_ahead`]); 0 at open.
+    /// A writer's: the end of the slots it zeroed and synced since its
+    /// open ([`Sums::zero_ahead`]); 0 at open.
     zeroed: AtomicU32,
     /// A writer's: how many slots past an append's end its next zeroing
     /// reaches.
