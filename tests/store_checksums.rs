@@ -312,3 +312,46 @@ proptest::proptest! {
         failing(dir.path(), &model); // asserts every successful read
     }
 }
+
+/// The 8-byte slot `index` of `sums.zr`, read from the file.
+fn slot(dir: &Path, index: u32) -> u64 {
+    let mut bytes = [0u8; 8];
+    OpenOptions::new()
+        .read(true)
+        .open(dir.join(SUMS_FILE))
+        .unwrap()
+        .read_exact_at(&mut bytes, sum_offset(index))
+        .unwrap();
+    u64::from_le_bytes(bytes)
+}
+
+#[test]
+fn an_append_zeroes_slots_past_the_length_and_none_below() {
+    let dir = tempfile::tempdir().unwrap();
+    let model: Vec<Vec<u8>> = (0..100u64).map(|k| record(k, 64)).collect();
+    {
+        let mut store = Zrecord::open(dir.path()).unwrap();
+        append_all(&store, &model, Codec::Raw);
+        // Deleting from the end moves only the length: slots 60..100 keep
+        // the sums of records that are gone.
+        store.delete(&(60..100).collect::<Vec<u64>>()).unwrap();
+    }
+    assert!((60..100).all(|k| slot(dir.path(), k) != 0), "the deleted records' slots stay");
+    // A new writer zeroes from the length on before its first slots.
+    let store = Zrecord::open(dir.path()).unwrap();
+    append_all(&store, &model[..10], Codec::Raw);
+    drop(store);
+    assert!((0..70).all(|k| slot(dir.path(), k) != 0), "every record's slot is written");
+    assert!((70..100).all(|k| slot(dir.path(), k) == 0), "the slots past the length are zeroed");
+    let report = Zrecord::open(dir.path()).unwrap().verify().unwrap();
+    assert!(report.is_ok() && report.checksummed == 70 && report.unchecked == 0, "{report:?}");
+    // The zeroing wrote blocks: at least a page of slots past the last one
+    // is allocated (without it, one page would be: the header and slots
+    // 0..504).
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let blocks = std::fs::metadata(dir.path().join(SUMS_FILE)).unwrap().blocks();
+        assert!(blocks * 512 >= sum_offset(70 + 512), "{blocks} blocks of 512 bytes");
+    }
+}

@@ -292,6 +292,9 @@ impl AppendGuard<'_> {
             unsafe { meta.map.write(entry_offset(first + k as u32) as usize, bytemuck::bytes_of(entry)) };
         }
         if let Some(store) = &meta.sums {
+            // SAFETY: the append mutex is held; readers load no slot at or
+            // past the published length `first`.
+            unsafe { store.zero_ahead(first, end)? }; // SYNC K4
             for (k, sum) in sums.iter().enumerate() {
                 self.put_sum(first + k as u32, *sum);
             }

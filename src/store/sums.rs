@@ -31,13 +31,21 @@ use crate::format::{
     SUMS_VERSION, sum_offset,
 };
 use crate::io::{Map, MapMode, OpenMode, SyncKind, Vfs, VfsFile, read_exact_at, write_all_at};
-use crate::sync::{AtomicBool, Ordering};
+use crate::sync::{AtomicBool, AtomicU32, Ordering};
 
 /// The seal's word in `sums.zr`'s header.
 const SEAL_OFFSET: usize = 8;
 /// How often a reader loads the seal and the header again when they did not
 /// match: a commit running meanwhile moves both.
 const SEAL_TRIES: usize = 3;
+/// How far past an append's end the zeroing first reaches, in slots (one
+/// page of them); each later step is twice the one before, up to
+/// [`ZERO_STEP_MAX`].
+const ZERO_STEP_MIN: u32 = 512;
+/// The zeroing's largest step: 1 MiB of slots.
+const ZERO_STEP_MAX: u32 = 1 << 17;
+/// What the zeroing copies, a piece at a time.
+static ZEROS: [u8; 1 << 16] = [0; 1 << 16];
 
 /// One slot of `sums.zr`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,6 +136,12 @@ pub(crate) struct Sums {
     /// A writer's: the seal was broken at open (or since); it stays broken,
     /// stored as 0, until the store is covered again.
     broken: AtomicBool,
+    /// A writer's: the end of the slots it zeroed and synced since its
+    /// open ([`Sums::zero_ahead`]); 0 at open.
+    zeroed: AtomicU32,
+    /// A writer's: how many slots past an append's end its next zeroing
+    /// reaches.
+    zero_step: AtomicU32,
 }
 
 /// The hash of one header word in the seal: 16 bits of its CRC-32C, never 0.
@@ -183,7 +197,14 @@ impl Sums {
         let map_len = if read_only { len.min(SUMS_BYTES) } else { SUMS_BYTES };
         let map = file.map(map_len as usize, MapMode::Shared { writable: !read_only })?;
         let capacity = ((map_len - SUMS_HEADER_BYTES) / SUM_BYTES).min(u64::from(RECORDS_MAX)) as u32;
-        Ok(Some(Sums { file, map, capacity, broken: AtomicBool::new(false) }))
+        Ok(Some(Sums {
+            file,
+            map,
+            capacity,
+            broken: AtomicBool::new(false),
+            zeroed: AtomicU32::new(0),
+            zero_step: AtomicU32::new(ZERO_STEP_MIN),
+        }))
     }
 
     /// Writes a new `sums.zr` into `dir`, whole, by rename, covering no
@@ -222,6 +243,37 @@ impl Sums {
         assert!(index < self.capacity, "sum slot {index} past the {} slots", self.capacity);
         // SAFETY: the forwarded contract; slot offsets are 64 + 8 i, 8-aligned.
         unsafe { self.map.store_word(sum_offset(index) as usize, sum.to_word()) };
+    }
+
+    /// Before an append stores slots `first..end` (`first`: the length):
+    /// unless this writer zeroed them already, zeros over the slots from
+    /// `first` (or the end of the last zeroing) to some way past `end`, made
+    /// durable (SYNC K4). Their blocks are then allocated and written, so
+    /// K1 over them overwrites in place: a sparse file's hole filled would
+    /// be a journal commit (ext4) on every append's K1. The step doubles
+    /// from one page of slots to 1 MiB, which amortizes the zeroing's own
+    /// sync. Slots below `first` are never touched: the zeroing changes only
+    /// slots past the length, which cover no live record.
+    ///
+    /// # Safety
+    /// As [`Sums::put`]; no reader loads slots at or past `first`.
+    pub(crate) unsafe fn zero_ahead(&self, first: u32, end: u32) -> io::Result<()> {
+        let zeroed = self.zeroed.load(Ordering::Relaxed);
+        if end <= zeroed {
+            return Ok(());
+        }
+        let step = self.zero_step.load(Ordering::Relaxed);
+        let to = end.saturating_add(step).min(self.capacity);
+        let (start, stop) = (sum_offset(zeroed.max(first)) as usize, sum_offset(to) as usize);
+        for at in (start..stop).step_by(ZEROS.len()) {
+            // SAFETY: slots at or past the length, which readers never load;
+            // the caller is the one writer.
+            unsafe { self.map.write(at, &ZEROS[..(stop - at).min(ZEROS.len())]) };
+        }
+        self.map.flush_range(start, stop - start)?; // SYNC K4
+        self.zeroed.store(to, Ordering::Relaxed);
+        self.zero_step.store(step.saturating_mul(2).min(ZERO_STEP_MAX), Ordering::Relaxed);
+        Ok(())
     }
 
     /// Makes slots `first..end` durable (SYNC K1).
