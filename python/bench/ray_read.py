@@ -1,36 +1,53 @@
-"""Ray Data against our own paths, on one table, side by side in one run
+"""Ray Data against our own paths and against Ray's own ceilings, on one
+table, side by side in alternating rounds, each side in a fresh process
 (docs/benchmarks.md, "Ray Data"; docs/ray.md).
 
-Reads, each consuming every row in batches of `--batch` rows (and, for
-Ray, also in its blocks as they come, `batch_size=None`):
-  ray      loaderx_rs.ray.read(table).iter_batches(batch_format="pyarrow")
-  direct   the read tasks' body (`_read_range`) in this process, no Ray
-  loader   DataLoader(open_table(table), mode=SEQUENTIAL, num_workers=N)
-  parquet  ray.data.read_parquet(the same rows exported to Parquet files)
-Writes, of the same rows held in memory as one Arrow table:
-  ray      loaderx_rs.ray.write(ray.data.from_arrow(...), dest)
-  import   write_table(dest, arrow_table), one process
-  parquet  ray.data.from_arrow(...).write_parquet(dir)
+Reads, each consuming every row in batches of `--batch` rows, or in Ray's
+blocks as they come (`batch_size=None`):
+  ray            loaderx_rs.ray.read(table).iter_batches(batch_format="pyarrow")
+  ray-blocks     the same, its blocks whole
+  ceiling        Ray's ceiling: read tasks that only take the blocks ours
+                 make from Ray's object store, where they were put before
+                 the clock starts (`ceiling_source`), iterated the same
+                 way: what any read through Ray of these rows costs past
+                 making its blocks
+  ceiling-blocks the same, its blocks whole
+  loader         DataLoader(open_table(table), mode=SEQUENTIAL, num_workers=N)
+  parquet        ray.data.read_parquet(the same rows exported to Parquet files)
+  parquet-blocks the same, its blocks whole
+Writes, of the same rows in Ray's object store
+(ray.data.from_arrow(t).repartition(2 x CPUs).materialize(), before the
+clock starts) or, for the import, in memory as one Arrow table:
+  w-ray          loaderx_rs.ray.write(blocks, dest)
+  w-null         Ray's ceiling: a Datasink whose tasks take each block as
+                 Arrow and write nothing
+  w-import       write_table(dest, arrow_table), one process, no Ray
+  w-parquet      blocks.write_parquet(dir)
 
-A local Ray instance of `--cpus` CPUs (ray.init, no cluster). Each figure
-is the best of `--repeat` runs, MB/s of column values and rows/s.
+Each measurement runs in a process of its own, which connects to Ray
+(`--address`, a cluster from `ray start`; else a local instance of
+`--cpus`), prepares its side and then times it alone. The sides alternate,
+their order rotating by round; the figures are medians over the rounds.
 
-    python python/bench/ray_read.py --rows 200000 --dir /tmp/raybench
+    python python/bench/ray_read.py --rows 400000 --rounds 5
     python python/bench/ray_read.py --address 127.0.0.1:PORT   # a cluster from `ray start`
 """
 
 import argparse
+import json
 import os
 import shutil
+import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-import ray
 
-import loaderx_rs
-import loaderx_rs.ray as lray
+READS = ["ray", "ray-blocks", "ceiling", "ceiling-blocks", "loader", "parquet", "parquet-blocks"]
+WRITES = ["w-ray", "w-null", "w-import", "w-parquet"]
 
 
 def make_table(rows, seed=0):
@@ -44,94 +61,161 @@ def make_table(rows, seed=0):
                      "x": pa.FixedShapeTensorArray.from_numpy_ndarray(x), "tokens": tokens})
 
 
-def timed(fn, repeat):
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
+def consume(ds, batch):
+    return sum(b.num_rows for b in ds.iter_batches(batch_size=batch, batch_format="pyarrow"))
 
 
-def read_ray(path, batch):
-    n = 0
-    for b in lray.read(path).iter_batches(batch_size=batch, batch_format="pyarrow"):
-        n += b.num_rows
-    return n
+def ceiling_source(table):
+    """Ray's ceiling for a read of `table`: a Datasource whose read tasks
+    are ours (the same ranges and blocks) but whose blocks were made, and
+    put into Ray's object store, before the clock starts: each task only
+    takes its blocks from there. What is left is what any read through
+    Ray of these rows costs past making its blocks: worker processes,
+    scheduling, storing each task's output and cutting it into batches."""
+    import ray
+    import loaderx_rs.ray as lray
+    from ray.data.datasource import Datasource, ReadTask
+
+    ours = lray.LoaderxDatasource(table).get_read_tasks(ray.data.DataContext.get_current().read_op_min_num_blocks)
+    made = [(ray.put(list(task.read_fn())), task.metadata) for task in ours]
+
+    class Ceiling(Datasource):
+        def estimate_inmemory_data_size(self):
+            return sum(meta.size_bytes for _, meta in made)
+
+        def get_read_tasks(self, parallelism, per_task_row_limit=None, data_context=None):
+            return [ReadTask(lambda ref=ref: ray.get(ref), meta) for ref, meta in made]
+
+    return Ceiling()
 
 
-def read_direct(path):
-    source = lray.LoaderxDatasource(path)
-    rows = source._rows
-    return sum(b.num_rows for b in lray._read_range(path, True, source._columns, 0, rows, lray.BLOCK_ROWS))
+def prepare(side, args, paths):
+    """The side's work as a function of no arguments, everything before it
+    done: Ray connected, a ceiling's blocks or a write's input in Ray's
+    object store."""
+    import ray
+    import loaderx_rs
+    import loaderx_rs.ray as lray
+    from ray.data import Datasink
+
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    table, pq_dir = paths["table"], paths["parquet"]
+    batch = None if side.endswith("-blocks") else args.batch
+    if side in ("ray", "ray-blocks"):
+        return lambda: consume(lray.read(table), batch)
+    if side in ("ceiling", "ceiling-blocks"):
+        source = ceiling_source(table)
+        return lambda: consume(ray.data.read_datasource(source), batch)
+    if side == "loader":
+        def read_loader():
+            with loaderx_rs.DataLoader(loaderx_rs.open_table(table), batch_size=args.batch,
+                                       num_workers=args.workers, mode=loaderx_rs.SEQUENTIAL) as loader:
+                for _ in range(args.rows // args.batch):
+                    next(loader)
+            return args.rows // args.batch * args.batch
+        return read_loader
+    if side in ("parquet", "parquet-blocks"):
+        return lambda: consume(ray.data.read_parquet(pq_dir), batch)
+    dest = os.path.join(args.dir, "out-" + side)
+    shutil.rmtree(dest, ignore_errors=True)
+    data = pq.read_table(pq_dir)
+    if side == "w-import":
+        return lambda: loaderx_rs.write_table(dest, data)
+    cpus = int(ray.cluster_resources().get("CPU", 1))
+    blocks = ray.data.from_arrow(data).repartition(cpus * 2).materialize()
+
+    class NullSink(Datasink):
+        def write(self, blocks_in, ctx):
+            from ray.data.block import BlockAccessor
+            return sum(BlockAccessor.for_block(b).to_arrow().num_rows for b in blocks_in)
+
+    if side == "w-ray":
+        return lambda: lray.write(blocks, dest)
+    if side == "w-null":
+        return lambda: blocks.write_datasink(NullSink())
+    return lambda: blocks.write_parquet(dest)
 
 
-def read_loader(path, batch, workers, rows):
-    with loaderx_rs.DataLoader(loaderx_rs.open_table(path), batch_size=batch, num_workers=workers,
-                               mode=loaderx_rs.SEQUENTIAL) as loader:
-        for _ in range(rows // batch):
-            next(loader)
+def run_side(side, args):
+    """One measurement in this process: prints its seconds as JSON."""
+    import ray
+
+    if args.address:
+        ray.init(address=args.address, logging_level="ERROR", log_to_driver=False)
+    else:
+        ray.init(num_cpus=args.cpus, logging_level="ERROR", log_to_driver=False, include_dashboard=False)
+    paths = {"table": os.path.join(args.dir, "table"), "parquet": os.path.join(args.dir, "parquet")}
+    work = prepare(side, args, paths)
+    t = time.perf_counter()
+    work()
+    seconds = time.perf_counter() - t
+    nodes = sum(1 for n in ray.nodes() if n["Alive"])
+    ray.shutdown()
+    print(json.dumps({"side": side, "seconds": seconds, "nodes": nodes}))
 
 
-def read_parquet(path, batch):
-    n = 0
-    for b in ray.data.read_parquet(path).iter_batches(batch_size=batch, batch_format="pyarrow"):
-        n += b.num_rows
-    return n
+def make_inputs(args):
+    import loaderx_rs
+
+    shutil.rmtree(args.dir, ignore_errors=True)
+    os.makedirs(os.path.join(args.dir, "parquet"))
+    data = make_table(args.rows)
+    loaderx_rs.write_table(os.path.join(args.dir, "table"), data)
+    part = args.rows // 8
+    for k in range(8):
+        pq.write_table(data.slice(k * part, part if k < 7 else args.rows - 7 * part),
+                       os.path.join(args.dir, "parquet", f"{k}.parquet"), compression="none")
+    return sum(c.nbytes for c in data.columns) - (args.rows + 1) * 8  # less the list offsets
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rows", type=int, default=200_000)
+    ap.add_argument("--rows", type=int, default=400_000)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--cpus", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--sides", default=",".join(READS + WRITES))
     ap.add_argument("--dir", default="/tmp/loaderx-ray-bench")
     ap.add_argument("--address", help="a running Ray cluster's address (else a local instance of --cpus)")
+    ap.add_argument("--side", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    shutil.rmtree(args.dir, ignore_errors=True)
-    os.makedirs(args.dir)
-    data = make_table(args.rows)
-    value_bytes = sum(c.nbytes for c in data.columns) - (args.rows + 1) * 8  # less the list offsets
-    table, pq_dir = os.path.join(args.dir, "table"), os.path.join(args.dir, "parquet")
-    loaderx_rs.write_table(table, data)
-    os.makedirs(pq_dir)
-    for k, part in enumerate(range(0, args.rows, args.rows // 8)):
-        pq.write_table(data.slice(part, args.rows // 8), os.path.join(pq_dir, f"{k}.parquet"), compression="none")
-    if args.address:
-        ray.init(address=args.address, logging_level="ERROR", log_to_driver=False)
-        args.cpus = int(ray.cluster_resources().get("CPU", 1))
-    else:
-        ray.init(num_cpus=args.cpus, logging_level="ERROR", log_to_driver=False, include_dashboard=False)
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    results = {}
-    assert read_ray(table, args.batch) == args.rows
-    results["read: ray (loaderx_rs.ray.read)"] = timed(lambda: read_ray(table, args.batch), args.repeat)
-    results["read: ray, its blocks whole (batch_size=None)"] = timed(lambda: read_ray(table, None), args.repeat)
-    results["read: one read task's body in the driver, no Ray"] = timed(lambda: read_direct(table), args.repeat)
-    results["read: DataLoader"] = timed(lambda: read_loader(table, args.batch, args.workers, args.rows), args.repeat)
-    results["read: ray read_parquet"] = timed(lambda: read_parquet(pq_dir, args.batch), args.repeat)
-    results["read: ray read_parquet, its blocks whole"] = timed(lambda: read_parquet(pq_dir, None), args.repeat)
+    if args.side:
+        return run_side(args.side, args)
+    value_bytes = make_inputs(args)
+    sides = args.sides.split(",")
+    times, nodes = {s: [] for s in sides}, set()
+    child = [a for a in sys.argv[1:]]
+    for r in range(args.rounds):
+        for k in range(len(sides)):
+            side = sides[(k + r) % len(sides)]
+            out = subprocess.run([sys.executable, __file__, *child, "--side", side], check=True,
+                                 capture_output=True, text=True).stdout
+            got = json.loads(out.strip().splitlines()[-1])
+            times[side].append(got["seconds"])
+            nodes.add(got["nodes"])
+    report(args, value_bytes, times, nodes)
 
-    def fresh(name):
-        path = os.path.join(args.dir, name)
-        shutil.rmtree(path, ignore_errors=True)
-        return path
 
-    blocks = ray.data.from_arrow(data).repartition(args.cpus * 2).materialize()
-    results["write: ray (loaderx_rs.ray.write)"] = timed(lambda: lray.write(blocks, fresh("w-ray")), args.repeat)
-    results["write: write_table, one process"] = timed(lambda: loaderx_rs.write_table(fresh("w-import"), data),
-                                                       args.repeat)
-    results["write: ray write_parquet"] = timed(lambda: blocks.write_parquet(fresh("w-pq")), args.repeat)
+def report(args, value_bytes, times, nodes):
     mb = value_bytes / 1e6
-    nodes = sum(1 for n in ray.nodes() if n["Alive"]) if ray.is_initialized() else "?"
-    print(f"{args.rows} rows, {mb:.0f} MB of values, batch {args.batch}, {args.cpus} Ray CPUs, "
-          f"{args.workers} loader workers, best of {args.repeat}, nodes {nodes}")
-    print(f"| path | seconds | MB/s | rows/s |\n|---|---|---|---|")
-    for name, s in results.items():
-        print(f"| {name} | {s:.2f} | {mb / s:.0f} | {args.rows / s:,.0f} |")
-    ray.shutdown()
+    med = {s: statistics.median(v) for s, v in times.items()}
+    print(f"{args.rows} rows, {mb:.0f} MB of values, batch {args.batch}, loader workers {args.workers}, "
+          f"{args.rounds} rounds, Ray nodes {sorted(nodes)}; medians")
+    print("| side | seconds | MB/s | range (s) |\n|---|---|---|---|")
+    for s, v in times.items():
+        print(f"| {s} | {med[s]:.3f} | {mb / med[s]:,.0f} | {min(v):.3f}-{max(v):.3f} |")
+    ratios = [("ray / loader", "loader", "ray"), ("ray / ceiling", "ceiling", "ray"),
+              ("ray-blocks / ceiling-blocks", "ceiling-blocks", "ray-blocks"),
+              ("ceiling / loader", "loader", "ceiling"), ("ray / parquet", "parquet", "ray"),
+              ("w-ray / w-import", "w-import", "w-ray"), ("w-null / w-import", "w-import", "w-null"),
+              ("w-ray / w-parquet", "w-parquet", "w-ray")]
+    print("\n| throughput ratio | median of per-round ratios (range) |\n|---|---|")
+    for name, num, den in ratios:
+        if num in times and den in times:
+            # Throughput a / b = time b / time a, round by round.
+            r = [tb / ta for ta, tb in zip(times[den], times[num])]
+            print(f"| {name} | {statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f}) |")
 
 
 if __name__ == "__main__":
