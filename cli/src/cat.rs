@@ -118,7 +118,10 @@ pub fn run(
     let npy_named = out.is_some_and(|f| f.extension().is_some_and(|e| e.eq_ignore_ascii_case("npy")));
     let npy = matches!(form, Form::Bytes { npy: true }) || (npy_named && !text);
     let header = if npy { Some(npy_header_for(&store, &selection)?) } else { None };
-    let format = if text { Some(TextFormat::new(store.schema()?.as_ref())?) } else { None };
+    let format = match text {
+        true => Some(TextFormat::new(store.schema()?.as_ref(), crate::text::table_column_kind(path))?),
+        false => None,
+    };
     let write = |w: &mut dyn Write| -> CliResult<()> {
         if let Some(header) = &header {
             w.write_all(header)?;

@@ -320,7 +320,9 @@ enum Command {
         /// Print each record as a line of text, `INDEX<TAB>VALUE`: a
         /// dataset's values by its schema's dtype, nested as its shape (a
         /// ragged record as its rows); a plain store's bytes escaped
-        /// (`\n`, `\xNN`, printable ASCII as it is).
+        /// (`\n`, `\xNN`, printable ASCII as it is); a table's text column
+        /// (STORE its `col-K` directory) as its strings, control
+        /// characters escaped.
         #[arg(long)]
         text: bool,
         /// Write the bytes to standard output even when it is a terminal

@@ -1,9 +1,16 @@
 //! `cat --text`: records as lines of text, `INDEX<TAB>VALUE`. A dataset's
 //! record is its values by the schema's dtype, nested as its shape (a
 //! ragged record as its rows); a plain store's is its bytes, escaped
-//! (`\n`, `\t`, `\\`, `\'`, `\"`, `\xNN`; printable ASCII as it is).
+//! (`\n`, `\t`, `\\`, `\'`, `\"`, `\xNN`; printable ASCII as it is). A
+//! table's text column is its strings (control characters and `\`
+//! escaped), and its bytes column its bytes, escaped.
+
+use std::path::Path;
 
 use loaderx::dataset::{ByteOrder, DType, Kind, Layout, Schema};
+use loaderx::format::column_of_dir_name;
+use loaderx::io::real::RealFs;
+use loaderx::table::{ColumnType, Commit};
 
 use crate::CliResult;
 use crate::out::CliError;
@@ -12,14 +19,30 @@ use crate::out::CliError;
 pub enum TextFormat {
     /// A dataset's values: the dtype, the dims of a record (fixed) or of a row (ragged).
     Values { dtype: DType, dims: Vec<usize>, ragged: bool, unit: usize },
-    /// A plain store's bytes.
+    /// A plain store's bytes, or a table's bytes column.
     Bytes,
+    /// A table's text column: each record a string.
+    Text,
+}
+
+/// The kind of the table column whose directory `path` is (`col-K` beside
+/// a `table.json` that lists column K), if it is one.
+pub fn table_column_kind(path: &Path) -> Option<ColumnType> {
+    let k = column_of_dir_name(path.file_name()?.to_str()?)?;
+    let commit = Commit::read(&RealFs, path.parent()?).ok()?;
+    commit.columns.get(k).map(|(_, kind)| *kind)
 }
 
 impl TextFormat {
-    /// The format for a store with `schema` (`None`: a plain store). Errors
-    /// when a record's values cannot be told apart (elements or rows of no bytes).
-    pub fn new(schema: Option<&Schema>) -> CliResult<TextFormat> {
+    /// The format for a store with `schema` (`None`: a plain store), which
+    /// is a table's column of `column` kind if given. Errors when a record's
+    /// values cannot be told apart (elements or rows of no bytes).
+    pub fn new(schema: Option<&Schema>, column: Option<ColumnType>) -> CliResult<TextFormat> {
+        match column {
+            Some(ColumnType::Utf8) => return Ok(TextFormat::Text),
+            Some(ColumnType::Bytes) => return Ok(TextFormat::Bytes),
+            _ => {}
+        }
         let Some(schema) = schema else { return Ok(TextFormat::Bytes) };
         let unit = schema.row_bytes()?;
         if unit == 0 {
@@ -37,6 +60,10 @@ impl TextFormat {
     pub fn line(&self, index: u64, bytes: &[u8]) -> CliResult<String> {
         let value = match self {
             TextFormat::Bytes => bytes.escape_ascii().to_string(),
+            TextFormat::Text => match std::str::from_utf8(bytes) {
+                Ok(text) => escape_text(text),
+                Err(e) => return Err(CliError::new(format!("record {index} is not UTF-8: {e}")).into()),
+            },
             TextFormat::Values { dtype, dims, ragged, unit } => {
                 let mut dims = dims.clone();
                 if *ragged {
@@ -58,6 +85,20 @@ impl TextFormat {
         };
         Ok(format!("{index}\t{value}\n"))
     }
+}
+
+/// `text` on one line: `\\` and control characters escaped (`\n`, `\t`,
+/// `\u{..}`), every other character as it is.
+fn escape_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c == '\\' || c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn not_rows(index: u64, len: usize, unit: usize) -> Box<dyn std::error::Error> {
@@ -145,6 +186,14 @@ fn f16_to_f32(h: u16) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_is_its_characters_on_one_line() {
+        let f = TextFormat::Text;
+        assert_eq!(f.line(3, "héllo wörld".as_bytes()).unwrap(), "3\théllo wörld\n");
+        assert_eq!(f.line(0, b"a\nb\tc\\").unwrap(), "0\ta\\nb\\tc\\\\\n");
+        assert!(f.line(1, &[0xff, 0xfe]).unwrap_err().to_string().contains("record 1 is not UTF-8"));
+    }
 
     #[test]
     fn elements_by_dtype() {

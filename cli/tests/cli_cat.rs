@@ -263,3 +263,24 @@ fn cat_help_says_the_range_excludes_its_end() {
     let help = ok(&loaderx(&["cat", "--help"]));
     assert!(help.contains("B excluded"), "{help}");
 }
+
+#[test]
+fn cat_text_prints_a_table_text_column_as_its_strings() {
+    let _x = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(&input, "{\"id\": 1, \"caption\": \"h\u{e9}llo\"}\n{\"id\": 2, \"caption\": \"two\\nlines\"}\n")
+        .unwrap();
+    let table = dir.path().join("t");
+    ok(&loaderx(&["import", path_str(&input), path_str(&table)]));
+    let caption = (0..2).map(|k| table.join(format!("col-{k:04}"))).find(|c| {
+        let schema = std::fs::read_to_string(c.join("schema.json")).unwrap();
+        !schema.contains("<i8")
+    });
+    let caption = caption.expect("a text column");
+    let text = ok(&loaderx(&["cat", path_str(&caption), "--text"]));
+    assert_eq!(text, "0\th\u{e9}llo\n1\ttwo\\nlines\n");
+    // The bytes, as before, without --text.
+    let out = loaderx(&["cat", path_str(&caption), "1"]);
+    assert_eq!(out.stdout, b"two\nlines");
+}
