@@ -319,7 +319,7 @@ impl Zrecord {
         &self,
         writer: &mut AppendGuard<'_>,
         staged: Staged<'_>,
-        sum_later: Option<&(dyn Fn(&mut [Sum]) + Sync)>,
+        sum_later: Option<&SumLater<'_>>,
     ) -> Result<u64> {
         let Staged { first, cursor, entries, mut sums, reach, created, .. } = staged;
         // Each chunk reaches the end of its last record, empty ones
@@ -364,13 +364,18 @@ fn raw_sums<'a>(sums: &mut [Sum], record: &(impl Fn(usize) -> &'a [u8] + Sync)) 
     let tasks = segments(sums.len(), record, SUM_TASK_BYTES);
     let summed: Vec<Vec<u32>> = crate::sync::map_collect(tasks.len(), |t| {
         let task = tasks[t].clone();
-        Ok::<_, std::convert::Infallible>(task.map(|k| stored_sum(Codec::Raw as u8, record(k).len() as u32, record(k))).collect())
+        Ok::<_, std::convert::Infallible>(
+            task.map(|k| stored_sum(Codec::Raw as u8, record(k).len() as u32, record(k))).collect(),
+        )
     })
     .unwrap_or_else(|never| match never {});
     for (slot, sum) in sums.iter_mut().zip(summed.into_iter().flatten()) {
         slot.sum = sum;
     }
 }
+
+/// Fills in the sums of an append's records staged unsummed.
+type SumLater<'a> = dyn Fn(&mut [Sum]) + Sync + 'a;
 
 /// A run of placed bytes: the chunk and offset it goes to, which block it
 /// comes from, and its byte range in that block.
