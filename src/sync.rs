@@ -64,27 +64,25 @@ pub(crate) fn join<A: Send, B: Send>(a: impl FnOnce() -> A + Send, b: impl FnOnc
     }
 }
 
-/// Runs two blocking calls (syncs) at once: `b` on a thread of its own, `a`
-/// on the caller's, and returns both results. Sequential (`a`, then `b`)
-/// under loom and where rayon's pool has one thread, as in the simulator
-/// and the fuzz targets, whose filesystem must see one order. A thread,
-/// not rayon's pool: a sync holds its thread for the device's latency,
-/// which the pool's workers would spin through.
+/// Runs `a` on the caller's thread and, at once, `b` on rayon's pool, and
+/// returns both results: a sync beside another sync or beside the work
+/// that needs only the first sync's end (an append's sums). Sequential
+/// (`a`, then `b`) under loom and where rayon's pool has one thread, as in
+/// the simulator and the fuzz targets, whose filesystem must see one order.
+/// A worker of the pool, not a thread of its own: the pool's threads are
+/// started once, a thread per call costs more than a short sync's overlap
+/// saves. While `b` waits on the device it holds its worker; the caller
+/// waits on a latch, not spinning, when `a` ends first.
 pub(crate) fn join_blocking<A: Send, B: Send>(a: impl FnOnce() -> A + Send, b: impl FnOnce() -> B + Send) -> (A, B) {
     #[cfg(not(loom))]
     if rayon::current_num_threads() > 1 {
-        // `b` runs on the caller's thread after `a` if no thread can be had.
-        let b = std::sync::Mutex::new(Some(b));
-        let run_b = || b.lock().unwrap_or_else(|e| e.into_inner()).take().map(|b| b());
-        return std::thread::scope(|scope| {
-            let thread = std::thread::Builder::new().spawn_scoped(scope, run_b);
-            let a = a();
-            let b = match thread {
-                Ok(thread) => thread.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                Err(_) => run_b(),
-            };
-            (a, b.expect("b is taken once, by the thread or after it failed to start"))
+        let mut b_out = None;
+        let a_out = rayon::in_place_scope(|scope| {
+            scope.spawn(|_| b_out = Some(b()));
+            a()
         });
+        // A panic in `b` is raised by the scope; without one, `b` ran.
+        return (a_out, b_out.expect("the scope runs `b` before it ends"));
     }
     (a(), b())
 }

@@ -11,7 +11,7 @@ use super::chunks::Chunk;
 use super::codec::{Encoded, Encoding, block_bytes_max, encode_block};
 use super::entry::assert_committable;
 use super::meta::AppendGuard;
-use super::sums::{Sum, tag_of};
+use super::sums::{Sum, stored_sum, tag_of};
 use crate::error::{Error, Result};
 use crate::format::{Codec, Entry, Frontier, Loc, RECORD_BYTES_MAX, RECORDS_MAX};
 
@@ -65,8 +65,8 @@ struct Staged<'s> {
     created: bool,
 }
 
-/// Raw records of an append summed by one task.
-const SUM_TASK_RECORDS: usize = 4096;
+/// Bytes of raw records an append's summing task takes at least.
+const SUM_TASK_BYTES: usize = 1 << 20;
 
 /// Records `0..n` cut into consecutive ranges of about `segment_bytes`
 /// each (at least one record per range).
@@ -165,22 +165,18 @@ impl Zrecord {
         };
         let mut writer = self.meta.lock_appends();
         let mut staged = self.stage_begin(&writer, n)?;
-        // Written a segment at a time (see `stage_write`).
+        // Written a segment at a time (see `stage_write`), summed at the
+        // commit (see `raw_sums`).
         let mut at = 0usize;
         for range in segments(n, &record, self.options.append_segment_bytes) {
-            // Summed in parallel, a task per `SUM_TASK_RECORDS` records.
-            let tasks = crate::sync::map_collect(range.len().div_ceil(SUM_TASK_RECORDS), |t| {
-                let from = range.start + t * SUM_TASK_RECORDS;
-                let task = from..(from + SUM_TASK_RECORDS).min(range.end);
-                Ok::<_, Error>(task.map(|k| Encoded::new(record(k), record(k).len() as u32, Codec::Raw)).collect())
-            })?;
-            let records: Vec<Encoded> = tasks.into_iter().flat_map(|t: Vec<Encoded>| t).collect();
+            let records: Vec<Encoded> = range.map(|k| Encoded::raw_unsummed(record(k).len() as u32)).collect();
             let bytes: usize = records.iter().map(|r| r.phys as usize).sum();
             let packed = [Packed { data: Cow::Borrowed(&data[at..at + bytes]), records }];
             at += bytes;
             self.stage_write(&mut staged, &packed)?;
         }
-        self.commit_staged(&mut writer, staged)
+        let sum_later = |sums: &mut [Sum]| raw_sums(sums, &record);
+        self.commit_staged(&mut writer, staged, Some(&sum_later))
     }
 
     /// Encodes and writes in segments of about
@@ -212,7 +208,7 @@ impl Zrecord {
                 None => break,
             }
         }
-        self.commit_staged(&mut writer, staged)
+        self.commit_staged(&mut writer, staged, None)
     }
 
     fn encode<'a>(
@@ -317,8 +313,15 @@ impl Zrecord {
 
     /// Makes a staged append durable and visible: chunk lengths, data sync,
     /// table entries, header (`docs/crash-safety.md`, "Append").
-    fn commit_staged(&self, writer: &mut AppendGuard<'_>, staged: Staged<'_>) -> Result<u64> {
-        let Staged { first, cursor, entries, sums, reach, created, .. } = staged;
+    /// `sum_later`: fills in the sums of records staged unsummed, run while
+    /// the data syncs (the sums are needed only from step 3 on).
+    fn commit_staged(
+        &self,
+        writer: &mut AppendGuard<'_>,
+        staged: Staged<'_>,
+        sum_later: Option<&SumLater<'_>>,
+    ) -> Result<u64> {
+        let Staged { first, cursor, entries, mut sums, reach, created, .. } = staged;
         // Each chunk reaches the end of its last record, empty ones
         // included: they sit at the frontier, which may lie past the end of
         // a chunk file.
@@ -328,13 +331,11 @@ impl Zrecord {
         if created {
             self.chunks.sync_dir().map_err(|e| self.sync_failed(e))?; // SYNC A0
         }
-        // The `crash-mutant` feature (test only) drops A1, for the kernel
-        // crash test to show that it notices (docs/crash-safety.md).
-        if !cfg!(feature = "crash-mutant") {
-            for &(_, chunk, _) in &reach {
-                chunk.sync_data().map_err(|e| self.sync_failed(e))?; // SYNC A1
-            }
-        }
+        let (synced, ()) = crate::sync::join_blocking(
+            || self.sync_chunks(&reach), // SYNC A1
+            || sum_later.map_or((), |sum| sum(&mut sums)),
+        );
+        synced?;
         let has_dict = self.has_dict();
         for entry in &entries {
             assert_committable(entry, cursor, has_dict);
@@ -343,7 +344,38 @@ impl Zrecord {
         self.debug_check_invariants();
         Ok(u64::from(first))
     }
+
+    /// SYNC A1: the data of every chunk an append reached. The
+    /// `crash-mutant` feature (test only) drops it, for the kernel crash
+    /// test to show that it notices (docs/crash-safety.md).
+    fn sync_chunks(&self, reach: &[(u16, &Chunk, u64)]) -> Result<()> {
+        if !cfg!(feature = "crash-mutant") {
+            for &(_, chunk, _) in reach {
+                chunk.sync_data().map_err(|e| self.sync_failed(e))?; // SYNC A1
+            }
+        }
+        Ok(())
+    }
 }
+
+/// Fills in the sums of raw records `0..sums.len()` (`record(k)` is record
+/// `k`'s bytes), in parallel, a task per `SUM_TASK_BYTES` of records.
+fn raw_sums<'a>(sums: &mut [Sum], record: &(impl Fn(usize) -> &'a [u8] + Sync)) {
+    let tasks = segments(sums.len(), record, SUM_TASK_BYTES);
+    let summed: Vec<Vec<u32>> = crate::sync::map_collect(tasks.len(), |t| {
+        let task = tasks[t].clone();
+        Ok::<_, std::convert::Infallible>(
+            task.map(|k| stored_sum(Codec::Raw as u8, record(k).len() as u32, record(k))).collect(),
+        )
+    })
+    .unwrap_or_else(|never| match never {});
+    for (slot, sum) in sums.iter_mut().zip(summed.into_iter().flatten()) {
+        slot.sum = sum;
+    }
+}
+
+/// Fills in the sums of an append's records staged unsummed.
+type SumLater<'a> = dyn Fn(&mut [Sum]) + Sync + 'a;
 
 /// A run of placed bytes: the chunk and offset it goes to, which block it
 /// comes from, and its byte range in that block.

@@ -79,6 +79,12 @@ impl Encoded {
     pub(crate) fn new(stored: &[u8], logic: u32, codec: Codec) -> Encoded {
         Encoded { phys: stored.len() as u32, logic, codec, sum: super::sums::stored_sum(codec as u8, logic, stored) }
     }
+
+    /// A raw record of `len` bytes whose sum is taken later (at the commit,
+    /// while the chunk data syncs): `sum` is 0 until then.
+    pub(crate) fn raw_unsummed(len: u32) -> Encoded {
+        Encoded { phys: len, logic: len, codec: Codec::Raw, sum: 0 }
+    }
 }
 
 /// Encoded records packed back to back.
