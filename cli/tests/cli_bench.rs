@@ -50,7 +50,11 @@ fn bench_a_dataset_runs_the_loader_too() {
     assert_eq!(stats["batches"], 4, "{json}");
     assert_eq!(stats["worker_busy"].as_array().unwrap().len(), 2, "{json}");
     assert!(stats["wait_p50_s"].as_f64().unwrap() <= stats["wait_p99_s"].as_f64().unwrap(), "{json}");
-    assert!(stats["read_decode_s"].as_f64().unwrap() > 0.0, "{json}");
+    // The statistics cover the timed batches only: when the workers made
+    // all four ahead, before the clock, no worker time falls inside it.
+    let busy: f64 = stats["worker_busy"].as_array().unwrap().iter().map(|b| b.as_f64().unwrap()).sum();
+    let read = stats["read_decode_s"].as_f64().unwrap();
+    assert!(read >= 0.0 && (busy == 0.0 || read > 0.0), "{json}");
 
     let text = ok(&loaderx(&["bench", p, "--batches", "2", "--batch-size", "8"]));
     assert!(text.contains("batch          8 records, IID indices, seed 42\n"), "{text}");
