@@ -185,7 +185,7 @@ def main():
     value_bytes = make_inputs(args)
     sides = args.sides.split(",")
     times, nodes = {s: [] for s in sides}, set()
-    child = [a for a in sys.argv[1:]]
+    child = sys.argv[1:]
     for r in range(args.rounds):
         for k in range(len(sides)):
             side = sides[(k + r) % len(sides)]

@@ -1,0 +1,72 @@
+"""Where a write through Ray Data spends its time (docs/benchmarks.md,
+"Ray Data"): each write task's rows, seconds and worker process, printed
+by the task, and the same staged writes in one process without Ray.
+
+Reads the Parquet files `ray_read.py` exported (`--dir`, its default), so
+run that first:
+
+    python python/bench/ray_write_tasks.py --dir /tmp/loaderx-ray-bench --blocks 4
+"""
+
+import argparse
+import os
+import shutil
+import time
+
+import pyarrow.parquet as pq
+import ray
+from ray.data.block import BlockAccessor
+
+import loaderx_rs
+import loaderx_rs.ray as lray
+
+
+class TimedSink(lray.Sink):
+    """`lray.Sink` whose tasks print their rows, seconds and process id."""
+
+    def write(self, blocks, ctx):
+        started, rows = time.perf_counter(), 0
+        path = os.path.join(self.staging, f"{ctx.task_idx:08d}-timed")
+        for block in blocks:
+            table = lray._to_storable(BlockAccessor.for_block(block).to_arrow())
+            loaderx_rs.write_table(path, table, mode="append")
+            rows += table.num_rows
+        print(f"task {ctx.task_idx}: {rows} rows, {time.perf_counter() - started:.3f} s, pid {os.getpid()}",
+              flush=True)
+        return {"path": path, "rows": rows, "task": ctx.task_idx}
+
+
+def fresh(path):
+    shutil.rmtree(path, ignore_errors=True)
+    return path
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", default="/tmp/loaderx-ray-bench")
+    ap.add_argument("--blocks", type=int, default=4)
+    ap.add_argument("--cpus", type=int, default=2)
+    args = ap.parse_args()
+    data = pq.read_table(os.path.join(args.dir, "parquet"))
+    ray.init(num_cpus=args.cpus, logging_level="ERROR", include_dashboard=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    blocks = ray.data.from_arrow(data).repartition(args.blocks).materialize()
+    for k in range(2):
+        t = time.perf_counter()
+        blocks.write_datasink(TimedSink(fresh(os.path.join(args.dir, f"timed-{k}"))))
+        print(f"write through Ray {k}: {time.perf_counter() - t:.3f} s", flush=True)
+    ray.shutdown()
+    part = data.num_rows // args.blocks
+    t = time.perf_counter()
+    loaderx_rs.write_table(fresh(os.path.join(args.dir, "whole")), data)
+    whole = time.perf_counter() - t
+    t = time.perf_counter()
+    for k in range(args.blocks):
+        rows = data.slice(k * part, part if k < args.blocks - 1 else data.num_rows - k * part)
+        loaderx_rs.write_table(fresh(os.path.join(args.dir, f"part-{k}")), rows, mode="append")
+    print(f"one process: the whole table {whole:.3f} s, {args.blocks} parts one after another "
+          f"{time.perf_counter() - t:.3f} s")
+
+
+if __name__ == "__main__":
+    main()
