@@ -27,6 +27,14 @@
 //! shards 1 on first and shard 0 (`shards.json` with it, `meta.zr` last)
 //! after them.
 //!
+//! A table (`table.json` beside its columns' datasets) is published as its
+//! local layout too: `table.json` read first, each column's dataset pushed
+//! under `col-NNNN/` as above, then that `table.json` and a manifest of
+//! kind `table` at the prefix, last of all: the table's commit. A reader
+//! sees the rows of the `table.json` it read, which every column published
+//! before it holds. A pull fetches every column, then writes `table.json`
+//! by its commit (replaced whole, synced) last.
+//!
 //! Local files are reached through the I/O boundary (`RealFs`), objects
 //! through the remote backend's [`Location`]. Publishing sits above the
 //! store and the dataset layers (it opens stores and reads `shards.json`);
@@ -44,13 +52,15 @@ use crate::dataset::{ShardTable, shard_dir};
 use crate::error::{Error, Result};
 use crate::format::{
     DICT_FILE, ENTRY_BYTES, HEADER_BYTES, MANIFEST_FILE, META_BYTES, META_FILE, META_TMP_FILE, SCHEMA_FILE,
-    SHARDS_FILE, SUMS_FILE, StoreFile, chunk_file_name, shard_dir_name,
+    SHARDS_FILE, SUMS_FILE, StoreFile, TABLE_FILE, TABLE_FILE_BYTES_MAX, chunk_file_name, column_dir_name,
+    shard_dir_name,
 };
 use crate::io::real::RealFs;
 use crate::io::remote::{
-    Location, Manifest, ObjectInfo, RemoteError, RemoteErrorKind, RemoteFs, RemoteOptions, read_manifest,
+    Location, Manifest, ObjectInfo, Published, RemoteError, RemoteErrorKind, RemoteFs, RemoteOptions, read_manifest,
 };
-use crate::io::{BatchRead, FileKind, OpenMode, SyncKind, Vfs, VfsFile, read_exact_at, write_all_at};
+use crate::io::{BatchRead, FileKind, OpenMode, SyncKind, Vfs, VfsFile, read_exact_at, read_file, write_all_at};
+use crate::table::Commit;
 
 /// Bytes read or written at a time, and the multipart part size.
 const PIECE_BYTES: usize = 8 << 20;
@@ -70,21 +80,28 @@ pub struct PushReport {
     pub removed: Vec<String>,
     /// Bytes uploaded.
     pub bytes: u64,
-    /// The records published (every shard's, for a sharded dataset).
+    /// The records published (every shard's, for a sharded dataset; every
+    /// column's, for a table).
     pub records: u64,
+    /// A table's committed rows, as published; `None` for a store or dataset.
+    pub rows: Option<u64>,
 }
 
 /// What [`pull`] fetched.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PullReport {
-    /// Records (every shard's, for a sharded dataset).
+    /// Records (every shard's, for a sharded dataset; every column's, for
+    /// a table).
     pub records: u64,
     /// Objects fetched, every shard's.
     pub objects: usize,
     /// Their bytes.
     pub bytes: u64,
-    /// Stores fetched: 1, or a sharded dataset's shard count.
+    /// Stores fetched: 1, a sharded dataset's shard count, or every
+    /// column's of a table.
     pub shards: usize,
+    /// A table's committed rows; `None` for a store or dataset.
+    pub rows: Option<u64>,
 }
 
 /// One object to publish: its name and where its bytes come from.
@@ -170,6 +187,16 @@ fn sources(store: &Zrecord, dir: &Path) -> Result<(u32, Vec<(String, Source)>)> 
 /// they add after the open is not published), a delete or compaction
 /// waits for it (the readers' lock).
 pub fn push(dir: &Path, to: &Location) -> Result<PushReport> {
+    let fs = RealFs;
+    let table = dir.join(TABLE_FILE);
+    match fs.kind(&table).map_err(|source| Error::Io { path: table, op: "stat", source })? {
+        Some(_) => push_table(dir, to),
+        None => push_dataset(dir, to),
+    }
+}
+
+/// [`push`] of a store or a sharded dataset.
+fn push_dataset(dir: &Path, to: &Location) -> Result<PushReport> {
     let Some(shards) = shard_table(&RealFs, dir)? else { return push_store(dir, to) };
     if let Some(pending) = &shards.pending {
         return Err(Error::InvalidArgument(format!(
@@ -182,14 +209,62 @@ pub fn push(dir: &Path, to: &Location) -> Result<PushReport> {
     for k in (1..shards.shards()).chain([0]) {
         let name = shard_dir_name(k);
         let shard = push_store(&shard_dir(dir, k), &if k == 0 { to.clone() } else { to.child(&name) })?;
-        let within = |v: Vec<String>| v.into_iter().map(|o| if k == 0 { o } else { format!("{name}/{o}") });
-        report.uploaded.extend(within(shard.uploaded));
-        report.unchanged.extend(within(shard.unchanged));
-        report.removed.extend(within(shard.removed));
-        report.bytes += shard.bytes;
-        report.records += shard.records;
+        report.add(shard, if k == 0 { "" } else { &name });
     }
     Ok(report)
+}
+
+impl PushReport {
+    /// Adds the report of a push under directory `under` ("" for the prefix).
+    fn add(&mut self, other: PushReport, under: &str) {
+        let within = |v: Vec<String>| v.into_iter().map(|o| if under.is_empty() { o } else { format!("{under}/{o}") });
+        self.uploaded.extend(within(other.uploaded));
+        self.unchanged.extend(within(other.unchanged));
+        self.removed.extend(within(other.removed));
+        self.bytes += other.bytes;
+        self.records += other.records;
+    }
+}
+
+/// [`push`] of a table: its `table.json` read first, every column pushed
+/// under `col-NNNN/`, then that `table.json` and the table's manifest.
+fn push_table(dir: &Path, to: &Location) -> Result<PushReport> {
+    let path = dir.join(TABLE_FILE);
+    let text = read_file(&RealFs, &path, TABLE_FILE_BYTES_MAX).map_err(|source| Error::Io {
+        path: path.clone(),
+        op: "read table.json",
+        source,
+    })?;
+    let commit = std::str::from_utf8(&text)
+        .map_err(|_| "not UTF-8".to_string())
+        .and_then(|t| Commit::parse(t, &path).map_err(|e| e.to_string()))
+        .map_err(|why| Error::Io { path: path.clone(), op: "read table.json", source: invalid(why) })?;
+    let remote_err = |op| move |source| Error::Io { path: to.url().into(), op, source };
+    if let Some(old) = read_manifest(to).map_err(remote_err("read manifest.json"))?
+        && old.records().is_some()
+    {
+        return Err(Error::InvalidArgument(format!("{}: a store is published there, not a table", to.url())));
+    }
+    let mut report = PushReport { rows: Some(commit.rows), ..PushReport::default() };
+    for k in 0..commit.columns.len() {
+        let name = column_dir_name(k);
+        let column = push_dataset(&dir.join(&name), &to.child(&name))?;
+        report.add(column, &name);
+    }
+    let crc32 = crc32fast::hash(&text);
+    let size = text.len() as u64;
+    let etag = upload(to, TABLE_FILE, &Source::Memory(text)).map_err(remote_err("upload table.json"))?;
+    let objects = BTreeMap::from([(TABLE_FILE.to_string(), ObjectInfo { size, crc32, etag })]);
+    let manifest = Manifest { published: Published::Table { rows: commit.rows }, objects };
+    let text = manifest.encode().into_bytes();
+    report.bytes += size + text.len() as u64;
+    upload(to, MANIFEST_FILE, &Source::Memory(text)).map_err(remote_err("upload manifest.json"))?;
+    report.uploaded.extend([TABLE_FILE.to_string(), MANIFEST_FILE.to_string()]);
+    Ok(report)
+}
+
+fn invalid(why: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, why)
 }
 
 /// The sharded dataset's shard table at `dir` on `fs`, `None` for a store.
@@ -207,6 +282,9 @@ fn push_store(dir: &Path, to: &Location) -> Result<PushReport> {
     let (records, sources) = sources(&store, dir)?;
     let remote_err = |op| move |source| Error::Io { path: to.url().into(), op, source };
     let old = read_manifest(to).map_err(remote_err("read manifest.json"))?;
+    if old.as_ref().is_some_and(|m| m.records().is_none()) {
+        return Err(Error::InvalidArgument(format!("{}: a table is published there, not a store", to.url())));
+    }
     let mut report = PushReport { records: u64::from(records), ..PushReport::default() };
     let mut objects = BTreeMap::new();
     for (name, source) in &sources {
@@ -232,7 +310,7 @@ fn push_store(dir: &Path, to: &Location) -> Result<PushReport> {
         };
         objects.insert(name.clone(), ObjectInfo { size, crc32, etag });
     }
-    let manifest = Manifest { records, objects };
+    let manifest = Manifest { published: Published::Store { records }, objects };
     let text = manifest.encode().into_bytes();
     report.bytes += text.len() as u64;
     upload(to, MANIFEST_FILE, &Source::Memory(text)).map_err(remote_err("upload manifest.json"))?;
@@ -310,6 +388,14 @@ async fn upload_parts(store: &dyn ObjectStore, key: &object_store::path::Path, s
 /// checking every object's CRC-32 (see the module comment).
 pub fn pull(from: &Location, dir: &Path) -> Result<PullReport> {
     let root = published(from)?;
+    match root.published {
+        Published::Table { rows } => pull_table(from, dir, &root, rows),
+        Published::Store { .. } => pull_dataset(from, dir, root),
+    }
+}
+
+/// [`pull`] of a store or a sharded dataset, `root` its manifest.
+fn pull_dataset(from: &Location, dir: &Path, root: Manifest) -> Result<PullReport> {
     let remote = RemoteFs::with_manifest(from.clone(), root.clone());
     let shards = shard_table(&remote, Path::new(remote.root()))?.map_or(1, |m| m.shards());
     let mut report = PullReport { shards, ..PullReport::default() };
@@ -324,10 +410,57 @@ pub fn pull(from: &Location, dir: &Path) -> Result<PullReport> {
             }
         };
         pull_store(&at, &shard_dir(dir, k), &manifest)?;
-        report.records += u64::from(manifest.records);
+        report.records += u64::from(manifest.records().unwrap_or(0));
         report.objects += manifest.objects.len();
         report.bytes += manifest.objects.values().map(|o| o.size).sum::<u64>();
     }
+    Ok(report)
+}
+
+/// [`pull`] of a table, `manifest` its manifest (of `rows` rows): its
+/// `table.json` fetched and checked, every column pulled into
+/// `dir/col-NNNN`, then `table.json` written by its commit, last.
+fn pull_table(from: &Location, dir: &Path, manifest: &Manifest, rows: u64) -> Result<PullReport> {
+    let fs = RealFs;
+    let path = dir.join(TABLE_FILE);
+    if fs.kind(&path).map_err(|source| Error::Io { path: path.clone(), op: "stat", source })?.is_some() {
+        let why = format!("{}: holds a table already; pull into an empty directory", dir.display());
+        return Err(Error::InvalidArgument(why));
+    }
+    let remote_err = |op| move |source| Error::Io { path: from.url().into(), op, source };
+    let info = &manifest.objects[TABLE_FILE];
+    let object = from.object(TABLE_FILE, info);
+    let text = from.fetcher().read_whole(&object, TABLE_FILE_BYTES_MAX).map_err(remote_err("fetch table.json"))?;
+    let check = |why: String| {
+        remote_err("fetch table.json")(RemoteError::new(&object.url, RemoteErrorKind::Changed, why).into_io())
+    };
+    if crc32fast::hash(&text) != info.crc32 {
+        return Err(check(format!("CRC-32 {:08x}, the manifest says {:08x}", crc32fast::hash(&text), info.crc32)));
+    }
+    let commit = std::str::from_utf8(&text)
+        .map_err(|_| "not UTF-8".to_string())
+        .and_then(|t| Commit::parse(t, &path).map_err(|e| e.to_string()))
+        .map_err(check)?;
+    if commit.rows != rows {
+        return Err(check(format!("{} rows, the manifest says {rows}", commit.rows)));
+    }
+    let mut report = PullReport { rows: Some(rows), ..PullReport::default() };
+    for k in 0..commit.columns.len() {
+        let name = column_dir_name(k);
+        let at = from.child(&name);
+        let column = pull_dataset(&at, &dir.join(&name), published(&at)?)?;
+        report.records += column.records;
+        report.objects += column.objects;
+        report.bytes += column.bytes;
+        report.shards += column.shards;
+    }
+    commit.write(&fs, dir).map_err(|e| Error::Io {
+        path: path.clone(),
+        op: "write table.json",
+        source: invalid(e.to_string()),
+    })?;
+    report.objects += 1;
+    report.bytes += info.size;
     Ok(report)
 }
 

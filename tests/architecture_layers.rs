@@ -5,7 +5,7 @@
 //! reach it through the crate root's public re-exports, never through
 //! `crate::store`; and `unsafe` code stands only in the files that own it
 //! ([`UNSAFE_FILES`]). Publishing, which opens stores and reads
-//! `shards.json`, lives above the dataset layer (`src/publish.rs`).
+//! `shards.json` and `table.json`, lives above the table layer (`src/publish.rs`).
 
 use std::path::{Path, PathBuf};
 
@@ -159,7 +159,7 @@ const LAYERS: [(&str, &[&str]); 12] = [
     ("dataset", &["store", "io", "format", "error", "sync"]),
     ("table", &["dataset", "store", "io", "format", "error", "sync"]),
     ("loader", &["dataset", "sampler", "store", "io", "first_fit", "format", "error", "sync"]),
-    ("publish", &["dataset", "store", "io", "format", "error"]),
+    ("publish", &["table", "dataset", "store", "io", "format", "error"]),
     ("import", &["table", "dataset", "store", "io", "format", "error", "sync"]),
 ];
 

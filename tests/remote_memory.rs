@@ -602,3 +602,87 @@ fn paths_under_a_shard_directory_reach_that_shard_past_six_digits() {
         assert!(matches!(error, Error::NoDirectory { .. }), "{name} is no shard's directory: {error}");
     }
 }
+
+/// A table is published as its columns' datasets under `col-NNNN/` and a
+/// manifest of kind `table` last: a reader by URL sees exactly the
+/// committed rows (a tail past the commit, pushed with the columns, stays
+/// unseen) across every column's shards; a store's open of a table and a
+/// table's open of a store say which is published; a second push uploads
+/// no column object again; a store is never pushed over a table, nor a
+/// table over a store; and a pull restores a table a local reader opens
+/// with the same rows.
+#[test]
+fn a_table_is_published_read_by_its_commit_and_pulled_whole() {
+    use loaderx::dataset::{DType, WriteOptions};
+    use loaderx::table::{ColumnSpec, Table, TableColumn, TableWriter, Values};
+    let row = |i: usize| -> (Vec<u8>, Vec<u8>, String) {
+        let x = [i as u32, (i * 7 + 1) as u32].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let ids = (0..i % 5).flat_map(|j| ((i * 3 + j) as u16).to_le_bytes()).collect();
+        (x, ids, format!("row {i} é").repeat(i % 3))
+    };
+    let dtype = |s| DType::parse(s).unwrap();
+    let specs = [
+        ColumnSpec::fixed("x", dtype("<u4"), &[2]),
+        ColumnSpec::ragged("ids", dtype("<u2"), &[]),
+        ColumnSpec::utf8("text").with_codec(Codec::Zstd),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t");
+    let opts = WriteOptions { shard_records: Some(5), ..WriteOptions::default() };
+    let mut writer = TableWriter::create(&path, &specs, &opts).unwrap();
+    let append = |writer: &mut TableWriter, range: Range<usize>| {
+        let rows: Vec<_> = range.map(row).collect();
+        let x: Vec<u8> = rows.iter().flat_map(|r| r.0.clone()).collect();
+        let ids: Vec<&[u8]> = rows.iter().map(|r| r.1.as_slice()).collect();
+        let text: Vec<&[u8]> = rows.iter().map(|r| r.2.as_bytes()).collect();
+        writer.append(&[Values::Fixed(&x), Values::Items(&ids), Values::Items(&text)]).unwrap();
+    };
+    append(&mut writer, 0..17);
+    writer.commit().unwrap();
+    append(&mut writer, 17..23); // never committed
+    drop(writer);
+    let remote = Faulty::new();
+    let report = push(&path, &location(&remote, options())).unwrap();
+    assert_eq!((report.rows, report.records), (Some(17), 3 * 23), "every column's records, the tail included");
+    assert!(report.uploaded.iter().any(|o| o == "col-0002/shard-000004/manifest.json"), "{:?}", report.uploaded);
+    assert_eq!(report.uploaded.last().map(String::as_str), Some("manifest.json"), "the table's manifest last");
+    let read = |table: &Table| {
+        let all: Vec<u64> = (0..table.rows()).collect();
+        let Some(TableColumn::Fixed(x)) = table.column("x") else { panic!("x is fixed") };
+        let Some(TableColumn::Ragged(ids)) = table.column("ids") else { panic!("ids is ragged") };
+        assert!(x.gather(&[table.rows()]).is_err(), "a row past the commit is out of range");
+        let (xs, ids, text) =
+            (x.gather(&all).unwrap(), ids.gather(&all).unwrap(), table.strings("text", &all).unwrap());
+        (0..all.len())
+            .map(|k| (xs.as_bytes()[k * 8..][..8].to_vec(), ids.record(k).unwrap().to_vec(), text[k].clone()))
+            .collect::<Vec<_>>()
+    };
+    let oracle: Vec<_> = (0..17).map(row).collect();
+    let fs = Arc::new(RemoteFs::open_table(location(&remote, options())).unwrap());
+    let root = std::path::PathBuf::from(fs.root());
+    let published = Table::open_in(fs, &root).unwrap();
+    assert_eq!(published.rows(), 17);
+    assert_eq!(read(&published), oracle);
+    // A store's open of the table, a table's open of a store: named errors.
+    let error = RemoteFs::open(location(&remote, options())).unwrap_err();
+    assert!(error.to_string().contains("a table is published here"), "{error}");
+    let store_dir = tempfile::tempdir().unwrap();
+    local_store(store_dir.path(), 4, 10, Codec::Raw);
+    let elsewhere = Location::with_store(remote.clone(), "s3://test/store", "store", options()).unwrap();
+    push(store_dir.path(), &elsewhere).unwrap();
+    let error = RemoteFs::open_table(elsewhere.clone()).unwrap_err();
+    assert!(error.to_string().contains("a store is published here"), "{error}");
+    let error = push(store_dir.path(), &location(&remote, options())).unwrap_err();
+    assert!(error.to_string().contains("a table is published there"), "{error}");
+    let error = push(&path, &elsewhere).unwrap_err();
+    assert!(error.to_string().contains("a store is published there"), "{error}");
+    // Again: no column object uploaded, only manifests and table.json.
+    let again = push(&path, &location(&remote, options())).unwrap();
+    assert!(again.uploaded.iter().all(|o| o.ends_with("manifest.json") || o == "table.json"), "{:?}", again.uploaded);
+    let local = tempfile::tempdir().unwrap();
+    let pulled = pull(&location(&remote, options()), &local.path().join("copy")).unwrap();
+    assert_eq!((pulled.rows, pulled.records, pulled.shards), (Some(17), 3 * 23, 3 * 5));
+    assert_eq!(read(&Table::open(local.path().join("copy")).unwrap()), oracle);
+    let error = pull(&location(&remote, options()), &local.path().join("copy")).unwrap_err();
+    assert!(error.to_string().contains("holds a table already"), "{error}");
+}

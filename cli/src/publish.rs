@@ -25,10 +25,14 @@ pub fn run_push(store: &Path, url: &str, json: bool) -> CliResult<()> {
 }
 
 fn push_table(store: &Path, url: &str, r: &PushReport) -> String {
+    let count = match r.rows {
+        Some(rows) => ("rows", format!("{rows} (a table; {} records in its columns)", r.records)),
+        None => ("records", r.records.to_string()),
+    };
     table(&[
         ("store", store.display().to_string()),
         ("published at", url.to_string()),
-        ("records", r.records.to_string()),
+        count,
         ("uploaded", format!("{} objects, {}", r.uploaded.len(), human(r.bytes))),
         ("unchanged", format!("{} objects (already published)", r.unchanged.len())),
         ("removed", format!("{} objects of the previous manifest", r.removed.len())),
@@ -41,6 +45,7 @@ fn push_json(store: &Path, url: &str, r: &PushReport) -> String {
         .field("store", store.to_string_lossy().as_ref())
         .field("url", url)
         .field("records", r.records)
+        .raw("rows", &r.rows.map_or("null".into(), |n| n.to_string()))
         .raw("uploaded", &names(&r.uploaded))
         .raw("unchanged", &names(&r.unchanged))
         .raw("removed", &names(&r.removed))
@@ -58,6 +63,7 @@ pub fn run_pull(url: &str, dir: &Path, json: bool) -> CliResult<()> {
             .field("url", url)
             .field("dir", dir.to_string_lossy().as_ref())
             .field("records", r.records)
+            .raw("rows", &r.rows.map_or("null".into(), |n| n.to_string()))
             .field("shards", r.shards as u64)
             .field("objects", r.objects as u64)
             .field("bytes", r.bytes)
@@ -68,10 +74,11 @@ pub fn run_pull(url: &str, dir: &Path, json: bool) -> CliResult<()> {
         table(&[
             ("pulled", url.to_string()),
             ("into", dir.display().to_string()),
-            (
-                "records",
-                if r.shards > 1 { format!("{} in {} shards", r.records, r.shards) } else { r.records.to_string() },
-            ),
+            match r.rows {
+                Some(rows) => ("rows", format!("{rows} (a table; {} records in {} stores)", r.records, r.shards)),
+                None if r.shards > 1 => ("records", format!("{} in {} shards", r.records, r.shards)),
+                None => ("records", r.records.to_string()),
+            },
             ("objects", format!("{}, {} (CRC-32 checked)", r.objects, human(r.bytes))),
         ])
     };

@@ -28,6 +28,11 @@ Each measurement runs in a process of its own, which connects to Ray
 (`--address`, a cluster from `ray start`; else a local instance of
 `--cpus`), prepares its side and then times it alone. The sides alternate,
 their order rotating by round; the figures are medians over the rounds.
+The sides that work in their own process, not in Ray's workers (w-import,
+loader), run at the niceness Ray gives its workers (`--nice`, Ray's
+`worker_niceness`, 15): load from outside the run then weighs on every
+side alike. At niceness 0 against workers at 15, a loaded machine starves
+the Ray sides alone (docs/benchmarks.md, "Ray Data").
 
     python python/bench/ray_read.py --rows 400000 --rounds 5
     python python/bench/ray_read.py --address 127.0.0.1:PORT   # a cluster from `ray start`
@@ -146,6 +151,8 @@ def run_side(side, args):
         ray.init(num_cpus=args.cpus, logging_level="ERROR", log_to_driver=False, include_dashboard=False)
     paths = {"table": os.path.join(args.dir, "table"), "parquet": os.path.join(args.dir, "parquet")}
     work = prepare(side, args, paths)
+    if side in ("w-import", "loader"):
+        os.nice(max(0, args.nice - os.nice(0)))
     t = time.perf_counter()
     work()
     seconds = time.perf_counter() - t
@@ -178,11 +185,14 @@ def main():
     ap.add_argument("--sides", default=",".join(READS + WRITES))
     ap.add_argument("--dir", default="/tmp/loaderx-ray-bench")
     ap.add_argument("--address", help="a running Ray cluster's address (else a local instance of --cpus)")
+    ap.add_argument("--nice", type=int, default=15,
+                    help="the niceness of the sides that run outside Ray's workers (Ray's worker_niceness: 15)")
     ap.add_argument("--side", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.side:
         return run_side(args.side, args)
     value_bytes = make_inputs(args)
+    load = os.getloadavg()[0]
     sides = args.sides.split(",")
     times, nodes = {s: [] for s in sides}, set()
     child = sys.argv[1:]
@@ -194,14 +204,15 @@ def main():
             got = json.loads(out.strip().splitlines()[-1])
             times[side].append(got["seconds"])
             nodes.add(got["nodes"])
-    report(args, value_bytes, times, nodes)
+    report(args, value_bytes, times, nodes, (load, os.getloadavg()[0]))
 
 
-def report(args, value_bytes, times, nodes):
+def report(args, value_bytes, times, nodes, load):
     mb = value_bytes / 1e6
     med = {s: statistics.median(v) for s, v in times.items()}
     print(f"{args.rows} rows, {mb:.0f} MB of values, batch {args.batch}, loader workers {args.workers}, "
-          f"{args.rounds} rounds, Ray nodes {sorted(nodes)}; medians")
+          f"{args.rounds} rounds, Ray nodes {sorted(nodes)}, niceness outside Ray {args.nice}, "
+          f"load average {load[0]:.1f} before and {load[1]:.1f} after; medians")
     print("| side | seconds | MB/s | range (s) |\n|---|---|---|---|")
     for s, v in times.items():
         print(f"| {s} | {med[s]:.3f} | {mb / med[s]:,.0f} | {min(v):.3f}-{max(v):.3f} |")

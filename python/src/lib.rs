@@ -63,6 +63,7 @@ fn loaderx_rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(table::_table_column, m)?)?;
     m.add_function(wrap_pyfunction!(table::_adopt_tables, m)?)?;
     m.add_function(wrap_pyfunction!(table::_gc, m)?)?;
+    m.add_function(wrap_pyfunction!(table::_published, m)?)?;
     m.add_function(wrap_pyfunction!(arrow_stream::_arrow_stream_rows, m)?)?;
     m.add_class::<arrow_stream::ArrowStream>()?;
     m.add_function(wrap_pyfunction!(arrow_stream::to_arrow, m)?)?;
@@ -85,7 +86,7 @@ fn loaderx_rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// `__all__`: the public names, and the private ones the package's
 /// `__init__.py` must re-export (`from .loaderx_rs import *`, in
 /// python/python/loaderx_rs/__init__.py): `_restore` and `_table_column`, which
-/// pickles name, `_adopt_tables` and `_gc` (`loaderx_rs.ray`'s commit and gc), `_arrow_stream_rows` (the tests of the Arrow stream
+/// pickles name, `_adopt_tables`, `_gc` and `_published` (`loaderx_rs.ray`'s commit, gc and what a URL holds), `_arrow_stream_rows` (the tests of the Arrow stream
 /// source), and the reference's private submodules `_sampler` and `_zrecord`.
 fn export_all(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let mut names: Vec<String> = Vec::new();
@@ -101,6 +102,7 @@ fn export_all(m: &Bound<'_, PyModule>) -> PyResult<()> {
             "_table_column",
             "_adopt_tables",
             "_gc",
+            "_published",
             "_arrow_stream_rows",
             "_sampler",
             "_zrecord",

@@ -38,9 +38,15 @@ pub struct Table {
     inner: Arc<RsTable>,
 }
 
-/// The table at `path`, opened with the GIL released.
+/// The table at `path` (a directory, or an `s3://` URL where it was
+/// pushed), opened with the GIL released.
 fn open(py: Python<'_>, path: &Path) -> PyResult<Arc<RsTable>> {
-    py.detach(|| RsTable::open(path)).map(Arc::new).map_err(|e| table_error(py, &e))
+    py.detach(|| match crate::store::url_of(path) {
+        Some(url) => RsTable::open_url(url),
+        None => RsTable::open(path),
+    })
+    .map(Arc::new)
+    .map_err(|e| table_error(py, &e))
 }
 
 /// Column `k` (named `name`) of `table` as its Python dataset.
@@ -60,6 +66,21 @@ fn datasets<'py>(py: Python<'py>, table: &RsTable) -> PyResult<Bound<'py, PyDict
         out.set_item(name, dataset(py, table, k, name, column)?)?;
     }
     Ok(out)
+}
+
+/// What is published at `url` (`s3://bucket/prefix`), by its manifest:
+/// `"store"` (a store or a sharded dataset), `"table"`, or None.
+#[pyfunction]
+pub fn _published(py: Python<'_>, url: &str) -> PyResult<Option<&'static str>> {
+    use loaderx::io::remote::{Published, RemoteOptions, published_at};
+    let published = py.detach(|| published_at(url, RemoteOptions::from_env())).map_err(|e| {
+        let error = loaderx::Error::Io { path: url.into(), op: "read manifest.json", source: e };
+        crate::errors::store_error(py, &error)
+    })?;
+    Ok(published.map(|p| match p {
+        Published::Store { .. } => "store",
+        Published::Table { .. } => "table",
+    }))
 }
 
 /// A pickled table column's `__reduce__`: `_table_column(table, column)`.

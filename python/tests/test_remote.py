@@ -140,3 +140,62 @@ def test_ray_reads_a_sharded_dataset_by_url(tmp_path, rng):
         np.testing.assert_array_equal(got, data)
     finally:
         ray.shutdown()
+
+
+def _table_fixture(tmp_path):
+    """A table of a fixed, a ragged and a text column, committed in four
+    steps."""
+    pa = pytest.importorskip("pyarrow")
+    from loaderx_rs import write_table
+    n = 900
+    rows = pa.table({
+        "x": pa.FixedShapeTensorArray.from_numpy_ndarray(np.arange(n * 4, dtype=np.float32).reshape(n, 4)),
+        "ids": pa.array([list(range(i % 7)) for i in range(n)], type=pa.large_list(pa.int32())),
+        "text": pa.array([f"row {i} é" * (i % 3) for i in range(n)]),
+    })
+    write_table(tmp_path / "t", rows, codecs={"text": "zstd"}, commit_rows=250)
+    return rows
+
+
+def test_a_table_by_url_reads_its_committed_rows(tmp_path, rng):
+    from loaderx_rs import Table, open_table
+    rows = _table_fixture(tmp_path)
+    url = push(tmp_path / "t", "table")
+    table = Table(url)
+    assert table.rows == 900 and table.columns == ["x", "ids", "text"]
+    assert str(table.path) == url
+    idx = rng.permutation(900)[:300]
+    np.testing.assert_array_equal(table["x"][idx], rows.column("x").combine_chunks().to_numpy_ndarray()[idx])
+    assert table.strings("text", idx) == [rows.column("text")[int(i)].as_py() for i in idx]
+    values, splits = open_table(url)["ids"][idx]
+    assert [values[splits[k]:splits[k + 1]].tolist() for k in range(len(idx))] == [list(range(i % 7)) for i in idx]
+    with pytest.raises(OSError, match="a table is published here"):
+        Dataset(url)
+    pulled = tmp_path / "pulled"
+    subprocess.run([CLI, "pull", url, str(pulled)], check=True, stdout=subprocess.DEVNULL)
+    assert Table(pulled).strings("text", idx) == table.strings("text", idx)
+
+
+def test_ray_reads_a_table_by_url(tmp_path):
+    """`loaderx_rs.ray.read(url)` of a pushed table: every column's values
+    and Arrow types, its rows in order."""
+    ray = pytest.importorskip("ray", reason="needs ray[data] (the CI's Ray stage installs it)")
+    pa = pytest.importorskip("pyarrow")
+    import loaderx_rs.ray as lray
+
+    rows = _table_fixture(tmp_path)
+    url = push(tmp_path / "t", "ray-table")
+    ray.init(num_cpus=1, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    try:
+        ray.data.DataContext.get_current().execution_options.preserve_order = True
+        ds = lray.read(url, override_num_blocks=3)
+        got = pa.concat_tables(ray.get(ds.to_arrow_refs()))
+        assert got.num_rows == 900 and got.column_names == ["x", "ids", "text"]
+        assert got.column("text").to_pylist() == rows.column("text").to_pylist()
+        assert got.column("ids").to_pylist() == rows.column("ids").to_pylist()
+        np.testing.assert_array_equal(got.column("x").combine_chunks().to_numpy_ndarray(),
+                                      rows.column("x").combine_chunks().to_numpy_ndarray())
+        with pytest.raises(ValueError, match="push the table"):
+            lray.Sink(url)
+    finally:
+        ray.shutdown()

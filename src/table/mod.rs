@@ -75,6 +75,21 @@ impl Table {
         Table::open_in(Arc::new(crate::io::real::RealFs), path.as_ref())
     }
 
+    /// Opens the table published at `url` (`s3://bucket/prefix`, by
+    /// [`push`](crate::publish::push); `docs/remote.md`): its manifest and
+    /// `table.json` read, each column opened by its own manifest.
+    #[cfg(feature = "remote")]
+    pub fn open_url(url: &str) -> Result<Table, TableError> {
+        use crate::io::remote::{RemoteFs, RemoteOptions};
+        let fs = RemoteFs::connect_table(url, RemoteOptions::from_env()).map_err(|source| TableError::Io {
+            path: url.into(),
+            op: "read manifest.json",
+            source,
+        })?;
+        let root = PathBuf::from(fs.root());
+        Table::open_in(Arc::new(fs), &root)
+    }
+
     /// [`Table::open`] on any filesystem implementation: the commit file
     /// read, then every column opened, checked against its kind and
     /// limited to the committed rows; a column holding fewer is

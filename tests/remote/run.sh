@@ -69,6 +69,18 @@ src="s3://$LOADERX_S3_TEST_BUCKET/import-fixture/tokens"
 "$cli" import "$src" "$work/imported" --json | grep -q '"table_rows":30000'
 "$cli" import "$src/part-*.parquet" "$work/imported-glob" --json | grep -q '"table_rows":30000'
 "$cli" import "$src" "$work/imported" --json | grep -q '"already_done":true'
+echo "== remote: a table (the import above) pushed and pulled by its commit"
+turl="s3://$LOADERX_S3_TEST_BUCKET/cli-table"
+"$cli" push "$work/imported" "$turl" --json | grep -q '"rows":30000'
+"$cli" push "$work/imported" "$turl" --json | grep -q '"uploaded":\["col-0000/manifest.json"'
+"$cli" pull "$turl" "$work/pulled-table" --json | grep -q '"rows":30000'
+cmp "$work/imported/table.json" "$work/pulled-table/table.json"
+for col in "$work/imported"/col-*; do
+    "$cli" verify "$work/pulled-table/$(basename "$col")"
+    "$cli" cat "$col" 29999 --out "$work/last-col.bin"
+    "$cli" cat "$work/pulled-table/$(basename "$col")" 29999 --out "$work/last-col-pulled.bin"
+    cmp "$work/last-col.bin" "$work/last-col-pulled.bin"
+done
 echo "== remote: a sharded dataset by URL (push, stats, verify, cat, pull)"
 surl="s3://$LOADERX_S3_TEST_BUCKET/cli-sharded"
 "$cli" convert "$work/rows.npy" "$work/sharded" --codec zstd --shard-records 1500

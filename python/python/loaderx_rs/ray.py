@@ -67,6 +67,14 @@ def _is_url(path: str) -> bool:
     return "://" in path
 
 
+def _is_table(path: str) -> bool:
+    """Whether `path` holds a table: its `table.json`, or for a URL the
+    manifest of a pushed table."""
+    if _is_url(path):
+        return loaderx_rs._published(path) == "table"
+    return (Path(path) / "table.json").is_file()
+
+
 def _open_dataset(path: str):
     """A single or sharded dataset at `path`, fixed or ragged."""
     try:
@@ -197,7 +205,7 @@ class LoaderxDatasource(Datasource):
         self._projection_map = None
         self._task_bytes_min = task_bytes_min
         self._path = os.fspath(path)
-        self._is_table = not _is_url(self._path) and (Path(self._path) / "table.json").is_file()
+        self._is_table = _is_table(self._path)
         if self._is_table:
             table = loaderx_rs.Table(self._path)
             names = list(columns) if columns is not None else table.columns
@@ -248,8 +256,8 @@ class LoaderxDatasource(Datasource):
 
 def read(path: Any, columns: Optional[Sequence[str]] = None, *, column_name: str = DATA_COLUMN,
          override_num_blocks: Optional[int] = None, **ray_args) -> "ray.data.Dataset":
-    """The dataset or table at `path` (a store published to `s3://` for a
-    dataset) as a `ray.data.Dataset`; `columns` selects a table's columns.
+    """The dataset or table at `path` (or published to `s3://` by a
+    push) as a `ray.data.Dataset`; `columns` selects a table's columns.
     `override_num_blocks` sets the read tasks' number (by default each task
     reads at least `TASK_BYTES_MIN`). Other keyword arguments go to
     `ray.data.read_datasource`."""
@@ -311,6 +319,9 @@ class Sink(Datasink):
     existing table's columns keep theirs."""
 
     def __init__(self, dest: Any, *, codec: Optional[str] = None, codecs: Optional[Dict[str, str]] = None):
+        if _is_url(os.fspath(dest)):
+            raise ValueError(f"{os.fspath(dest)}: a Ray write goes to a local (or shared) directory; "
+                             "push the table to object storage after it (`loaderx push DIR URL`)")
         self.dest = os.path.abspath(os.fspath(dest))
         self.codec, self.codecs = codec, dict(codecs or {})
         self.write_id = uuid.uuid4().hex

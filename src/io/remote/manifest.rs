@@ -8,15 +8,22 @@
 //!  "objects": {"meta.zr": {"size": 64, "crc32": 123, "etag": "\"9a0...\""}, "0.zr": {...}}}
 //! ```
 //!
-//! `kind` is `"store"`: one store under the prefix. Other kinds (a sharded
-//! dataset, a manifest over several stores) are refused by name, so that a
-//! reader of this version never takes one for a store.
+//! `kind` is what is published under the prefix:
+//!
+//! - `"store"`: one store (a sharded dataset's shard 0, with `shards.json`
+//!   among its objects), its `records` the store's length;
+//! - `"table"`: a table, its one object `table.json` and its `rows` the
+//!   committed rows; each column is a dataset published under `col-NNNN/`
+//!   with a manifest of its own.
+//!
+//! Any other kind is refused by name, so that a reader of this version
+//! never takes one for what it knows.
 
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::format::{META_FILE, StoreFile};
+use crate::format::{META_FILE, StoreFile, TABLE_FILE, TABLE_FILE_BYTES_MAX, TABLE_ROWS_MAX};
 
 /// The `format` field.
 const FORMAT: &str = "loaderx-remote";
@@ -34,13 +41,29 @@ pub struct ObjectInfo {
     pub etag: Option<String>,
 }
 
-/// A published store's manifest.
+/// What a manifest publishes, and how much of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Published {
+    /// One store, of this length when published.
+    Store {
+        /// The store's length.
+        records: u32,
+    },
+    /// A table, of these committed rows; its columns under `col-NNNN/`.
+    Table {
+        /// The committed rows of `table.json`.
+        rows: u64,
+    },
+}
+
+/// A published store's or table's manifest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Manifest {
-    /// The store's length when published.
-    pub records: u32,
-    /// Object name (`meta.zr`, `0.zr`, `dict.zr`, `schema.json`; `shards.json`
-    /// beside a sharded dataset's shard 0) to what it is.
+    /// What is published, and its length.
+    pub published: Published,
+    /// Object name (a store's `meta.zr`, `0.zr`, `dict.zr`, `schema.json`,
+    /// `shards.json` beside a sharded dataset's shard 0; a table's
+    /// `table.json`) to what it is.
     pub objects: BTreeMap<String, ObjectInfo>,
 }
 
@@ -52,13 +75,28 @@ impl Manifest {
             .iter()
             .map(|(name, o)| (name.clone(), json!({"size": o.size, "crc32": o.crc32, "etag": o.etag})))
             .collect();
-        let value =
-            json!({"format": FORMAT, "version": VERSION, "kind": "store", "records": self.records, "objects": objects});
+        let value = match self.published {
+            Published::Store { records } => {
+                json!({"format": FORMAT, "version": VERSION, "kind": "store", "records": records, "objects": objects})
+            }
+            Published::Table { rows } => {
+                json!({"format": FORMAT, "version": VERSION, "kind": "table", "rows": rows, "objects": objects})
+            }
+        };
         serde_json::to_string_pretty(&value).expect("a JSON value encodes")
     }
 
-    /// Parses and checks a manifest's text: every name one a store has,
-    /// every size within its limit, `meta.zr` present.
+    /// The store's length, `None` for a table.
+    pub fn records(&self) -> Option<u32> {
+        match self.published {
+            Published::Store { records } => Some(records),
+            Published::Table { .. } => None,
+        }
+    }
+
+    /// Parses and checks a manifest's text: every name one its kind has,
+    /// every size within its limit, a store's `meta.zr` and a table's
+    /// `table.json` present.
     pub fn decode(text: &[u8]) -> Result<Manifest, String> {
         let value: Value = serde_json::from_slice(text).map_err(|e| format!("not JSON: {e}"))?;
         if value.get("format").and_then(Value::as_str) != Some(FORMAT) {
@@ -68,22 +106,26 @@ impl Manifest {
             Some(VERSION) => {}
             other => return Err(format!("manifest version {other:?}, this build reads {VERSION}")),
         }
-        match value.get("kind").and_then(Value::as_str) {
-            Some("store") => {}
-            Some(kind) => return Err(format!("a manifest of kind {kind:?}, not a single store (\"store\")")),
+        let published = match value.get("kind").and_then(Value::as_str) {
+            Some("store") => {
+                let records = value.get("records").and_then(Value::as_u64).and_then(|r| u32::try_from(r).ok());
+                Published::Store { records: records.ok_or("\"records\" is missing or not a record count")? }
+            }
+            Some("table") => {
+                let rows = value.get("rows").and_then(Value::as_u64).filter(|&r| r <= TABLE_ROWS_MAX);
+                Published::Table { rows: rows.ok_or("\"rows\" is missing or not a table's row count")? }
+            }
+            Some(kind) => return Err(format!("a manifest of kind {kind:?}, not a store or a table")),
             None => return Err("\"kind\" is missing".into()),
-        }
-        let records = value.get("records").and_then(Value::as_u64).and_then(|r| u32::try_from(r).ok());
-        let records = records.ok_or("\"records\" is missing or not a record count")?;
+        };
         let listed = value.get("objects").and_then(Value::as_object).ok_or("\"objects\" is missing")?;
         let mut objects = BTreeMap::new();
         for (name, o) in listed {
-            let file = StoreFile::of(name).ok_or_else(|| format!("object {name:?} is not a store file"))?;
-            let limit = file.bytes_max();
+            let limit = object_bytes_max(published, name)?;
             let field = |key: &str| o.get(key).and_then(Value::as_u64);
             let size = field("size").ok_or_else(|| format!("{name}: \"size\" is missing"))?;
             if size > limit {
-                return Err(format!("{name}: {size} bytes, more than the {limit} a store file has"));
+                return Err(format!("{name}: {size} bytes, more than the {limit} it may have"));
             }
             let crc32 = field("crc32").and_then(|c| u32::try_from(c).ok());
             let crc32 = crc32.ok_or_else(|| format!("{name}: \"crc32\" is missing"))?;
@@ -94,10 +136,26 @@ impl Manifest {
             };
             objects.insert(name.clone(), ObjectInfo { size, crc32, etag });
         }
-        if !objects.contains_key(META_FILE) {
-            return Err(format!("{META_FILE} is not listed"));
+        let required = match published {
+            Published::Store { .. } => META_FILE,
+            Published::Table { .. } => TABLE_FILE,
+        };
+        if !objects.contains_key(required) {
+            return Err(format!("{required} is not listed"));
         }
-        Ok(Manifest { records, objects })
+        Ok(Manifest { published, objects })
+    }
+}
+
+/// The largest object `name` may be in a manifest of `published`; an
+/// error for a name that kind does not hold.
+fn object_bytes_max(published: Published, name: &str) -> Result<u64, String> {
+    match published {
+        Published::Store { .. } => {
+            StoreFile::of(name).map(StoreFile::bytes_max).ok_or_else(|| format!("object {name:?} is not a store file"))
+        }
+        Published::Table { .. } if name == TABLE_FILE => Ok(TABLE_FILE_BYTES_MAX),
+        Published::Table { .. } => Err(format!("object {name:?} is not a table's ({TABLE_FILE} only)")),
     }
 }
 
@@ -109,13 +167,37 @@ mod tests {
         let mut objects = BTreeMap::new();
         objects.insert("meta.zr".into(), ObjectInfo { size: 48, crc32: 7, etag: Some("\"e1\"".into()) });
         objects.insert("0.zr".into(), ObjectInfo { size: 100, crc32: 9, etag: None });
-        Manifest { records: 2, objects }
+        Manifest { published: Published::Store { records: 2 }, objects }
+    }
+
+    fn table_sample() -> Manifest {
+        let mut objects = BTreeMap::new();
+        objects.insert(TABLE_FILE.into(), ObjectInfo { size: 300, crc32: 5, etag: None });
+        Manifest { published: Published::Table { rows: 1 << 40 }, objects }
     }
 
     #[test]
     fn encodes_and_decodes_back() {
         let m = sample();
         assert_eq!(Manifest::decode(m.encode().as_bytes()).unwrap(), m);
+        let t = table_sample();
+        assert_eq!(Manifest::decode(t.encode().as_bytes()).unwrap(), t);
+    }
+
+    #[test]
+    fn refuses_what_a_table_does_not_hold() {
+        let text = table_sample().encode();
+        for (from, to, says) in [
+            ("\"table.json\"", "\"meta.zr\"", "not a table's"),
+            ("\"size\": 300", "\"size\": 4194305", "more than"),
+            ("\"rows\": 1099511627776", "\"rows\": 18446744073709551615", "rows"),
+            ("\"rows\"", "\"records\"", "rows"),
+            ("\"kind\": \"table\"", "\"kind\": \"store\"", "records"),
+        ] {
+            assert!(text.contains(from), "{from}");
+            let err = Manifest::decode(text.replacen(from, to, 1).as_bytes()).unwrap_err();
+            assert!(err.contains(says), "{to}: {err}");
+        }
     }
 
     #[test]
@@ -127,7 +209,7 @@ mod tests {
             ("\"0.zr\"", "\"65536.zr\"", "not a store file"),
             ("\"size\": 100", "\"size\": 4294967297", "more than"),
             ("\"meta.zr\"", "\"dict.zr\"", "meta.zr is not listed"),
-            ("\"kind\": \"store\"", "\"kind\": \"sharded\"", "not a single store"),
+            ("\"kind\": \"store\"", "\"kind\": \"sharded\"", "not a store or a table"),
             ("\"version\": 1", "\"version\": 2", "version"),
             ("\"records\": 2", "\"records\": -1", "records"),
         ] {

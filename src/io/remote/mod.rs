@@ -1,7 +1,8 @@
-//! The read-only remote backend: a published store on S3-compatible object
-//! storage as a [`Vfs`] (`docs/remote.md`). The store's own read-only open
-//! runs on it unchanged; this module answers its file operations from the
-//! manifest and ranged GETs.
+//! The read-only remote backend: a published store (or a sharded dataset,
+//! or a table, whose stores lie under it) on S3-compatible object storage
+//! as a [`Vfs`] (`docs/remote.md`). The store's own read-only open runs on
+//! it unchanged, and the dataset's and the table's above it; this module
+//! answers their file operations from the manifests and ranged GETs.
 //!
 //! - [`RemoteFs::connect`] reads `manifest.json` (the list of objects, with
 //!   their sizes and entity tags) and nothing else; a file the manifest
@@ -29,7 +30,7 @@ mod manifest;
 pub use crate::format::MANIFEST_FILE;
 pub use bucket::{BUCKET_LIST_MAX, BUCKET_READ_AHEAD, BucketFs};
 pub use fetch::{FetchCounters, ObjectRef, RemoteError, RemoteErrorKind};
-pub use manifest::{Manifest, ObjectInfo};
+pub use manifest::{Manifest, ObjectInfo, Published};
 
 use std::collections::BTreeMap;
 use std::io;
@@ -44,7 +45,7 @@ use super::{
     BatchError, BatchRead, FileKind, Handle, LockKind, Map, MapMode, OpenMode, ReadEngine, Residency, Stat, SyncKind,
     Then, Vfs, VfsFile,
 };
-use crate::format::{MANIFEST_BYTES_MAX, StoreFile, shard_of_dir_name};
+use crate::format::{MANIFEST_BYTES_MAX, StoreFile, TABLE_FILE, column_of_dir_name, shard_of_dir_name};
 use fetch::{Connect, Fetcher};
 
 /// How the remote backend reads.
@@ -270,17 +271,19 @@ impl Location {
 }
 
 /// A published store, read through object storage; for a sharded
-/// dataset, its shard 0, with the other shards' stores under it.
+/// dataset, its shard 0, with the other shards' stores under it; for a
+/// table, its `table.json`, with each column's dataset under it.
 #[derive(Debug)]
 pub struct RemoteFs {
     location: Location,
     /// The objects, by name.
     objects: BTreeMap<String, Arc<RemoteObject>>,
     manifest: Manifest,
-    /// The stores published under `shard-NNNNNN/` (a sharded dataset's
-    /// shards 1 on), each connected on first use; `None`: none is there.
-    shards: std::sync::Mutex<BTreeMap<String, Option<Arc<RemoteFs>>>>,
-    /// The objects opened through this filesystem, its shards' included:
+    /// The stores published under this one's child directories (a sharded
+    /// dataset's `shard-NNNNNN/`, shards 1 on; a table's `col-NNNN/`),
+    /// each connected on first use; `None`: none is there.
+    children: std::sync::Mutex<BTreeMap<String, Option<Arc<RemoteFs>>>>,
+    /// The objects opened through this filesystem, its children's included:
     /// a file's [`Handle`] is its object's index here, by which
     /// [`Vfs::read_batch`] finds the object again.
     opened: std::sync::Mutex<Vec<Arc<RemoteObject>>>,
@@ -294,17 +297,38 @@ struct RemoteObject {
 }
 
 impl RemoteFs {
-    /// The store at `url` (`s3://bucket/prefix`), its manifest read.
+    /// The store at `url` (`s3://bucket/prefix`), its manifest read; a
+    /// table published there is an error that says so.
     pub fn connect(url: &str, options: RemoteOptions) -> io::Result<RemoteFs> {
         RemoteFs::open(Location::s3(url, options)?)
     }
 
+    /// The table at `url`, its manifest read; a store published there is an
+    /// error that says so.
+    pub fn connect_table(url: &str, options: RemoteOptions) -> io::Result<RemoteFs> {
+        RemoteFs::open_table(Location::s3(url, options)?)
+    }
+
     /// The store at `location`, its manifest read (and nothing else).
     pub fn open(location: Location) -> io::Result<RemoteFs> {
-        let manifest = read_manifest(&location)?.ok_or_else(|| {
-            let url = format!("{}/{MANIFEST_FILE}", location.root);
-            RemoteError::new(&url, RemoteErrorKind::NotFound, "no store is published here").into_io()
-        })?;
+        RemoteFs::open_published(location, false)
+    }
+
+    /// The table at `location`, its manifest read (and nothing else).
+    pub fn open_table(location: Location) -> io::Result<RemoteFs> {
+        RemoteFs::open_published(location, true)
+    }
+
+    fn open_published(location: Location, table: bool) -> io::Result<RemoteFs> {
+        let what = if table { "table" } else { "store" };
+        let error = |kind, why: String| RemoteError::new(&format!("{}/{MANIFEST_FILE}", location.root), kind, why);
+        let manifest = read_manifest(&location)?
+            .ok_or_else(|| error(RemoteErrorKind::NotFound, format!("no {what} is published here")).into_io())?;
+        if manifest.records().is_none() != table {
+            let (found, open) = if table { ("store", "a dataset or store") } else { ("table", "a table") };
+            let why = format!("a {found} is published here, not a {what}: open it as {open}");
+            return Err(error(RemoteErrorKind::Invalid, why).into_io());
+        }
         Ok(RemoteFs::with_manifest(location, manifest))
     }
 
@@ -317,7 +341,7 @@ impl RemoteFs {
                 (name.clone(), Arc::new(RemoteObject { object: location.object(name, info), whole: OnceLock::new() }))
             })
             .collect();
-        RemoteFs { location, objects, manifest, shards: Default::default(), opened: Default::default() }
+        RemoteFs { location, objects, manifest, children: Default::default(), opened: Default::default() }
     }
 
     /// The store's URL: the path to open it at (`Zrecord::open_in`).
@@ -335,28 +359,37 @@ impl RemoteFs {
         self.location.fetcher.counters()
     }
 
-    /// The store of the shard directory `path` lies in (`ROOT/shard-NNNNNN`
-    /// or below it), connected on first use; `None` for a path of this
-    /// store, or a shard directory where nothing is published.
-    fn shard_of(&self, path: &Path) -> io::Result<Option<Arc<RemoteFs>>> {
+    /// The store of the child directory `path` lies in (`ROOT/shard-NNNNNN`
+    /// of a store, shards 1 on; `ROOT/col-NNNN` of a table; or below it),
+    /// connected on first use; `None` for a path of this manifest's own,
+    /// or a child directory where nothing is published.
+    fn child_of(&self, path: &Path) -> io::Result<Option<Arc<RemoteFs>>> {
         let Some(rest) = path.to_str().and_then(|p| p.strip_prefix(self.root())?.strip_prefix('/')) else {
             return Ok(None);
         };
         let name = rest.split('/').next().unwrap_or_default();
-        if shard_of_dir_name(name).is_none_or(|k| k == 0) {
+        let is_child = match self.manifest.published {
+            Published::Store { .. } => shard_of_dir_name(name).is_some_and(|k| k > 0),
+            Published::Table { .. } => column_of_dir_name(name).is_some(),
+        };
+        if !is_child {
             return Ok(None);
         }
-        let mut shards = self.shards.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(shard) = shards.get(name) {
-            return Ok(shard.clone());
+        let mut children = self.children.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(child) = children.get(name) {
+            return Ok(child.clone());
         }
         let location = self.location.child(name);
-        let shard = match read_manifest(&location)? {
+        let child = match read_manifest(&location)? {
             None => None,
-            Some(_) => Some(Arc::new(RemoteFs::open(location)?)),
+            Some(manifest) if manifest.records().is_none() => {
+                let why = "a table's manifest where a store's is expected";
+                return Err(RemoteError::new(location.url(), RemoteErrorKind::Invalid, why).into_io());
+            }
+            Some(manifest) => Some(Arc::new(RemoteFs::with_manifest(location, manifest))),
         };
-        shards.insert(name.to_string(), shard.clone());
-        Ok(shard)
+        children.insert(name.to_string(), child.clone());
+        Ok(child)
     }
 
     /// The object `path` names, if the manifest lists it.
@@ -369,11 +402,11 @@ impl RemoteFs {
         path.to_str().is_some_and(|p| p.trim_end_matches('/') == self.root())
     }
 
-    /// The object `path` names, in this store or a shard's (`NotFound`
+    /// The object `path` names, in this store or a child's (`NotFound`
     /// if no manifest lists it).
     fn find(&self, path: &Path) -> io::Result<Arc<RemoteObject>> {
-        if let Some(shard) = self.shard_of(path)? {
-            return shard.find(path);
+        if let Some(child) = self.child_of(path)? {
+            return child.find(path);
         }
         if self.is_root(path) {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: a directory", path.display())));
@@ -393,6 +426,13 @@ impl RemoteFs {
         };
         RemoteFile { object, fetcher: self.location.fetcher.clone(), handle: Handle(index as u64) }
     }
+}
+
+/// What is published at `url` (`s3://bucket/prefix`): a store (or a
+/// sharded dataset's shard 0) or a table, and its length, by its manifest;
+/// `None` where nothing is.
+pub fn published_at(url: &str, options: RemoteOptions) -> io::Result<Option<Published>> {
+    Ok(read_manifest(&Location::s3(url, options)?)?.map(|m| m.published))
 }
 
 /// The manifest at `location`, `None` if there is none (an error for an
@@ -450,8 +490,8 @@ fn read_only(what: &str) -> io::Error {
 
 impl Vfs for RemoteFs {
     fn kind(&self, path: &Path) -> io::Result<Option<FileKind>> {
-        if let Some(shard) = self.shard_of(path)? {
-            return shard.kind(path);
+        if let Some(child) = self.child_of(path)? {
+            return child.kind(path);
         }
         Ok(if self.is_root(path) { Some(FileKind::Dir) } else { self.object(path).map(|_| FileKind::File) })
     }
@@ -461,8 +501,8 @@ impl Vfs for RemoteFs {
     }
 
     fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
-        if let Some(shard) = self.shard_of(path)? {
-            return shard.list_dir(path);
+        if let Some(child) = self.child_of(path)? {
+            return child.list_dir(path);
         }
         if !self.is_root(path) {
             return Err(not_found(&path.display().to_string()));
@@ -543,7 +583,8 @@ impl RemoteFile {
     /// The file's bytes, fetched once, for the small files read whole.
     fn whole(&self) -> Option<io::Result<Arc<[u8]>>> {
         let name = self.object.object.key.filename()?;
-        if StoreFile::of(name).is_none_or(|file| matches!(file, StoreFile::Chunk(_))) {
+        let small = name == TABLE_FILE || StoreFile::of(name).is_some_and(|file| !matches!(file, StoreFile::Chunk(_)));
+        if !small {
             return None;
         }
         if let Some(bytes) = self.object.whole.get() {
