@@ -5,7 +5,7 @@
 //! reach it through the crate root's public re-exports, never through
 //! `crate::store`; and `unsafe` code stands only in the files that own it
 //! ([`UNSAFE_FILES`]). Publishing, which opens stores and reads
-//! `shards.json` and `table.json`, lives above the table layer (`src/publish.rs`).
+//! `shards.json` and `table.json`, lives above the table layer (`src/publish/`).
 
 use std::path::{Path, PathBuf};
 
@@ -141,7 +141,7 @@ fn the_check_catches_what_it_is_for() {
 #[test]
 fn publishing_is_above_the_io_layer() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    assert!(root.join("src/publish.rs").is_file(), "push and pull live in src/publish.rs");
+    assert!(root.join("src/publish/mod.rs").is_file(), "push and pull live in src/publish/");
     assert!(!root.join("src/io/remote/publish.rs").exists(), "publishing is not part of the I/O boundary");
 }
 

@@ -42,6 +42,11 @@ enum Fault {
 struct Faulty {
     inner: InMemory,
     fault: Mutex<Fault>,
+    /// A key whose PUTs fail (not transiently), if any.
+    refuse_put: Mutex<Option<String>>,
+    /// PUTs and copies so far, and the one that fails (counting from 0), if any.
+    writes: AtomicUsize,
+    fail_write: Mutex<Option<usize>>,
     failed: AtomicU32,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
@@ -58,10 +63,23 @@ impl Faulty {
         Arc::new(Faulty {
             inner: InMemory::new(),
             fault: Mutex::new(Fault::None),
+            refuse_put: Mutex::new(None),
+            writes: AtomicUsize::new(0),
+            fail_write: Mutex::new(None),
             failed: AtomicU32::new(0),
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
         })
+    }
+
+    /// Counts a PUT or copy; an error if it is the one to fail.
+    fn write(&self, key: &ObjectPath) -> object_store::Result<()> {
+        let n = self.writes.fetch_add(1, Ordering::SeqCst);
+        let refused = self.refuse_put.lock().unwrap().as_deref() == Some(key.as_ref());
+        if refused || *self.fail_write.lock().unwrap() == Some(n) {
+            return Err(object_store::Error::Generic { store: "Faulty", source: "403 refused".into() });
+        }
+        Ok(())
     }
 
     fn set(&self, fault: Fault) {
@@ -94,6 +112,7 @@ impl ObjectStore for Faulty {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
+        self.write(location)?;
         self.inner.put_opts(location, payload, opts).await
     }
 
@@ -102,6 +121,7 @@ impl ObjectStore for Faulty {
         location: &ObjectPath,
         opts: PutMultipartOptions,
     ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.write(location)?;
         self.inner.put_multipart_opts(location, opts).await
     }
 
@@ -153,6 +173,7 @@ impl ObjectStore for Faulty {
     }
 
     async fn copy_opts(&self, from: &ObjectPath, to: &ObjectPath, options: CopyOptions) -> object_store::Result<()> {
+        self.write(to)?;
         self.inner.copy_opts(from, to, options).await
     }
 }
@@ -685,4 +706,129 @@ fn a_table_is_published_read_by_its_commit_and_pulled_whole() {
     assert_eq!(read(&Table::open(local.path().join("copy")).unwrap()), oracle);
     let error = pull(&location(&remote, options()), &local.path().join("copy")).unwrap_err();
     assert!(error.to_string().contains("holds a table already"), "{error}");
+}
+
+/// Row `i` of the adoption tests' tables: a fixed `<u4[2]` and text.
+fn table_row(i: usize) -> ([u32; 2], String) {
+    ([i as u32, (i * 7 + 1) as u32], format!("row {i} é").repeat(i % 3))
+}
+
+/// Pushes a table of rows `rows` (its text column named `text`) to
+/// `name` under `dest`.
+fn stage_table(dest: &Location, name: &str, rows: Range<usize>, text: &str) {
+    use loaderx::dataset::{DType, WriteOptions};
+    use loaderx::table::{ColumnSpec, TableWriter, Values};
+    let local = tempfile::tempdir().unwrap();
+    let specs = [ColumnSpec::fixed("x", DType::parse("<u4").unwrap(), &[2]), ColumnSpec::utf8(text)];
+    let mut writer = TableWriter::create(local.path(), &specs, &WriteOptions::default()).unwrap();
+    let rows: Vec<_> = rows.map(table_row).collect();
+    let x: Vec<u8> = rows.iter().flat_map(|r| r.0.iter().flat_map(|v| v.to_le_bytes())).collect();
+    let text: Vec<&[u8]> = rows.iter().map(|r| r.1.as_bytes()).collect();
+    writer.append(&[Values::Fixed(&x), Values::Items(&text)]).unwrap();
+    writer.commit().unwrap();
+    drop(writer);
+    push(local.path(), &name.split('/').fold(dest.clone(), |at, part| at.child(part))).unwrap();
+}
+
+/// Every row of the table published at `location`, as a reader by URL sees it.
+fn published_table_rows(location: Location) -> Vec<([u32; 2], String)> {
+    use loaderx::table::{Table, TableColumn};
+    let fs = Arc::new(RemoteFs::open_table(location).unwrap());
+    let root = std::path::PathBuf::from(fs.root());
+    let table = Table::open_in(fs, &root).unwrap();
+    let all: Vec<u64> = (0..table.rows()).collect();
+    let Some(TableColumn::Fixed(x)) = table.column("x") else { panic!("x is fixed") };
+    let xs = x.gather(&all).unwrap().as_slice::<u32>().unwrap().to_vec();
+    let text = table.strings("text", &all).unwrap();
+    (0..all.len()).map(|k| ([xs[2 * k], xs[2 * k + 1]], text[k].clone())).collect()
+}
+
+/// Tables pushed under the destination's staging prefix are adopted as new
+/// shards of a published table's columns and committed by its manifest
+/// (R0-R4 of `publish/adopt.rs`): a new table from two staged ones, read
+/// back by URL in their order, their staged objects removed; an adoption
+/// whose commit (R3) fails leaves a reader the rows it saw, and the next
+/// adoption seals the columns at the committed rows again and writes over
+/// what the failed one left past them; a staged table of other columns is
+/// refused before anything is written.
+#[test]
+fn published_tables_are_adopted_as_shards_and_committed_by_the_table_manifest() {
+    use loaderx::publish::{adopt_published, remove_published};
+    let remote = Faulty::new();
+    let dest = location(&remote, options());
+    let read = || published_table_rows(location(&remote, options()));
+    let oracle = |n: usize| (0..n).map(table_row).collect::<Vec<_>>();
+    stage_table(&dest, ".staging/w1/t0", 0..10, "text");
+    stage_table(&dest, ".staging/w1/t1", 10..17, "text");
+    assert_eq!(adopt_published(&dest, &[".staging/w1/t0", ".staging/w1/t1"]).unwrap(), 17);
+    assert_eq!(read(), oracle(17));
+    assert_eq!(remove_published(&dest.child(".staging")).unwrap(), 0, "the staged objects are removed");
+    // R3 fails (the table manifest): the commit stays at 17 rows, the columns hold more.
+    stage_table(&dest, ".staging/w2/t0", 17..22, "text");
+    *remote.refuse_put.lock().unwrap() = Some("sets/one/manifest.json".into());
+    let error = adopt_published(&dest, &[".staging/w2/t0"]).unwrap_err();
+    assert!(error.to_string().contains("403 refused"), "{error}");
+    *remote.refuse_put.lock().unwrap() = None;
+    assert_eq!(read(), oracle(17), "a failed commit changes no row a reader sees");
+    stage_table(&dest, ".staging/w3/t0", 17..20, "text");
+    stage_table(&dest, ".staging/w3/t1", 20..26, "text");
+    assert_eq!(adopt_published(&dest, &[".staging/w3/t0", ".staging/w3/t1"]).unwrap(), 26);
+    assert_eq!(read(), oracle(26), "sealed at the committed rows again: the failed write's rows are gone");
+    assert!(remove_published(&dest.child(".staging").child("w2")).unwrap() > 0, "the failed write's staging");
+    // Other columns: refused before anything is written.
+    stage_table(&dest, ".staging/w4/t0", 26..30, "words");
+    let error = adopt_published(&dest, &[".staging/w4/t0"]).unwrap_err();
+    assert!(error.to_string().contains("not \"x\" (fixed), \"text\" (utf8)"), "{error}");
+    assert_eq!(read(), oracle(26));
+    let error = adopt_published(&dest, &["../elsewhere"]).unwrap_err();
+    assert!(error.to_string().contains("not a path under the destination"), "{error}");
+}
+
+/// An adoption failed at each of its writes in turn (every copy and PUT of
+/// R1 to R3, and the removals after), into a new table and into one of 7
+/// rows: a reader sees the rows committed before it or all of them, never
+/// a part, and never an error; and an adoption of the same rows staged
+/// again then commits exactly them after the committed rows.
+#[test]
+fn an_adoption_failed_at_any_write_leaves_the_commit_whole() {
+    use loaderx::publish::adopt_published;
+    for base in [0usize, 7] {
+        let setup = || {
+            let remote = Faulty::new();
+            let dest = location(&remote, options());
+            if base > 0 {
+                stage_table(&dest, ".staging/w0/t0", 0..base, "text");
+                adopt_published(&dest, &[".staging/w0/t0"]).unwrap();
+            }
+            stage_table(&dest, ".staging/w1/t0", base..base + 4, "text");
+            stage_table(&dest, ".staging/w1/t1", base + 4..base + 9, "text");
+            remote.writes.store(0, Ordering::SeqCst);
+            (remote, dest)
+        };
+        let staged = [".staging/w1/t0", ".staging/w1/t1"];
+        let (remote, dest) = setup();
+        adopt_published(&dest, &staged).unwrap();
+        let writes = remote.writes.load(Ordering::SeqCst);
+        assert!(writes > 10, "{writes} writes");
+        for n in 0..writes {
+            let (remote, dest) = setup();
+            *remote.fail_write.lock().unwrap() = Some(n);
+            let result = adopt_published(&dest, &staged);
+            *remote.fail_write.lock().unwrap() = None;
+            let seen = if base == 0 && result.is_err() {
+                match RemoteFs::open_table(location(&remote, options())) {
+                    Ok(_) => published_table_rows(location(&remote, options())),
+                    Err(_) => Vec::new(), // no table published yet
+                }
+            } else {
+                published_table_rows(location(&remote, options()))
+            };
+            let committed = if result.is_ok() { base + 9 } else { base };
+            assert_eq!(seen, (0..committed).map(table_row).collect::<Vec<_>>(), "write {n} of {writes} failed");
+            stage_table(&dest, ".staging/w2/t0", committed..committed + 3, "text");
+            assert_eq!(adopt_published(&dest, &[".staging/w2/t0"]).unwrap(), (committed + 3) as u64, "after write {n}");
+            let all = published_table_rows(location(&remote, options()));
+            assert_eq!(all, (0..committed + 3).map(table_row).collect::<Vec<_>>(), "after write {n}");
+        }
+    }
 }

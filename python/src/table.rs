@@ -544,6 +544,42 @@ pub fn _adopt_tables(py: Python<'_>, dest: PathBuf, staged: Vec<PathBuf>) -> PyR
     py.detach(|| loaderx::table::adopt_tables(&dest, &staged, &opts)).map_err(|e| table_error(py, &e))
 }
 
+/// The location of `url` (`s3://bucket/prefix`), the client from the
+/// environment.
+fn location(py: Python<'_>, url: &str) -> PyResult<loaderx::io::remote::Location> {
+    use loaderx::io::remote::{Location, RemoteOptions};
+    Location::s3(url, RemoteOptions::from_env()).map_err(|source| {
+        crate::errors::store_error(py, &loaderx::Error::Io { path: url.into(), op: "parse the URL", source })
+    })
+}
+
+/// Publishes the store, dataset or table at `dir` to `url`
+/// (`loaderx::publish::push`): a Ray write task's staged table.
+#[pyfunction]
+pub fn _push(py: Python<'_>, dir: PathBuf, url: &str) -> PyResult<()> {
+    let to = location(py, url)?;
+    py.detach(|| loaderx::publish::push(&dir, &to)).map(|_| ()).map_err(|e| crate::errors::store_error(py, &e))
+}
+
+/// Adopts the tables published under `dest` at `staged` (paths under it)
+/// as new shards of the table published at `dest`, committed by its
+/// manifest (`loaderx::publish::adopt_published`); returns its rows after.
+/// The commit of `loaderx_rs.ray`'s writes to object storage.
+#[pyfunction]
+pub fn _adopt_published(py: Python<'_>, dest: &str, staged: Vec<String>) -> PyResult<u64> {
+    let to = location(py, dest)?;
+    let names: Vec<&str> = staged.iter().map(String::as_str).collect();
+    py.detach(|| loaderx::publish::adopt_published(&to, &names)).map_err(|e| crate::errors::store_error(py, &e))
+}
+
+/// Removes every object under `url` (`loaderx::publish::remove_published`):
+/// a failed write's staging. Returns how many.
+#[pyfunction]
+pub fn _remove_published(py: Python<'_>, url: &str) -> PyResult<usize> {
+    let at = location(py, url)?;
+    py.detach(|| loaderx::publish::remove_published(&at)).map_err(|e| crate::errors::store_error(py, &e))
+}
+
 /// What `loaderx gc` removes (`loaderx_rs.ray.gc`): the staged tables of
 /// writes to `dest` no longer running (`loaderx::table::remove_staging`),
 /// then, if no writer holds the table, the shard directories a crashed

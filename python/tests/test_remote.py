@@ -195,7 +195,51 @@ def test_ray_reads_a_table_by_url(tmp_path):
         assert got.column("ids").to_pylist() == rows.column("ids").to_pylist()
         np.testing.assert_array_equal(got.column("x").combine_chunks().to_numpy_ndarray(),
                                       rows.column("x").combine_chunks().to_numpy_ndarray())
-        with pytest.raises(ValueError, match="push the table"):
-            lray.Sink(url)
     finally:
         ray.shutdown()
+
+
+def test_ray_writes_a_table_to_a_url(tmp_path):
+    """`loaderx_rs.ray.write(ds, url)` (docs/ray.md, "Writing to object
+    storage"): tasks push their tables under the staging prefix, the
+    driver's commit adopts them; a second write appends; a write whose task
+    fails commits nothing and leaves no staging; a URL holding a dataset is
+    refused."""
+    ray = pytest.importorskip("ray", reason="needs ray[data] (the CI's Ray stage installs it)")
+    pa = pytest.importorskip("pyarrow")
+    import loaderx_rs.ray as lray
+    from loaderx_rs import Table
+
+    rows = _table_fixture(tmp_path)
+    url = f"s3://{BUCKET}/python-{os.getpid()}-ray-write"
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    try:
+        ray.data.DataContext.get_current().execution_options.preserve_order = True
+        ds = ray.data.from_arrow(rows).repartition(3)
+        assert lray.write(ds, url).rows == 900
+        assert lray.write(ds, url).rows == 1800
+        table = Table(url)
+        assert table.rows == 1800
+        assert table.strings("text", np.arange(1800)) == rows.column("text").to_pylist() * 2
+        values, splits = table["ids"][np.arange(900, 1800)]
+        assert [values[splits[k]:splits[k + 1]].tolist() for k in range(900)] == rows.column("ids").to_pylist()
+
+        def fail(batch):
+            first = batch.column("x").combine_chunks().storage.flatten()[0].as_py()
+            if first >= 1200:  # rows 300 on: the second and third tasks
+                raise RuntimeError("a task fails")
+            return batch
+
+        with pytest.raises(Exception, match="a task fails"):
+            lray.write(ds.map_batches(fail, batch_format="pyarrow"), url)
+        assert Table(url).rows == 1800, "a failed write commits nothing"
+        assert lray.gc(url) == [], "and leaves no staging"
+        with pytest.raises(ValueError, match="a store or dataset is published there"):
+            lray.Sink(push(_dataset(tmp_path), "ray-not-a-table"))
+    finally:
+        ray.shutdown()
+
+
+def _dataset(tmp_path):
+    write_dataset(tmp_path / "plain", np.zeros((10, 2), dtype=np.float32))
+    return tmp_path / "plain"

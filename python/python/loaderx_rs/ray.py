@@ -6,7 +6,8 @@
 - `Sink(dest, ...)` / `write(ds, dest, ...)`: each write task writes its
   blocks into a table of its own under `dest/.staging/<write id>/`; the
   driver adopts all of them as new shards of the table at `dest` and
-  commits them in one replacement of its `table.json`.
+  commits them in one replacement of its `table.json` (of its manifest,
+  for an `s3://` destination).
 - `gc(dest)`: removes the staging directories of writes no longer running.
 
 Built against `ray[data]` >= 2.60, < 2.61 (`SUPPORTED_RAY`): `Datasource`
@@ -20,6 +21,7 @@ import fcntl
 import json
 import os
 import shutil
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -316,36 +318,47 @@ class Sink(Datasink):
     failed or retried task's table is never adopted; a failed write's
     staging is removed, and `gc` removes what a killed driver left.
     `codec` / `codecs` are a new table's codecs (`write_table`'s); an
-    existing table's columns keep theirs."""
+    existing table's columns keep theirs.
+
+    `dest` may be an `s3://` URL: each task then writes its table in a
+    temporary directory of its node and pushes it under the staging
+    prefix, and the driver's commit copies the staged objects into the
+    table's shards, server-side, and replaces the table's manifest last
+    (`loaderx::publish::adopt_published`). One write at a time per URL:
+    object storage gives no lock here."""
 
     def __init__(self, dest: Any, *, codec: Optional[str] = None, codecs: Optional[Dict[str, str]] = None):
-        if _is_url(os.fspath(dest)):
-            raise ValueError(f"{os.fspath(dest)}: a Ray write goes to a local (or shared) directory; "
-                             "push the table to object storage after it (`loaderx push DIR URL`)")
-        self.dest = os.path.abspath(os.fspath(dest))
+        dest = os.fspath(dest)
+        self.remote = _is_url(dest)
+        self.dest = dest.rstrip("/") if self.remote else os.path.abspath(dest)
         self.codec, self.codecs = codec, dict(codecs or {})
         self.write_id = uuid.uuid4().hex
         self.rows = None
         # Read here, not in on_write_start: the tasks get this object as it
         # is when the write is planned.
-        if (Path(self.dest) / "table.json").is_file():
+        if _is_table(self.dest):
             table = loaderx_rs.Table(self.dest)
             self.codecs = {name: table[name].codec for name in table.columns}
-        elif any((Path(self.dest) / f).exists() for f in ("schema.json", "shards.json", "meta.zr")):
+        elif self.remote and loaderx_rs._published(self.dest) is not None:
+            raise ValueError(f"{self.dest}: a store or dataset is published there: a Ray write goes to a table")
+        elif not self.remote and any((Path(self.dest) / f).exists() for f in ("schema.json", "shards.json", "meta.zr")):
             raise ValueError(f"{self.dest} holds a dataset, not a table: a Ray write goes to a table")
 
     @property
     def staging(self) -> str:
+        if self.remote:
+            return f"{self.dest}/{STAGING_DIR}/{self.write_id}"
         return os.path.join(self.dest, STAGING_DIR, self.write_id)
 
     def on_write_start(self, schema=None) -> None:
+        if self.remote:
+            return
         os.makedirs(self.staging, exist_ok=True)
         fd = os.open(self.staging + ".lock", os.O_CREAT | os.O_RDWR, 0o644)
         fcntl.flock(fd, fcntl.LOCK_EX)
         _LOCKS[self.write_id] = fd
 
-    def write(self, blocks: Iterable[Any], ctx) -> Optional[Dict[str, Any]]:
-        path = os.path.join(self.staging, f"{ctx.task_idx:08d}-{uuid.uuid4().hex[:12]}")
+    def _write_blocks(self, path: str, blocks: Iterable[Any]) -> int:
         rows = 0
         for block in blocks:
             table = _to_storable(BlockAccessor.for_block(block).to_arrow())
@@ -354,18 +367,41 @@ class Sink(Datasink):
             codecs = {k: v for k, v in self.codecs.items() if k in table.column_names} or None
             loaderx_rs.write_table(path, table, codec=self.codec, codecs=codecs, mode="append")
             rows += table.num_rows
+        return rows
+
+    def write(self, blocks: Iterable[Any], ctx) -> Optional[Dict[str, Any]]:
+        name = f"{ctx.task_idx:08d}-{uuid.uuid4().hex[:12]}"
+        if not self.remote:
+            path = os.path.join(self.staging, name)
+            rows = self._write_blocks(path, blocks)
+        else:
+            # Staged on this node, then pushed: the commit reads it by URL.
+            with tempfile.TemporaryDirectory(prefix="loaderx-ray-") as tmp:
+                rows = self._write_blocks(os.path.join(tmp, "table"), blocks)
+                if rows:
+                    loaderx_rs._push(os.path.join(tmp, "table"), f"{self.staging}/{name}")
+            path = f"{STAGING_DIR}/{self.write_id}/{name}"
         return {"path": path, "rows": rows, "task": ctx.task_idx} if rows else None
 
     def on_write_complete(self, write_result) -> None:
         returns = [r for r in write_result.write_returns if r]
         staged = [r["path"] for r in sorted(returns, key=lambda r: r["task"])]
-        self.rows = loaderx_rs._adopt_tables(self.dest, staged) if staged else None
+        if not staged:
+            self.rows = None
+        elif self.remote:
+            self.rows = loaderx_rs._adopt_published(self.dest, staged)
+        else:
+            self.rows = loaderx_rs._adopt_tables(self.dest, staged)
         self._cleanup()
 
     def on_write_failed(self, error: Exception) -> None:
         self._cleanup()
 
     def _cleanup(self) -> None:
+        if self.remote:
+            # A failed or retried task's pushed table, never adopted.
+            loaderx_rs._remove_published(self.staging)
+            return
         shutil.rmtree(self.staging, ignore_errors=True)
         try:
             os.unlink(self.staging + ".lock")
@@ -391,5 +427,14 @@ def gc(dest: Any) -> List[str]:
     shard directories a commit that crashed left unlisted in its columns.
     Returns the removed paths. `.staging` itself stays: a write starting
     now may be creating its directory in it. The CLI's `loaderx gc DEST`
-    does the same."""
-    return [str(p) for p in loaderx_rs._gc(os.fspath(dest))]
+    does the same.
+
+    For an `s3://` URL, removes every object under `dest/.staging/`: object
+    storage gives no lock to tell a running write from a dead one, so run
+    it only when no write to `dest` runs. Returns `[dest/.staging]` if it
+    removed anything."""
+    dest = os.fspath(dest)
+    if _is_url(dest):
+        staging = f"{dest.rstrip('/')}/{STAGING_DIR}"
+        return [staging] if loaderx_rs._remove_published(staging) else []
+    return [str(p) for p in loaderx_rs._gc(dest)]

@@ -39,6 +39,26 @@ pub struct ObjectInfo {
     pub crc32: u32,
     /// The entity tag the server gave it, if any.
     pub etag: Option<String>,
+    /// The object's own name under the prefix when it is not the file's
+    /// (`table.json.VERSION`, `shards.json.VERSION`: a commit file written
+    /// beside the one a reader of the previous manifest reads, never over
+    /// it); `None`: the file's name.
+    pub key: Option<String>,
+}
+
+impl ObjectInfo {
+    /// An object stored under the file's own name.
+    pub fn new(size: u64, crc32: u32, etag: Option<String>) -> ObjectInfo {
+        ObjectInfo { size, crc32, etag, key: None }
+    }
+}
+
+/// Whether `key` may hold the bytes of file `name`: `name` itself, or
+/// `name.` and 1 to 32 lowercase hexadecimal digits.
+fn is_version_of(key: &str, name: &str) -> bool {
+    key.strip_prefix(name).and_then(|v| v.strip_prefix('.')).is_some_and(|v| {
+        (1..=32).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
 }
 
 /// What a manifest publishes, and how much of it.
@@ -73,7 +93,13 @@ impl Manifest {
         let objects: serde_json::Map<String, Value> = self
             .objects
             .iter()
-            .map(|(name, o)| (name.clone(), json!({"size": o.size, "crc32": o.crc32, "etag": o.etag})))
+            .map(|(name, o)| {
+                let mut v = json!({"size": o.size, "crc32": o.crc32, "etag": o.etag});
+                if let Some(key) = &o.key {
+                    v["key"] = json!(key);
+                }
+                (name.clone(), v)
+            })
             .collect();
         let value = match self.published {
             Published::Store { records } => {
@@ -134,7 +160,12 @@ impl Manifest {
                 Some(Value::String(s)) if s.len() <= 1024 => Some(s.clone()),
                 Some(_) => return Err(format!("{name}: \"etag\" is not a string")),
             };
-            objects.insert(name.clone(), ObjectInfo { size, crc32, etag });
+            let key = match o.get("key") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(k)) if is_version_of(k, name) => Some(k.clone()),
+                Some(_) => return Err(format!("{name}: \"key\" is not {name} or a version of it")),
+            };
+            objects.insert(name.clone(), ObjectInfo { size, crc32, etag, key });
         }
         let required = match published {
             Published::Store { .. } => META_FILE,
@@ -165,14 +196,17 @@ mod tests {
 
     fn sample() -> Manifest {
         let mut objects = BTreeMap::new();
-        objects.insert("meta.zr".into(), ObjectInfo { size: 48, crc32: 7, etag: Some("\"e1\"".into()) });
-        objects.insert("0.zr".into(), ObjectInfo { size: 100, crc32: 9, etag: None });
+        objects.insert("meta.zr".into(), ObjectInfo::new(48, 7, Some("\"e1\"".into())));
+        objects.insert("0.zr".into(), ObjectInfo::new(100, 9, None));
         Manifest { published: Published::Store { records: 2 }, objects }
     }
 
     fn table_sample() -> Manifest {
         let mut objects = BTreeMap::new();
-        objects.insert(TABLE_FILE.into(), ObjectInfo { size: 300, crc32: 5, etag: None });
+        objects.insert(
+            TABLE_FILE.into(),
+            ObjectInfo { size: 300, crc32: 5, etag: None, key: Some("table.json.00ff".into()) },
+        );
         Manifest { published: Published::Table { rows: 1 << 40 }, objects }
     }
 
@@ -192,6 +226,9 @@ mod tests {
             ("\"size\": 300", "\"size\": 4194305", "more than"),
             ("\"rows\": 1099511627776", "\"rows\": 18446744073709551615", "rows"),
             ("\"rows\"", "\"records\"", "rows"),
+            ("\"table.json.00ff\"", "\"table.json.00FF\"", "a version of it"),
+            ("\"table.json.00ff\"", "\"../table.json\"", "a version of it"),
+            ("\"table.json.00ff\"", "\"table.json.\"", "a version of it"),
             ("\"kind\": \"table\"", "\"kind\": \"store\"", "records"),
         ] {
             assert!(text.contains(from), "{from}");

@@ -247,11 +247,16 @@ impl Location {
     /// The object `name` under the prefix, as the manifest pins it.
     pub(crate) fn object(&self, name: &str, info: &ObjectInfo) -> ObjectRef {
         ObjectRef {
-            key: self.key(name),
+            key: self.key(info.key.as_deref().unwrap_or(name)),
             url: format!("{}/{name}", self.root),
             size: info.size,
             etag: info.etag.clone(),
         }
+    }
+
+    /// The prefix itself (the key every object under it starts with).
+    pub(crate) fn prefix(&self) -> &ObjectPath {
+        &self.prefix
     }
 
     pub(crate) fn key(&self, name: &str) -> ObjectPath {
@@ -582,7 +587,7 @@ struct RemoteFile {
 impl RemoteFile {
     /// The file's bytes, fetched once, for the small files read whole.
     fn whole(&self) -> Option<io::Result<Arc<[u8]>>> {
-        let name = self.object.object.key.filename()?;
+        let name = self.object.object.url.rsplit('/').next()?;
         let small = name == TABLE_FILE || StoreFile::of(name).is_some_and(|file| !matches!(file, StoreFile::Chunk(_)));
         if !small {
             return None;

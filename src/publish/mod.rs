@@ -40,6 +40,10 @@
 //! store and the dataset layers (it opens stores and reads `shards.json`);
 //! the I/O layer knows neither.
 
+mod adopt;
+
+pub use adopt::{adopt_published, remove_published};
+
 use std::collections::BTreeMap;
 use std::io;
 use std::path::Path;
@@ -240,9 +244,8 @@ fn push_table(dir: &Path, to: &Location) -> Result<PushReport> {
         .and_then(|t| Commit::parse(t, &path).map_err(|e| e.to_string()))
         .map_err(|why| Error::Io { path: path.clone(), op: "read table.json", source: invalid(why) })?;
     let remote_err = |op| move |source| Error::Io { path: to.url().into(), op, source };
-    if let Some(old) = read_manifest(to).map_err(remote_err("read manifest.json"))?
-        && old.records().is_some()
-    {
+    let old = read_manifest(to).map_err(remote_err("read manifest.json"))?;
+    if old.as_ref().is_some_and(|m| m.records().is_some()) {
         return Err(Error::InvalidArgument(format!("{}: a store is published there, not a table", to.url())));
     }
     let mut report = PushReport { rows: Some(commit.rows), ..PushReport::default() };
@@ -251,16 +254,40 @@ fn push_table(dir: &Path, to: &Location) -> Result<PushReport> {
         let column = push_dataset(&dir.join(&name), &to.child(&name))?;
         report.add(column, &name);
     }
-    let crc32 = crc32fast::hash(&text);
-    let size = text.len() as u64;
-    let etag = upload(to, TABLE_FILE, &Source::Memory(text)).map_err(remote_err("upload table.json"))?;
-    let objects = BTreeMap::from([(TABLE_FILE.to_string(), ObjectInfo { size, crc32, etag })]);
+    let info = upload_version(to, TABLE_FILE, text).map_err(remote_err("upload table.json"))?;
+    report.bytes += info.size;
+    let objects = BTreeMap::from([(TABLE_FILE.to_string(), info)]);
     let manifest = Manifest { published: Published::Table { rows: commit.rows }, objects };
     let text = manifest.encode().into_bytes();
-    report.bytes += size + text.len() as u64;
+    report.bytes += text.len() as u64;
     upload(to, MANIFEST_FILE, &Source::Memory(text)).map_err(remote_err("upload manifest.json"))?;
     report.uploaded.extend([TABLE_FILE.to_string(), MANIFEST_FILE.to_string()]);
+    remove_replaced(to, old.as_ref(), &manifest, TABLE_FILE).map_err(remote_err("remove"))?;
     Ok(report)
+}
+
+/// Uploads `bytes` as a new version of file `name` at `to`: the object
+/// `name.VERSION`, never the one a reader of the manifest in place reads
+/// (a failure before the next manifest is uploaded leaves that reader
+/// whole). Returns it as a manifest lists it.
+fn upload_version(to: &Location, name: &str, bytes: Vec<u8>) -> io::Result<ObjectInfo> {
+    let (size, crc32) = (bytes.len() as u64, crc32fast::hash(&bytes));
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    let key = format!("{name}.{nanos:016x}{crc32:08x}");
+    let etag = upload(to, &key, &Source::Memory(bytes))?;
+    Ok(ObjectInfo { size, crc32, etag, key: Some(key) })
+}
+
+/// After `new` replaced `old` at `at`: removes the version of file `name`
+/// that `old` listed and `new` does not.
+fn remove_replaced(at: &Location, old: Option<&Manifest>, new: &Manifest, name: &str) -> io::Result<()> {
+    let key = |m: &Manifest| m.objects.get(name).map(|o| o.key.clone().unwrap_or_else(|| name.to_string()));
+    let Some(stale) = old.and_then(key).filter(|k| Some(k) != key(new).as_ref()) else { return Ok(()) };
+    let path = at.key(&stale);
+    at.fetcher().run(async |store| match store.delete(&path).await {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+        Err(e) => Err(e.into()),
+    })
 }
 
 fn invalid(why: String) -> io::Error {
@@ -308,7 +335,7 @@ fn push_store(dir: &Path, to: &Location) -> Result<PushReport> {
                 etag
             }
         };
-        objects.insert(name.clone(), ObjectInfo { size, crc32, etag });
+        objects.insert(name.clone(), ObjectInfo::new(size, crc32, etag));
     }
     let manifest = Manifest { published: Published::Store { records }, objects };
     let text = manifest.encode().into_bytes();
