@@ -3,7 +3,16 @@ writes through the sink read back exactly, reads of datasets written by the
 binding (one store, sharded, a table) with their values and column types,
 projection, `map_batches`, a write whose task raises leaving nothing
 committed and `gc` removing what a killed driver staged, a worker killed
-mid-write and retried with every row once, appends.
+mid-write and retried with every row once, appends; with an S3 server
+(tests/remote/run.sh sets LOADERX_S3_TEST_BUCKET), a write across the
+nodes to `s3://` read back exactly.
+
+Sizes: LOADERX_RAY_TEST_ROWS rows (default 12,000, about 2.4 MB; 1,500,000
+is about 300 MB) and LOADERX_RAY_TEST_STORE_MB of object store a node
+(default 200):
+
+    LOADERX_RAY_TEST_ROWS=1500000 LOADERX_RAY_TEST_STORE_MB=1024 \
+        python -m pytest -q python/tests/test_ray.py -k "read_back_exactly"
 
 The nodes are `ray start --block` processes of this module, stopped by
 their pids (SIGTERM, then SIGKILL) and every process whose command line
@@ -36,7 +45,9 @@ import loaderx_rs  # noqa: E402
 import loaderx_rs.ray as lray  # noqa: E402
 
 START_SECONDS = 120
-ROWS = 12_000
+ROWS = int(os.environ.get("LOADERX_RAY_TEST_ROWS", 12_000))
+STORE_BYTES = int(os.environ.get("LOADERX_RAY_TEST_STORE_MB", 200)) << 20
+S3_BUCKET = os.environ.get("LOADERX_S3_TEST_BUCKET")
 
 
 def free_port():
@@ -95,7 +106,7 @@ def cluster():
     path = os.pathsep.join(p for p in [str(Path(__file__).parent), os.environ.get("PYTHONPATH")] if p)
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=path)
     env.pop("RAY_ADDRESS", None)
-    common = ["--num-cpus", "1", "--object-store-memory", str(200 << 20), "--block", "--disable-usage-stats"]
+    common = ["--num-cpus", "1", "--object-store-memory", str(STORE_BYTES), "--block", "--disable-usage-stats"]
     head = [ray_cli(), "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
             "--include-dashboard=false", "--temp-dir", temp_dir, *common]
     procs = [subprocess.Popen(head, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
@@ -142,7 +153,7 @@ def make_batch(ids):
     return {"x": ids, "vec": vec, "tokens": tokens, "blob": blob, "text": text}
 
 
-def source(rows=ROWS, blocks=6):
+def source(rows=ROWS, blocks=max(6, ROWS // 250_000)):
     ds = ray.data.range(rows, override_num_blocks=blocks)
     return ds.map_batches(lambda b: make_batch(b["id"]), batch_format="numpy", batch_size=1000)
 
@@ -175,6 +186,23 @@ def test_write_then_read_back_exactly(cluster, tmp_path):
     check_rows(pa.concat_tables(ray.get(ds.to_arrow_refs())), np.arange(ROWS))
     # The same rows through the binding: what Ray wrote is an ordinary table.
     check_rows(pa.table(loaderx_rs.to_arrow(dest)), np.arange(ROWS))
+
+
+@pytest.mark.skipif(not S3_BUCKET, reason="needs an S3 server: tests/remote/run.sh starts one and runs this test")
+def test_a_write_to_object_storage_across_the_nodes_reads_back_exactly(cluster):
+    """Both nodes' tasks push their tables, the driver commits them by the
+    table's manifest; read back through Ray and through the binding by URL."""
+    url = f"s3://{S3_BUCKET}/ray-{os.getpid()}-{time.time_ns()}"
+    sink = lray.write(source(), url)
+    assert sink.rows == ROWS
+    ds = lray.read(url)
+    assert ds.count() == ROWS
+    check_rows(pa.concat_tables(ray.get(ds.to_arrow_refs())), np.arange(ROWS))
+    table = loaderx_rs.Table(url)
+    assert table.rows == ROWS and table.kinds["blob"] == "bytes"
+    ends = np.array([0, ROWS - 1])
+    assert table.strings("text", ends) == make_batch(ends)["text"]
+    assert lray.gc(url) == [], "the commit left no staging"
 
 
 def test_reads_match_the_binding(cluster, tmp_path, rng):

@@ -96,6 +96,10 @@ cmp "$work/last-pulled.bin" "$work/last-local.bin"
 if [[ -n "${REMOTE_PYTEST_PYTHON:-}" ]]; then
     echo "== remote: Python by URL (python/tests/test_remote.py)"
     LOADERX_CLI="$cli" "$REMOTE_PYTEST_PYTHON" -m pytest -q python/tests/test_remote.py
+    if "$REMOTE_PYTEST_PYTHON" -c "import ray" 2>/dev/null; then
+        echo "== remote: a Ray write across a two-node cluster to s3:// (python/tests/test_ray.py)"
+        timeout 300 "$REMOTE_PYTEST_PYTHON" -m pytest -q python/tests/test_ray.py -k object_storage
+    fi
 fi
 echo "== remote: a cluster (master, filer, S3 gateway, two volume servers), one volume server killed during gathers"
 stop_servers
