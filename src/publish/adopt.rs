@@ -294,42 +294,58 @@ fn copy_column(
     if first_new + parts.len() > SHARDS_MAX {
         return Err(invalid(&at, format!("{} shards: a dataset holds at most {SHARDS_MAX}", first_new + parts.len())));
     }
-    for (j, part) in parts.iter().enumerate() {
-        let shard = first_new + j;
-        let to = if shard == 0 { at.clone() } else { at.child(&shard_dir_name(shard)) };
-        let from = part.at.child(&column_dir_name(k));
-        let objects = copy_store(&from, &part.stores[k], &to)?;
-        let manifest =
-            Manifest { published: Published::Store { records: part.stores[k].records().unwrap_or(0) }, objects };
-        if shard == 0 {
-            shard0 = Some(manifest);
-        } else {
-            upload_manifest(&to, &manifest)?;
+    let shard_at = |shard: usize| if shard == 0 { at.clone() } else { at.child(&shard_dir_name(shard)) };
+    let stores: Vec<_> = parts
+        .iter()
+        .enumerate()
+        .map(|(j, part)| (part.at.child(&column_dir_name(k)), &part.stores[k], shard_at(first_new + j)))
+        .collect();
+    for (j, objects) in copy_stores(&stores)?.into_iter().enumerate() {
+        let records = parts[j].stores[k].records().unwrap_or(0);
+        let manifest = Manifest { published: Published::Store { records }, objects };
+        match first_new + j {
+            0 => shard0 = Some(manifest),
+            shard => upload_manifest(&shard_at(shard), &manifest)?,
         }
     }
     table.sealed.extend(parts[..parts.len() - 1].iter().map(|p| p.rows));
     Ok((table, shard0.expect("a new table's shard 0 is its first staged store")))
 }
 
-/// Copies the objects of the store `manifest` lists at `from` to `to`,
-/// server-side; returns them as listed at `to` (their new entity tags).
-fn copy_store(from: &Location, manifest: &Manifest, to: &Location) -> Result<BTreeMap<String, ObjectInfo>> {
-    let mut out = BTreeMap::new();
-    for (name, info) in &manifest.objects {
-        let (src, dst) = (from.object(name, info).key, to.key(name));
-        let etag = to
-            .fetcher()
-            .run(async |store| {
-                store.copy(&src, &dst).await?;
-                let meta = store.head(&dst).await?;
-                if meta.size != info.size {
-                    let why = format!("{} bytes after a copy of {}", meta.size, info.size);
-                    return Err(io::Error::new(io::ErrorKind::InvalidData, why));
+/// Copies the objects of each store (`manifest` lists them at `from`) to
+/// its `to`, server-side, up to the client's in-flight bound at a time;
+/// returns each store's objects as listed at its `to` (their new entity
+/// tags).
+fn copy_stores(stores: &[(Location, &Manifest, Location)]) -> Result<Vec<BTreeMap<String, ObjectInfo>>> {
+    let Some((_, _, first)) = stores.first() else { return Ok(Vec::new()) };
+    let mut jobs = Vec::new();
+    for (k, (from, manifest, to)) in stores.iter().enumerate() {
+        for (name, info) in &manifest.objects {
+            jobs.push((k, name.clone(), info.clone(), from.object(name, info).key, to.key(name)));
+        }
+    }
+    let in_flight = first.fetcher().options().max_in_flight.max(1);
+    let done = first
+        .fetcher()
+        .run(async |store| {
+            let copies = futures::stream::iter(jobs.into_iter().map(|(k, name, info, src, dst)| {
+                let store = store.clone();
+                async move {
+                    store.copy(&src, &dst).await?;
+                    let meta = store.head(&dst).await?;
+                    if meta.size != info.size {
+                        let why = format!("{dst}: {} bytes after a copy of {}", meta.size, info.size);
+                        return Err(io::Error::new(io::ErrorKind::InvalidData, why));
+                    }
+                    Ok((k, name, ObjectInfo::new(info.size, info.crc32, meta.e_tag)))
                 }
-                Ok(meta.e_tag)
-            })
-            .map_err(remote(to, "copy a staged object"))?;
-        out.insert(name.clone(), ObjectInfo::new(info.size, info.crc32, etag));
+            }));
+            copies.buffer_unordered(in_flight).try_collect::<Vec<_>>().await
+        })
+        .map_err(remote(first, "copy a staged object"))?;
+    let mut out = vec![BTreeMap::new(); stores.len()];
+    for (k, name, info) in done {
+        out[k].insert(name, info);
     }
     Ok(out)
 }
