@@ -68,12 +68,13 @@ struct DestColumn {
 }
 
 /// Adopts the tables published at `staged` (paths under `dest`, such as
-/// `.staging/WRITE/TASK`: the same bucket, so that their objects are copied
-/// server-side; each pushed by a task, of the same columns) as new shards of the table published at `dest`, in their
-/// order, and commits them in one replacement of `dest`'s manifest; `dest`
-/// becomes a table of the first staged table's columns if nothing is
-/// published there. Tables of no rows are skipped. The staged objects are
-/// removed after the commit. Returns the rows of `dest` after it.
+/// `.staging/WRITE/TASK`, so that their objects are copied server-side;
+/// each pushed by a task, all of the same columns) as new shards of the
+/// table published at `dest`, in their order, and commits them in one
+/// replacement of `dest`'s manifest; `dest` becomes a table of the first
+/// staged table's columns if nothing is published there. Tables of no rows
+/// are skipped. The adopted tables' staged objects are removed after the
+/// commit. Returns the rows of `dest` after it.
 pub fn adopt_published(dest: &Location, staged: &[&str]) -> Result<u64> {
     let mut parts = Vec::with_capacity(staged.len());
     let mut columns: Option<Vec<(String, ColumnType)>> = None;
