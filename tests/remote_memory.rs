@@ -782,6 +782,11 @@ fn published_tables_are_adopted_as_shards_and_committed_by_the_table_manifest() 
     assert_eq!(read(), oracle(26));
     let error = adopt_published(&dest, &["../elsewhere"]).unwrap_err();
     assert!(error.to_string().contains("not a path under the destination"), "{error}");
+    // Pulled and pushed back over itself: the same rows by URL.
+    let copy = tempfile::tempdir().unwrap();
+    assert_eq!(pull(&dest, &copy.path().join("t")).unwrap().rows, Some(26));
+    assert_eq!(push(&copy.path().join("t"), &dest).unwrap().rows, Some(26));
+    assert_eq!(read(), oracle(26));
 }
 
 /// An adoption failed at each of its writes in turn (every copy and PUT of

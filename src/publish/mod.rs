@@ -37,8 +37,10 @@
 //!
 //! Local files are reached through the I/O boundary (`RealFs`), objects
 //! through the remote backend's [`Location`]. Publishing sits above the
-//! store and the dataset layers (it opens stores and reads `shards.json`);
-//! the I/O layer knows neither.
+//! store, dataset and table layers (it opens stores, reads `shards.json`
+//! and `table.json`); the I/O layer knows none of them. The commit of a
+//! Ray write to object storage, which adopts pushed tables into a
+//! published one, is `adopt.rs`'s.
 
 mod adopt;
 
@@ -342,7 +344,12 @@ fn push_store(dir: &Path, to: &Location) -> Result<PushReport> {
     report.bytes += text.len() as u64;
     upload(to, MANIFEST_FILE, &Source::Memory(text)).map_err(remote_err("upload manifest.json"))?;
     report.uploaded.push(MANIFEST_FILE.into());
-    for name in old.iter().flat_map(|m| m.objects.keys()).filter(|n| !manifest.objects.contains_key(*n)) {
+    for name in old.iter().flat_map(|m| m.objects.keys()) {
+        if manifest.objects.contains_key(name) {
+            // A version of it an adoption wrote (`shards.json.VERSION`).
+            remove_replaced(to, old.as_ref(), &manifest, name).map_err(remote_err("remove"))?;
+            continue;
+        }
         to.fetcher()
             .run(async |store| store.delete(&to.key(name)).await.map_err(io::Error::from))
             .map_err(remote_err("remove"))?;
