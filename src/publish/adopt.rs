@@ -29,7 +29,7 @@
 
 use std::collections::BTreeMap;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
@@ -41,15 +41,14 @@ use crate::format::{
     MANIFEST_FILE, SHARDS_FILE, SHARDS_MAX, TABLE_FILE, TABLE_ROWS_MAX, column_dir_name, shard_dir_name,
 };
 use crate::io::remote::{BUCKET_LIST_MAX, Location, Manifest, ObjectInfo, Published, RemoteFs, read_manifest};
-use crate::table::{ColumnType, Commit};
+use crate::table::{ColumnType, Commit, columns_differ};
 
 /// A staged table that passed R0: where it is, its rows, and each
-/// column's store's manifest.
+/// column's store (its manifest read once).
 struct Staged {
     at: Location,
-    fs: RemoteFs,
     rows: u64,
-    stores: Vec<Manifest>,
+    stores: Vec<RemoteFs>,
 }
 
 /// The destination as R0 found it: its commit (none for a new table) and
@@ -65,6 +64,12 @@ struct DestColumn {
     shards: ShardTable,
     shard0: Manifest,
     last_records: u64,
+}
+
+/// The store published at `at`, its manifest read (an error if none is,
+/// or a table).
+fn open_store(at: &Location) -> Result<RemoteFs> {
+    RemoteFs::open(at.clone()).map_err(remote(at, "read manifest.json"))
 }
 
 /// Adopts the tables published at `staged` (paths under `dest`, such as
@@ -142,38 +147,23 @@ fn read_staged(at: &Location) -> Result<(Staged, Vec<(String, ColumnType)>)> {
     let mut stores = Vec::with_capacity(commit.columns.len());
     for k in 0..commit.columns.len() {
         let column = at.child(&column_dir_name(k));
-        let manifest = store_manifest(&column)?;
-        if manifest.objects.contains_key(SHARDS_FILE) {
+        let store = open_store(&column)?;
+        if store.manifest().objects.contains_key(SHARDS_FILE) {
             return Err(invalid(&column, "a staged column must be one store (write fewer rows per task)".into()));
         }
-        let records = u64::from(manifest.records().unwrap_or(0));
+        let records = u64::from(store.manifest().records().unwrap_or(0));
         if records != commit.rows {
             let why = format!("{records} records, the staged table's {} rows", commit.rows);
             return Err(invalid(&column, why));
         }
-        stores.push(manifest);
+        stores.push(store);
     }
-    Ok((Staged { at: at.clone(), fs, rows: commit.rows, stores }, commit.columns))
-}
-
-/// The manifest of the store published at `at` (an error if none is, or a table).
-fn store_manifest(at: &Location) -> Result<Manifest> {
-    match read_manifest(at).map_err(remote(at, "read manifest.json"))? {
-        Some(m) if m.records().is_some() => Ok(m),
-        Some(_) => Err(invalid(at, "a table is published there, not a store".into())),
-        None => Err(Error::NoStore { path: at.url().into() }),
-    }
+    Ok((Staged { at: at.clone(), rows: commit.rows, stores }, commit.columns))
 }
 
 /// `have` must be `want`: the same names and kinds in the same order.
 fn same_columns(want: &[(String, ColumnType)], have: &[(String, ColumnType)], at: &Location) -> Result<()> {
-    if want == have {
-        return Ok(());
-    }
-    let show = |c: &[(String, ColumnType)]| {
-        c.iter().map(|(n, k)| format!("{n:?} ({})", k.name())).collect::<Vec<_>>().join(", ")
-    };
-    Err(invalid(at, format!("columns {}, not {} as the other tables of the write", show(have), show(want))))
+    columns_differ(want, have).map_or(Ok(()), |why| Err(invalid(at, why)))
 }
 
 /// R0 for the destination: its commit and columns, or a new table's.
@@ -191,33 +181,33 @@ fn read_dest(dest: &Location, columns: &[(String, ColumnType)]) -> Result<Dest> 
     let mut out = Vec::with_capacity(columns.len());
     for k in 0..columns.len() {
         let at = dest.child(&column_dir_name(k));
-        let shard0 = store_manifest(&at)?;
-        let dir = PathBuf::from(fs.root()).join(column_dir_name(k));
-        let shards = match ShardTable::read(&fs, &dir).map_err(|e| invalid(&at, e.to_string()))? {
+        let column = open_store(&at)?;
+        let dir = Path::new(column.root());
+        let shards = match ShardTable::read(&column, dir).map_err(|e| invalid(&at, e.to_string()))? {
             Some(t) if t.pending.is_some() => {
                 return Err(invalid(&at, "a delete of a sealed shard is under way".into()));
             }
             Some(t) => t,
             None => ShardTable {
-                schema: Schema::read(&fs, &dir).map_err(|e| invalid(&at, e.to_string()))?,
+                schema: Schema::read(&column, dir).map_err(|e| invalid(&at, e.to_string()))?,
                 sealed: Vec::new(),
                 pending: None,
             },
         };
-        let last = shards.sealed.len();
-        let last_records = match last {
-            0 => u64::from(shard0.records().unwrap_or(0)),
-            _ => u64::from(store_manifest(&at.child(&shard_dir_name(last)))?.records().unwrap_or(0)),
+        let shard0 = column.manifest().clone();
+        let last_records = match shards.sealed.len() {
+            0 => shard0.records(),
+            last => open_store(&at.child(&shard_dir_name(last)))?.manifest().records(),
         };
-        out.push(DestColumn { shards, shard0, last_records });
+        out.push(DestColumn { shards, shard0, last_records: u64::from(last_records.unwrap_or(0)) });
     }
     Ok(Dest { manifest: Some(manifest), commit: Some(commit), columns: out })
 }
 
 /// The schema of column `k` of staged table `part`.
 fn staged_schema(part: &Staged, k: usize) -> Result<Schema> {
-    let dir = PathBuf::from(part.fs.root()).join(column_dir_name(k));
-    Schema::read(&part.fs, &dir).map_err(|e| invalid(&part.at, e.to_string()))
+    let store = &part.stores[k];
+    Schema::read(store, Path::new(store.root())).map_err(|e| invalid(&part.at, e.to_string()))
 }
 
 /// R0: every staged column holds its destination column's schema (the
@@ -299,10 +289,10 @@ fn copy_column(
     let stores: Vec<_> = parts
         .iter()
         .enumerate()
-        .map(|(j, part)| (part.at.child(&column_dir_name(k)), &part.stores[k], shard_at(first_new + j)))
+        .map(|(j, part)| (part.at.child(&column_dir_name(k)), part.stores[k].manifest(), shard_at(first_new + j)))
         .collect();
     for (j, objects) in copy_stores(&stores)?.into_iter().enumerate() {
-        let records = parts[j].stores[k].records().unwrap_or(0);
+        let records = parts[j].stores[k].manifest().records().unwrap_or(0);
         let manifest = Manifest { published: Published::Store { records }, objects };
         match first_new + j {
             0 => shard0 = Some(manifest),

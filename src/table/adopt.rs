@@ -134,18 +134,19 @@ fn check_staged(
 
 /// `have` must be `want`: the same names and kinds in the same order.
 fn same_columns(want: &[(String, ColumnType)], have: &[(String, ColumnType)], path: &Path) -> Result<(), TableError> {
-    if want == have {
-        return Ok(());
+    match columns_differ(want, have) {
+        None => Ok(()),
+        Some(why) => Err(TableError::InvalidArgument(format!("{}: {why}", path.display()))),
     }
+}
+
+/// Why `have` cannot join tables of columns `want` (names and kinds, in
+/// order), if it cannot: the adoptions' check, here and on object storage.
+pub(crate) fn columns_differ(want: &[(String, ColumnType)], have: &[(String, ColumnType)]) -> Option<String> {
     let show = |c: &[(String, ColumnType)]| {
         c.iter().map(|(n, k)| format!("{n:?} ({})", k.name())).collect::<Vec<_>>().join(", ")
     };
-    Err(TableError::InvalidArgument(format!(
-        "{}: columns {}, not {} as the other tables of the adoption",
-        path.display(),
-        show(have),
-        show(want)
-    )))
+    (want != have).then(|| format!("columns {}, not {} as the other tables of the adoption", show(have), show(want)))
 }
 
 /// The writer of `dest`: opened (trimming its uncommitted tail), or created
