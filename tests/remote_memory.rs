@@ -706,6 +706,19 @@ fn a_table_is_published_read_by_its_commit_and_pulled_whole() {
     assert_eq!(read(&Table::open(local.path().join("copy")).unwrap()), oracle);
     let error = pull(&location(&remote, options()), &local.path().join("copy")).unwrap_err();
     assert!(error.to_string().contains("holds a table already"), "{error}");
+    // A table's manifest where a column's store belongs (the bucket's
+    // bytes are input): a named error for the reader and the pull.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let root = remote.inner.get(&ObjectPath::from("sets/one/manifest.json")).await.unwrap().bytes().await.unwrap();
+        remote.inner.put(&ObjectPath::from("sets/one/col-0001/manifest.json"), root.into()).await.unwrap();
+    });
+    let fs = Arc::new(RemoteFs::open_table(location(&remote, options())).unwrap());
+    let root = std::path::PathBuf::from(fs.root());
+    let error = Table::open_in(fs, &root).unwrap_err();
+    assert!(error.to_string().contains("a table's manifest where a store's is expected"), "{error}");
+    let error = pull(&location(&remote, options()), &local.path().join("again")).unwrap_err();
+    assert!(error.to_string().contains("a table is published there, not a store"), "{error}");
 }
 
 /// Row `i` of the adoption tests' tables: a fixed `<u4[2]` and text.

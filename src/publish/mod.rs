@@ -29,7 +29,8 @@
 //!
 //! A table (`table.json` beside its columns' datasets) is published as its
 //! local layout too: `table.json` read first, each column's dataset pushed
-//! under `col-NNNN/` as above, then that `table.json` and a manifest of
+//! under `col-NNNN/` as above, then that commit (as `Commit::to_json`
+//! writes it) and a manifest of
 //! kind `table` at the prefix, last of all: the table's commit. A reader
 //! sees the rows of the `table.json` it read, which every column published
 //! before it holds. A pull fetches every column, then writes `table.json`
@@ -65,7 +66,7 @@ use crate::io::real::RealFs;
 use crate::io::remote::{
     Location, Manifest, ObjectInfo, Published, RemoteError, RemoteErrorKind, RemoteFs, RemoteOptions, read_manifest,
 };
-use crate::io::{BatchRead, FileKind, OpenMode, SyncKind, Vfs, VfsFile, read_exact_at, read_file, write_all_at};
+use crate::io::{BatchRead, FileKind, OpenMode, SyncKind, Vfs, VfsFile, read_exact_at, write_all_at};
 use crate::table::Commit;
 
 /// Bytes read or written at a time, and the multipart part size.
@@ -235,16 +236,11 @@ impl PushReport {
 /// [`push`] of a table: its `table.json` read first, every column pushed
 /// under `col-NNNN/`, then that `table.json` and the table's manifest.
 fn push_table(dir: &Path, to: &Location) -> Result<PushReport> {
-    let path = dir.join(TABLE_FILE);
-    let text = read_file(&RealFs, &path, TABLE_FILE_BYTES_MAX).map_err(|source| Error::Io {
-        path: path.clone(),
+    let commit = Commit::read(&RealFs, dir).map_err(|e| Error::Io {
+        path: dir.join(TABLE_FILE),
         op: "read table.json",
-        source,
+        source: invalid(e.to_string()),
     })?;
-    let commit = std::str::from_utf8(&text)
-        .map_err(|_| "not UTF-8".to_string())
-        .and_then(|t| Commit::parse(t, &path).map_err(|e| e.to_string()))
-        .map_err(|why| Error::Io { path: path.clone(), op: "read table.json", source: invalid(why) })?;
     let remote_err = |op| move |source| Error::Io { path: to.url().into(), op, source };
     let old = read_manifest(to).map_err(remote_err("read manifest.json"))?;
     if old.as_ref().is_some_and(|m| m.records().is_some()) {
@@ -256,7 +252,8 @@ fn push_table(dir: &Path, to: &Location) -> Result<PushReport> {
         let column = push_dataset(&dir.join(&name), &to.child(&name))?;
         report.add(column, &name);
     }
-    let info = upload_version(to, TABLE_FILE, text).map_err(remote_err("upload table.json"))?;
+    let info =
+        upload_version(to, TABLE_FILE, commit.to_json().into_bytes()).map_err(remote_err("upload table.json"))?;
     report.bytes += info.size;
     let objects = BTreeMap::from([(TABLE_FILE.to_string(), info)]);
     let manifest = Manifest { published: Published::Table { rows: commit.rows }, objects };
@@ -421,7 +418,9 @@ async fn upload_parts(store: &dyn ObjectStore, key: &object_store::path::Path, s
 /// missing; it must hold no `meta.zr`, nor may a shard's directory),
 /// checking every object's CRC-32 (see the module comment).
 pub fn pull(from: &Location, dir: &Path) -> Result<PullReport> {
-    let root = published(from)?;
+    let root = read_manifest(from)
+        .map_err(|source| Error::Io { path: from.url().into(), op: "read manifest.json", source })?
+        .ok_or_else(|| Error::NoStore { path: from.url().into() })?;
     match root.published {
         Published::Table { rows } => pull_table(from, dir, &root, rows),
         Published::Store { .. } => pull_dataset(from, dir, root),
@@ -498,11 +497,19 @@ fn pull_table(from: &Location, dir: &Path, manifest: &Manifest, rows: u64) -> Re
     Ok(report)
 }
 
-/// The manifest of the store published at `from` (`Error::NoStore` if none is).
+/// The manifest of the store published at `from` (`Error::NoStore` if none
+/// is; an error if a table's is there, whose objects a store's pull cannot
+/// take: a shard's or a column's directory holds a store).
 fn published(from: &Location) -> Result<Manifest> {
-    read_manifest(from)
+    let manifest = read_manifest(from)
         .map_err(|source| Error::Io { path: from.url().into(), op: "read manifest.json", source })?
-        .ok_or_else(|| Error::NoStore { path: from.url().into() })
+        .ok_or_else(|| Error::NoStore { path: from.url().into() })?;
+    match manifest.published {
+        Published::Store { .. } => Ok(manifest),
+        Published::Table { .. } => {
+            Err(Error::InvalidArgument(format!("{}: a table is published there, not a store", from.url())))
+        }
+    }
 }
 
 /// [`pull`] of one store, as `manifest` (read at `from`) lists it.
