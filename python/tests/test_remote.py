@@ -234,7 +234,7 @@ def test_ray_writes_a_table_to_a_url(tmp_path):
             lray.write(ds.map_batches(fail, batch_format="pyarrow"), url)
         assert Table(url).rows == 1800, "a failed write commits nothing"
         assert lray.gc(url) == [], "and leaves no staging"
-        with pytest.raises(ValueError, match="a store or dataset is published there"):
+        with pytest.raises(ValueError, match="holds a dataset, not a table"):
             lray.Sink(push(_dataset(tmp_path), "ray-not-a-table"))
     finally:
         ray.shutdown()

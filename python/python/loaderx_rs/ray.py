@@ -336,12 +336,18 @@ class Sink(Datasink):
         self.rows = None
         # Read here, not in on_write_start: the tasks get this object as it
         # is when the write is planned.
-        if _is_table(self.dest):
+        if self.remote:
+            kind = loaderx_rs._published(self.dest)
+        elif (Path(self.dest) / "table.json").is_file():
+            kind = "table"
+        elif any((Path(self.dest) / f).exists() for f in ("schema.json", "shards.json", "meta.zr")):
+            kind = "store"
+        else:
+            kind = None
+        if kind == "table":
             table = loaderx_rs.Table(self.dest)
             self.codecs = {name: table[name].codec for name in table.columns}
-        elif self.remote and loaderx_rs._published(self.dest) is not None:
-            raise ValueError(f"{self.dest}: a store or dataset is published there: a Ray write goes to a table")
-        elif not self.remote and any((Path(self.dest) / f).exists() for f in ("schema.json", "shards.json", "meta.zr")):
+        elif kind is not None:
             raise ValueError(f"{self.dest} holds a dataset, not a table: a Ray write goes to a table")
 
     @property
