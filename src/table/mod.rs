@@ -26,6 +26,7 @@ mod writer;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+#[cfg(feature = "remote")]
 pub(crate) use adopt::columns_differ;
 pub use adopt::{adopt_tables, adopt_tables_in, remove_staging, remove_unlisted_shards, remove_unlisted_shards_in};
 pub use commit::{ColumnType, Commit, TABLE_FORMAT, TABLE_VERSION};
