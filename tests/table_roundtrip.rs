@@ -36,15 +36,35 @@ fn columns() -> Vec<ColumnSpec> {
     ]
 }
 
-/// Appends oracle rows `range` as one batch.
+/// Appends oracle rows `range` as one batch: the ragged, bytes and text
+/// values one slice per row for a range from an even row, packed back to
+/// back for one from an odd row.
 fn append(writer: &mut TableWriter, range: std::ops::Range<usize>) -> Result<u64, TableError> {
+    let packed = range.start % 2 == 1;
     let rows: Vec<Row> = range.map(row).collect();
     let x: Vec<u8> = rows.iter().flat_map(|r| bytemuck::cast_slice::<f32, u8>(&r.x).to_vec()).collect();
     let ids: Vec<Vec<u8>> = rows.iter().map(|r| bytemuck::cast_slice::<i64, u8>(&r.ids).to_vec()).collect();
     let ids: Vec<&[u8]> = ids.iter().map(Vec::as_slice).collect();
     let blob: Vec<&[u8]> = rows.iter().map(|r| r.blob.as_slice()).collect();
     let text: Vec<&[u8]> = rows.iter().map(|r| r.text.as_bytes()).collect();
-    writer.append(&[Values::Fixed(&x), Values::Items(&ids), Values::Items(&blob), Values::Items(&text)])
+    if !packed {
+        return writer.append(&[Values::Fixed(&x), Values::Items(&ids), Values::Items(&blob), Values::Items(&text)]);
+    }
+    let (ids, blob, text) = (pack(&ids), pack(&blob), pack(&text));
+    writer.append(&[Values::Fixed(&x), ids.values(), blob.values(), text.values()])
+}
+
+/// Values packed back to back, as `Values::Packed` takes them.
+struct Packed(Vec<u8>, Vec<u32>);
+
+impl Packed {
+    fn values(&self) -> Values<'_> {
+        Values::Packed { data: &self.0, lens: &self.1 }
+    }
+}
+
+fn pack(items: &[&[u8]]) -> Packed {
+    Packed(items.concat(), items.iter().map(|i| i.len() as u32).collect())
 }
 
 /// Every row a reader of `path` sees.
@@ -174,6 +194,19 @@ fn batches_of_unequal_or_wrong_values_are_refused_and_change_nothing() {
     // ids' items are 8-byte rows: a 1-byte one is refused before any column is written.
     let ids_rows = writer.append(&[Values::Fixed(&x), Values::Items(&two), Values::Items(&two), Values::Items(&two)]);
     assert!(matches!(ids_rows, Err(TableError::InvalidArgument(_))), "{ids_rows:?}");
+    // The same, packed: text not UTF-8 at row 1, a 1-byte row of ids, and
+    // lengths that do not sum to the bytes given (short, long, overflowing).
+    let (ids_packed, two_packed) = (pack(&ids), pack(&two));
+    let not_utf8 =
+        writer.append(&[Values::Fixed(&x), ids_packed.values(), two_packed.values(), pack(&bad_text).values()]);
+    assert!(matches!(not_utf8, Err(TableError::NotUtf8 { row: 1, .. })), "{not_utf8:?}");
+    let ids_rows = writer.append(&[Values::Fixed(&x), two_packed.values(), two_packed.values(), two_packed.values()]);
+    assert!(matches!(ids_rows, Err(TableError::InvalidArgument(_))), "{ids_rows:?}");
+    for lens in [&[8u32, 1][..], &[4, 2][..], &[1][..], &[u32::MAX, u32::MAX, 10][..]] {
+        let bad = Values::Packed { data: &[0; 8], lens };
+        let sums = writer.append(&[Values::Fixed(&x), bad, two_packed.values(), two_packed.values()]);
+        assert!(matches!(&sums, Err(TableError::InvalidArgument(m)) if m.contains("sum")), "{lens:?}: {sums:?}");
+    }
     assert_eq!(writer.pending(), 0);
     assert_eq!(
         writer.append(&[Values::Fixed(&x), Values::Items(&ids), Values::Items(&two), Values::Items(&two)]).unwrap(),

@@ -164,7 +164,18 @@ impl DatasetAppender {
             block.extend_from_slice(item);
             lens.push(item.len() as u32);
         }
-        self.append_packed(&block, &lens)
+        self.write_packed(&block, &lens)
+    }
+
+    /// Appends ragged records already packed back to back: record `k` the
+    /// `lens[k]` bytes after those before it, `lens` summing to
+    /// `data.len()`. No copy of `data` is made to pack it (an Arrow list or
+    /// binary array's values are packed so). Every record is checked before
+    /// any is written. Durable on return.
+    pub fn append_packed(&mut self, data: &[u8], lens: &[u32]) -> Result<u64, DatasetError> {
+        let total = self.check_items(packed_items(data, lens)?)?;
+        debug_assert_eq!(total, data.len());
+        self.write_packed(data, lens)
     }
 
     /// Each record at most [`RECORD_BYTES_MAX`] and whole rows; their total bytes.
@@ -204,7 +215,7 @@ impl DatasetAppender {
     /// Appends ragged records packed back to back, record `k` of
     /// `lens[k]` bytes (checked by the caller); the dictionary, if one is
     /// wanted, trained on the first of them.
-    pub(crate) fn append_packed(&mut self, block: &[u8], lens: &[u32]) -> Result<u64, DatasetError> {
+    pub(crate) fn write_packed(&mut self, block: &[u8], lens: &[u32]) -> Result<u64, DatasetError> {
         let dict = if !lens.is_empty() && self.needs_dict() {
             let k = lens.len().min(DICT_SAMPLES_MAX);
             let sizes: Vec<usize> = lens[..k].iter().map(|&l| l as usize).collect();
@@ -272,6 +283,29 @@ impl DatasetAppender {
     pub fn finish(&mut self) -> Result<(), DatasetError> {
         self.target().finish()
     }
+}
+
+/// The records of a packed block, `lens` of them back to back, or
+/// [`DatasetError::InvalidArgument`] when `lens` does not sum to the block.
+pub(crate) fn packed_items<'a>(
+    data: &'a [u8],
+    lens: &[u32],
+) -> Result<impl Iterator<Item = &'a [u8]> + Clone, DatasetError> {
+    let sum = lens.iter().try_fold(0usize, |sum, &l| sum.checked_add(l as usize));
+    if sum != Some(data.len()) {
+        return Err(DatasetError::InvalidArgument(format!(
+            "{} record lengths sum to {}, not the {} bytes given",
+            lens.len(),
+            sum.map_or_else(|| "more than the address space".to_string(), |s| s.to_string()),
+            data.len()
+        )));
+    }
+    let mut at = 0usize;
+    Ok(lens.iter().map(move |&l| {
+        let item = &data[at..at + l as usize];
+        at += l as usize;
+        item
+    }))
 }
 
 /// A sharded dataset's records past the first `rows` deleted, each shard's

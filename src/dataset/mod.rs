@@ -52,6 +52,7 @@ mod tensor;
 mod write;
 
 pub use appender::DatasetAppender;
+pub(crate) use appender::packed_items;
 pub use column::{ColumnKind, DatasetOf};
 pub use dtype::{ByteOrder, DType, Element, Kind};
 pub use error::DatasetError;

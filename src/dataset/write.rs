@@ -379,12 +379,12 @@ where
         lens.push(bytes.len() as u32);
         let sampling = appender.needs_dict() && lens.len() < DICT_SAMPLES_MAX && block.len() < DICT_SAMPLE_BYTES_MAX;
         if block.len() >= opts.chunk_bytes && !sampling {
-            written += appender.append_packed(&block, &lens)?;
+            written += appender.write_packed(&block, &lens)?;
             block.clear();
             lens.clear();
         }
     }
-    written += appender.append_packed(&block, &lens)?;
+    written += appender.write_packed(&block, &lens)?;
     appender.finish()?;
     Ok(written)
 }

@@ -317,35 +317,31 @@ impl Pending {
 enum Merged<'a> {
     Fixed(Cow<'a, [u8]>),
     Items(Vec<&'a [u8]>),
+    Packed(Cow<'a, [u8]>, Cow<'a, [u32]>),
 }
 
 impl<'a> Merged<'a> {
-    /// The column's cuts, in order, joined: one batch's records borrowed,
-    /// several batches' copied back to back; items gathered.
-    fn of(mut cuts: impl Iterator<Item = &'a Cut<'a>>) -> Merged<'a> {
-        let first = cuts.next().expect("a batch");
-        match first {
-            Cut::Fixed(bytes) => {
-                let Some(second) = cuts.next() else {
-                    return Merged::Fixed(Cow::Borrowed(bytes));
-                };
-                let mut all = bytes.to_vec();
-                for cut in std::iter::once(second).chain(cuts) {
-                    if let Cut::Fixed(more) = cut {
-                        all.extend_from_slice(more);
+    /// The column's cuts, in order, joined: one batch's records or packed
+    /// values borrowed, several batches' copied back to back; items
+    /// gathered where a batch's values are not packed (a null filled).
+    fn of(cuts: impl Iterator<Item = &'a Cut<'a>>) -> Merged<'a> {
+        let cuts: Vec<&'a Cut<'a>> = cuts.collect();
+        match cuts[..] {
+            [Cut::Fixed(bytes)] => Merged::Fixed(Cow::Borrowed(bytes)),
+            [Cut::Packed(data, lens)] => Merged::Packed(Cow::Borrowed(data), Cow::Borrowed(lens)),
+            [Cut::Fixed(_), ..] => Merged::Fixed(Cow::Owned(cuts.iter().flat_map(|c| fixed_of(c)).copied().collect())),
+            _ if cuts.iter().all(|c| matches!(c, Cut::Packed(..))) => {
+                let mut data = Vec::with_capacity(cuts.iter().map(|c| c.bytes()).sum());
+                let mut lens = Vec::new();
+                for cut in &cuts {
+                    if let Cut::Packed(d, l) = cut {
+                        data.extend_from_slice(d);
+                        lens.extend_from_slice(l);
                     }
                 }
-                Merged::Fixed(Cow::Owned(all))
+                Merged::Packed(Cow::Owned(data), Cow::Owned(lens))
             }
-            Cut::Items(items) => {
-                let mut all = items.clone();
-                for cut in cuts {
-                    if let Cut::Items(more) = cut {
-                        all.extend_from_slice(more);
-                    }
-                }
-                Merged::Items(all)
-            }
+            _ => Merged::Items(cuts.iter().flat_map(|c| c.items()).collect()),
         }
     }
 
@@ -353,18 +349,22 @@ impl<'a> Merged<'a> {
         match self {
             Merged::Fixed(bytes) => Values::Fixed(bytes),
             Merged::Items(items) => Values::Items(items),
+            Merged::Packed(data, lens) => Values::Packed { data, lens },
         }
+    }
+}
+
+/// A fixed column's cut's records (none for another kind's).
+fn fixed_of<'a>(cut: &'a Cut<'a>) -> &'a [u8] {
+    match cut {
+        Cut::Fixed(bytes) => bytes,
+        _ => &[],
     }
 }
 
 /// The bytes of column values a batch's cuts hold.
 fn value_bytes(cuts: &[Cut<'_>]) -> u64 {
-    cuts.iter()
-        .map(|c| match c {
-            Cut::Fixed(b) => b.len(),
-            Cut::Items(items) => items.iter().map(|i| i.len()).sum(),
-        })
-        .sum::<usize>() as u64
+    cuts.iter().map(Cut::bytes).sum::<usize>() as u64
 }
 
 /// The table at `dest` has the columns `specs` describes (names, kinds,

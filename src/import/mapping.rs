@@ -23,7 +23,7 @@ use arrow_schema::{DataType, Field, Schema};
 
 use super::error::ImportError;
 use crate::Codec;
-use crate::dataset::{DType, Kind};
+use crate::dataset::{DType, Kind, packed_items};
 use crate::table::{ColumnSpec, ColumnType, Values};
 
 /// The field metadata key naming an Arrow extension type.
@@ -84,14 +84,36 @@ pub enum Cut<'a> {
     Fixed(&'a [u8]),
     /// One value per row.
     Items(Vec<&'a [u8]>),
+    /// One value per row, back to back as Arrow holds them (no null to
+    /// fill): row `k` the `lens[k]` bytes after those before it.
+    Packed(&'a [u8], Vec<u32>),
 }
 
-impl Cut<'_> {
+impl<'a> Cut<'a> {
     /// The column's values for [`TableWriter::append`](crate::table::TableWriter::append).
     pub fn values(&self) -> Values<'_> {
         match self {
             Cut::Fixed(bytes) => Values::Fixed(bytes),
             Cut::Items(items) => Values::Items(items),
+            Cut::Packed(data, lens) => Values::Packed { data, lens },
+        }
+    }
+
+    /// One value per row, for a bytes, text or ragged column's cut; none
+    /// for a fixed column's.
+    pub fn items(&self) -> Vec<&'a [u8]> {
+        match self {
+            Cut::Fixed(_) => Vec::new(),
+            Cut::Items(items) => items.clone(),
+            Cut::Packed(data, lens) => packed_items(data, lens).into_iter().flatten().collect(),
+        }
+    }
+
+    /// The bytes of the values.
+    pub fn bytes(&self) -> usize {
+        match self {
+            Cut::Fixed(bytes) | Cut::Packed(bytes, _) => bytes.len(),
+            Cut::Items(items) => items.iter().map(|i| i.len()).sum(),
         }
     }
 }
@@ -297,6 +319,11 @@ impl Mapped {
     /// The column cut for the writer: records, or one value per row (a
     /// null row's the fill; [`Mapping::convert`] refused nulls without one).
     fn cut<'a>(&'a self, leaf: &'a ArrayRef, nulls: Option<&NullBuffer>, built: Option<&'a Buffer>) -> Cut<'a> {
+        if nulls.is_none()
+            && let Some(packed) = self.packed(leaf, built)
+        {
+            return packed;
+        }
         let fill = self.fill.as_deref().unwrap_or_default();
         let is_null = |row: usize| nulls.is_some_and(|n| n.is_null(row));
         let rows = 0..leaf.len();
@@ -315,6 +342,49 @@ impl Mapped {
         };
         Cut::Items(items)
     }
+}
+
+impl Mapped {
+    /// A ragged, bytes or text column's rows as Arrow packs them, when it
+    /// does: a list's values, a binary or string array's bytes (not a
+    /// view's, which are not back to back, nor a fixed-size binary's).
+    fn packed<'a>(&self, leaf: &'a ArrayRef, built: Option<&'a Buffer>) -> Option<Cut<'a>> {
+        match (self.spec.kind, built) {
+            (ColumnType::Fixed, _) => None,
+            (ColumnType::Ragged, Some(values)) => packed_rows(values.as_slice(), &list_parts(leaf).1, self.row_bytes),
+            (_, _) => {
+                let (values, offsets): (&[u8], Vec<usize>) = match leaf.data_type() {
+                    DataType::Binary => binary_parts(leaf.as_binary::<i32>()),
+                    DataType::LargeBinary => binary_parts(leaf.as_binary::<i64>()),
+                    DataType::Utf8 => string_parts(leaf.as_string::<i32>()),
+                    DataType::LargeUtf8 => string_parts(leaf.as_string::<i64>()),
+                    _ => return None,
+                };
+                packed_rows(values, &offsets, 1)
+            }
+        }
+    }
+}
+
+/// Rows `offsets[r]..offsets[r + 1]`, in elements of `w` bytes, of
+/// `values` as one slice and the rows' lengths; `None` where Arrow's
+/// offsets do not give one (a row of more than `u32::MAX` bytes, or out of
+/// order or of range: the per-row path then says what is wrong).
+fn packed_rows<'a>(values: &'a [u8], offsets: &[usize], w: usize) -> Option<Cut<'a>> {
+    let (first, last) = (offsets.first()?.checked_mul(w)?, offsets.last()?.checked_mul(w)?);
+    let lens = offsets.windows(2).map(|p| u32::try_from(p[1].checked_sub(p[0])?.checked_mul(w)?).ok());
+    let lens: Vec<u32> = lens.collect::<Option<_>>()?;
+    Some(Cut::Packed(values.get(first..last)?, lens))
+}
+
+/// A binary array's bytes and its offsets into them.
+fn binary_parts<O: arrow_array::OffsetSizeTrait>(array: &arrow_array::GenericBinaryArray<O>) -> (&[u8], Vec<usize>) {
+    (array.values().as_slice(), array.value_offsets().iter().map(|o| o.as_usize()).collect())
+}
+
+/// A string array's bytes and its offsets into them.
+fn string_parts<O: arrow_array::OffsetSizeTrait>(array: &arrow_array::GenericStringArray<O>) -> (&[u8], Vec<usize>) {
+    (array.values().as_slice(), array.value_offsets().iter().map(|o| o.as_usize()).collect())
 }
 
 /// A list array's values and its offsets (from the values' start), as `usize`.
@@ -522,5 +592,76 @@ fn parse_number(dtype: DType, text: &str) -> Result<Vec<u8>, String> {
             })
         }
         _ => Err(bad()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::types::Int32Type;
+    use arrow_array::{LargeBinaryArray, ListArray, StringArray};
+
+    use super::*;
+
+    /// A sliced batch (its arrays' offsets not at 0) of text, large binary
+    /// and a list, and the rows each column must give.
+    fn sliced() -> (RecordBatch, Vec<Vec<Vec<u8>>>) {
+        let text: Vec<String> = (0..9).map(|i| "é".repeat(i % 4)).collect();
+        let blob: Vec<Vec<u8>> = (0..9).map(|i| vec![i as u8; i % 3]).collect();
+        let ids: Vec<Vec<i32>> = (0..9).map(|i| (0..i as i32 % 5).collect()).collect();
+        let schema = Schema::new(vec![
+            Field::new("s", DataType::Utf8, false),
+            Field::new("b", DataType::LargeBinary, false),
+            Field::new("ids", DataType::new_list(DataType::Int32, true), false),
+        ]);
+        let arrays: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from_iter_values(&text)),
+            Arc::new(LargeBinaryArray::from_iter_values(&blob)),
+            Arc::new(ListArray::from_iter_primitive::<Int32Type, _, _>(
+                ids.iter().map(|v| Some(v.iter().map(|&x| Some(x)))),
+            )),
+        ];
+        let batch = RecordBatch::try_new(Arc::new(schema), arrays).unwrap().slice(3, 5);
+        let want = vec![
+            text[3..8].iter().map(|t| t.as_bytes().to_vec()).collect(),
+            blob[3..8].to_vec(),
+            ids[3..8].iter().map(|v| v.iter().flat_map(|x| x.to_le_bytes()).collect()).collect(),
+        ];
+        (batch, want)
+    }
+
+    #[test]
+    fn arrow_values_are_cut_packed_where_they_lie_and_the_rows_are_the_slices() {
+        let (batch, want) = sliced();
+        let mapping = Mapping::new(&batch.schema(), &ColumnOptions::default()).unwrap();
+        let converted = mapping.convert(&batch, 0).unwrap();
+        let cuts = mapping.cut(&converted);
+        for (cut, want) in cuts.iter().zip(&want) {
+            assert!(matches!(cut, Cut::Packed(..)), "a column without nulls is cut packed");
+            assert_eq!(cut.items(), want.iter().map(Vec::as_slice).collect::<Vec<_>>());
+            assert_eq!(cut.bytes(), want.iter().map(Vec::len).sum::<usize>());
+        }
+    }
+
+    #[test]
+    fn a_column_with_a_filled_null_is_cut_one_slice_per_row() {
+        let schema = Schema::new(vec![Field::new("s", DataType::Utf8, true)]);
+        let array: ArrayRef = Arc::new(StringArray::from(vec![Some("a"), None, Some("cd")]));
+        let batch = RecordBatch::try_new(Arc::new(schema), vec![array]).unwrap();
+        let opts = ColumnOptions { fill_null: vec![("s".into(), "?".into())], ..Default::default() };
+        let mapping = Mapping::new(&batch.schema(), &opts).unwrap();
+        let converted = mapping.convert(&batch, 0).unwrap();
+        let cuts = mapping.cut(&converted);
+        assert!(matches!(&cuts[0], Cut::Items(items) if items == &[b"a".as_slice(), b"?", b"cd"]));
+    }
+
+    #[test]
+    fn offsets_that_do_not_give_a_packed_slice_give_none() {
+        assert!(packed_rows(b"abcdef", &[0, 2, 6], 1).is_some());
+        assert!(packed_rows(b"abcdef", &[0, 2, 7], 1).is_none(), "past the values");
+        assert!(packed_rows(b"abcdef", &[3, 2, 6], 1).is_none(), "out of order");
+        assert!(packed_rows(b"abcdef", &[0, usize::MAX], 2).is_none(), "overflowing");
+        assert!(packed_rows(&[], &[], 1).is_none(), "no offsets");
     }
 }

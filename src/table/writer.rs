@@ -20,7 +20,7 @@ use std::sync::Arc;
 use super::commit::{ColumnType, Commit, bad_columns};
 use super::error::TableError;
 use crate::Codec;
-use crate::dataset::{DType, DatasetAppender, Schema, WriteOptions};
+use crate::dataset::{DType, DatasetAppender, Schema, WriteOptions, packed_items};
 use crate::format::{
     RECORD_BYTES_MAX, TABLE_FILE, TABLE_LOCK_FILE, TABLE_MARK_BYTES_MAX, TABLE_ROWS_MAX, column_dir_name,
 };
@@ -82,6 +82,16 @@ pub enum Values<'a> {
     Fixed(&'a [u8]),
     /// One value per row (a ragged row's item bytes, bytes, text).
     Items(&'a [&'a [u8]]),
+    /// One value per row, packed back to back. An Arrow list or binary
+    /// array's values are laid out so: appended from where they are, with
+    /// no copy to pack them.
+    Packed {
+        /// The rows' bytes, back to back.
+        data: &'a [u8],
+        /// Row `k` is the `lens[k]` bytes after the rows before it; they
+        /// sum to `data.len()`.
+        lens: &'a [u32],
+    },
 }
 
 /// The writer of a table: created, or opened for append (trimming what a
@@ -241,6 +251,7 @@ impl TableWriter {
             match v {
                 Values::Fixed(data) => column.append_fixed(data)?,
                 Values::Items(items) => column.append_items(items)?,
+                Values::Packed { data, lens } => column.append_packed(data, lens)?,
             };
         }
         self.broken = false;
@@ -272,23 +283,19 @@ impl TableWriter {
                     }
                     data.len() / row
                 }
-                (ColumnType::Fixed, Values::Items(_)) | (_, Values::Fixed(_)) => {
+                (ColumnType::Fixed, _) | (_, Values::Fixed(_)) => {
                     return Err(TableError::InvalidArgument(format!(
                         "column {name:?} is {}: other values given",
                         kind.name()
                     )));
                 }
-                (ColumnType::Utf8, Values::Items(items)) => {
-                    if let Some(row) = items.iter().position(|v| std::str::from_utf8(v).is_err()) {
-                        return Err(TableError::NotUtf8 { column: name.clone(), row: row as u64 });
-                    }
-                    items.len()
+                (_, Values::Items(items)) => check_items(name, *kind, items.iter().copied(), schema.row_bytes()?)?,
+                (_, Values::Packed { data, lens }) => {
+                    let items = packed_items(data, lens)
+                        .map_err(|e| TableError::InvalidArgument(format!("column {name:?}: {e}")))?;
+                    check_items(name, *kind, items, schema.row_bytes()?)?
                 }
-                (_, Values::Items(items)) => items.len(),
             } as u64;
-            if let Values::Items(items) = v {
-                check_items(name, items, schema.row_bytes()?)?;
-            }
             if rows.is_some_and(|r| r != n) {
                 return Err(TableError::InvalidArgument(format!(
                     "column {name:?} has {n} rows in this batch, the columns before it {}: every column takes the same rows",
@@ -331,17 +338,28 @@ impl TableWriter {
 }
 
 /// Each of a ragged column's values whole rows of `row` bytes and at most
-/// a record's [`RECORD_BYTES_MAX`], checked before any column is written.
-fn check_items(name: &str, items: &[&[u8]], row: usize) -> Result<(), TableError> {
-    for (k, item) in items.iter().enumerate() {
+/// a record's [`RECORD_BYTES_MAX`], and a text column's UTF-8, checked
+/// before any column is written; their count.
+fn check_items<'a>(
+    name: &str,
+    kind: ColumnType,
+    items: impl Iterator<Item = &'a [u8]>,
+    row: usize,
+) -> Result<usize, TableError> {
+    let mut n = 0;
+    for (k, item) in items.enumerate() {
+        if kind == ColumnType::Utf8 && std::str::from_utf8(item).is_err() {
+            return Err(TableError::NotUtf8 { column: name.to_string(), row: k as u64 });
+        }
         if item.len() > RECORD_BYTES_MAX as usize || !item.len().is_multiple_of(row) {
             return Err(TableError::InvalidArgument(format!(
                 "column {name:?}, row {k} of the batch: {} bytes, not whole {row}-byte rows of at most {RECORD_BYTES_MAX} bytes",
                 item.len()
             )));
         }
+        n += 1;
     }
-    Ok(())
+    Ok(n)
 }
 
 /// Column `dir`'s dataset of `kind`, opened to append.
