@@ -802,14 +802,43 @@ fn published_tables_are_adopted_as_shards_and_committed_by_the_table_manifest() 
     assert_eq!(read(), oracle(26));
 }
 
+/// The objects under `sets/one/` (the test location's prefix).
+fn object_names(remote: &Arc<Faulty>) -> Vec<String> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let listed: Vec<_> = runtime.block_on(remote.inner.list(Some(&ObjectPath::from("sets/one"))).collect());
+    listed.into_iter().map(|m| m.unwrap().location.as_ref().strip_prefix("sets/one/").unwrap().to_string()).collect()
+}
+
+/// After a gc, no orphan under the table at `dest`: the objects there are
+/// exactly the ones a pull of it fetches (every object each manifest
+/// lists) and the manifests themselves (the table's and each store's).
+fn assert_no_orphan(remote: &Arc<Faulty>, dest: &Location, what: &str) {
+    let copy = tempfile::tempdir().unwrap();
+    let pulled = pull(dest, &copy.path().join("t")).unwrap();
+    let names = object_names(remote);
+    assert!(!names.iter().any(|n| n.starts_with(".staging/")), "{what}: staged objects left: {names:?}");
+    assert_eq!(names.len(), pulled.objects + 1 + pulled.shards, "{what}: {names:?}");
+}
+
+/// An object where a first write's copy would be (`col-0000/`), as a
+/// failed first commit leaves.
+fn push_copy_as_column(remote: &Arc<Faulty>) {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let key = ObjectPath::from("sets/one/col-0000/orphan.zr");
+    runtime.block_on(remote.inner.put(&key, PutPayload::from(vec![1u8; 8]))).unwrap();
+}
+
 /// An adoption failed at each of its writes in turn (every copy and PUT of
 /// R1 to R3, and the removals after), into a new table and into one of 7
 /// rows: a reader sees the rows committed before it or all of them, never
 /// a part, and never an error; and an adoption of the same rows staged
-/// again then commits exactly them after the committed rows.
+/// again then commits exactly them after the committed rows. A gc after
+/// the failure removes no object a reader reaches, and one after the
+/// second adoption leaves no orphan.
 #[test]
 fn an_adoption_failed_at_any_write_leaves_the_commit_whole() {
-    use loaderx::publish::adopt_published;
+    use loaderx::publish::{adopt_published, remove_unlisted_objects};
+    let mut reclaimed = 0;
     for base in [0usize, 7] {
         let setup = || {
             let remote = Faulty::new();
@@ -843,10 +872,51 @@ fn an_adoption_failed_at_any_write_leaves_the_commit_whole() {
             };
             let committed = if result.is_ok() { base + 9 } else { base };
             assert_eq!(seen, (0..committed).map(table_row).collect::<Vec<_>>(), "write {n} of {writes} failed");
+            if committed > 0 {
+                let report = remove_unlisted_objects(&dest, Duration::ZERO).unwrap();
+                reclaimed += report.removed.iter().filter(|n| !n.starts_with(".staging/")).count();
+                let rows = published_table_rows(location(&remote, options()));
+                assert_eq!(rows, (0..committed).map(table_row).collect::<Vec<_>>(), "gc after write {n}");
+            }
             stage_table(&dest, ".staging/w2/t0", committed..committed + 3, "text");
             assert_eq!(adopt_published(&dest, &[".staging/w2/t0"]).unwrap(), (committed + 3) as u64, "after write {n}");
             let all = published_table_rows(location(&remote, options()));
             assert_eq!(all, (0..committed + 3).map(table_row).collect::<Vec<_>>(), "after write {n}");
+            remove_unlisted_objects(&dest, Duration::ZERO).unwrap();
+            assert_no_orphan(&remote, &dest, &format!("write {n} of {writes} failed, base {base}"));
         }
     }
+    assert!(reclaimed > 0, "failed adoptions left copies outside the staging that a gc reclaimed");
+}
+
+/// A gc keeps what is younger than its bound (a write under way) and what
+/// is not this format's; where nothing is published, it removes only
+/// staged objects.
+#[test]
+fn a_gc_keeps_young_and_foreign_objects_and_only_staging_where_nothing_is_published() {
+    use loaderx::publish::{adopt_published, remove_unlisted_objects};
+    let remote = Faulty::new();
+    let dest = location(&remote, options());
+    stage_table(&dest, ".staging/w9/t0", 0..2, "text");
+    push_copy_as_column(&remote);
+    let unpublished = remove_unlisted_objects(&dest, Duration::ZERO).unwrap();
+    assert!(!unpublished.removed.is_empty(), "{unpublished:?}");
+    assert!(unpublished.removed.iter().all(|n| n.starts_with(".staging/w9/")), "{unpublished:?}");
+    assert_eq!(object_names(&remote), ["col-0000/orphan.zr"]);
+    stage_table(&dest, ".staging/w0/t0", 0..5, "text");
+    adopt_published(&dest, &[".staging/w0/t0"]).unwrap();
+    stage_table(&dest, ".staging/w1/t0", 5..9, "text");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime
+        .block_on(remote.inner.put(&ObjectPath::from("sets/one/README.md"), PutPayload::from(vec![1u8; 3])))
+        .unwrap();
+    let young = remove_unlisted_objects(&dest, Duration::from_secs(3600)).unwrap();
+    assert!(young.removed.is_empty() && young.kept_recent > 0, "{young:?}");
+    let old = remove_unlisted_objects(&dest, Duration::ZERO).unwrap();
+    assert_eq!(old.removed.len(), young.kept_recent, "{old:?}");
+    assert!(old.removed.contains(&"col-0000/orphan.zr".to_string()), "once a table is published: {old:?}");
+    assert!(old.removed.iter().all(|n| n.starts_with(".staging/w1/") || n == "col-0000/orphan.zr"), "{old:?}");
+    let names = object_names(&remote);
+    assert!(names.contains(&"README.md".to_string()), "{names:?}");
+    assert_eq!(published_table_rows(location(&remote, options())), (0..5).map(table_row).collect::<Vec<_>>());
 }

@@ -197,11 +197,20 @@ enum Command {
     /// whose driver died leaves it there. This removes every staged write
     /// whose lock (<write>.lock, held by a running write's driver) is free,
     /// and leaves a running one alone. The table's rows are not touched.
+    ///
+    /// For an s3:// URL (a build with the `remote` feature): removes the
+    /// objects no published manifest lists (failed writes' staging and
+    /// copies, replaced commit files) written more than --keep-newer-than
+    /// seconds ago; object storage has no lock to tell a running write.
     #[command(after_help = EXIT_CODES)]
     Gc {
-        /// The table directory.
+        /// The table directory, or the URL of a published table or dataset.
         table: PathBuf,
-        /// Print one JSON object, {"removed": [paths]}.
+        /// For a URL: keep unlisted objects younger than this many seconds
+        /// (a write under way).
+        #[arg(long, default_value_t = 3600.0)]
+        keep_newer_than: f64,
+        /// Print one JSON object, {"removed": [paths or URLs]}.
         #[arg(long)]
         json: bool,
     },
@@ -477,7 +486,7 @@ fn main() -> ExitCode {
             convert::run(&input, &output, convert::Target { codec, dict_size, shard_records, mode }, json)
                 .map(|()| Done::Ok)
         }
-        Command::Gc { table, json } => gc::run(&table, json).map(|()| Done::Ok),
+        Command::Gc { table, keep_newer_than, json } => gc::run(&table, keep_newer_than, json).map(|()| Done::Ok),
         Command::Export { table, dest, columns, batch_rows, compression, json } => {
             let target = export::Target { columns, batch_rows: batch_rows as usize, compression };
             export::run(&table, &dest, target, json).map(|()| Done::Ok)

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use loaderx::io::remote::{Location, RemoteOptions, is_url};
-use loaderx::publish::{PushReport, pull, push};
+use loaderx::publish::{PushReport, pull, push, remove_unlisted_objects};
 
 use crate::CliResult;
 use crate::out::{CliError, Json, human, json_array, print, table};
@@ -84,4 +84,14 @@ pub fn run_pull(url: &str, dir: &Path, json: bool) -> CliResult<()> {
     };
     print(&text)?;
     Ok(())
+}
+
+/// `gc` by URL: the objects under `url` no published manifest lists,
+/// written more than `keep_newer_than` seconds ago, removed; their URLs.
+pub fn remove_unlisted(url: &str, keep_newer_than: f64) -> CliResult<Vec<String>> {
+    let keep = std::time::Duration::try_from_secs_f64(keep_newer_than)
+        .map_err(|e| CliError::new(format!("--keep-newer-than {keep_newer_than}: {e}")))?;
+    let at = location(url)?;
+    let report = remove_unlisted_objects(&at, keep)?;
+    Ok(report.removed.iter().map(|name| format!("{}/{name}", at.url())).collect())
 }

@@ -1,4 +1,4 @@
-//! `push` and `pull` in a build without the `remote` feature: each is an
+//! `push`, `pull` and `gc` by URL in a build without the `remote` feature: each is an
 //! error that says how to get a build with it (`publish.rs` is the real one).
 
 use std::path::Path;
@@ -11,5 +11,9 @@ pub fn run_push(_store: &Path, url: &str, _json: bool) -> CliResult<()> {
 }
 
 pub fn run_pull(url: &str, _dir: &Path, _json: bool) -> CliResult<()> {
+    Err(CliError::new(format!("{url}: {WITHOUT_REMOTE}")).into())
+}
+
+pub fn remove_unlisted(url: &str, _keep_newer_than: f64) -> CliResult<Vec<String>> {
     Err(CliError::new(format!("{url}: {WITHOUT_REMOTE}")).into())
 }

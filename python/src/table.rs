@@ -580,6 +580,20 @@ pub fn _remove_published(py: Python<'_>, url: &str) -> PyResult<usize> {
     py.detach(|| loaderx::publish::remove_published(&at)).map_err(|e| crate::errors::store_error(py, &e))
 }
 
+/// The objects under `url` that no published manifest lists, written more
+/// than `keep_newer_than` seconds ago (`loaderx::publish::remove_unlisted_objects`):
+/// what failed writes left. Returns their URLs.
+#[pyfunction]
+pub fn _remove_unlisted(py: Python<'_>, url: &str, keep_newer_than: f64) -> PyResult<Vec<String>> {
+    let keep = std::time::Duration::try_from_secs_f64(keep_newer_than)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("keep_newer_than={keep_newer_than}: {e}")))?;
+    let at = location(py, url)?;
+    let report = py
+        .detach(|| loaderx::publish::remove_unlisted_objects(&at, keep))
+        .map_err(|e| crate::errors::store_error(py, &e))?;
+    Ok(report.removed.iter().map(|name| format!("{}/{name}", at.url())).collect())
+}
+
 /// What `loaderx gc` removes (`loaderx_rs.ray.gc`): the staged tables of
 /// writes to `dest` no longer running (`loaderx::table::remove_staging`),
 /// then, if no writer holds the table, the shard directories a crashed

@@ -234,6 +234,15 @@ def test_ray_writes_a_table_to_a_url(tmp_path):
             lray.write(ds.map_batches(fail, batch_format="pyarrow"), url)
         assert Table(url).rows == 1800, "a failed write commits nothing"
         assert lray.gc(url) == [], "and leaves no staging"
+        # What a killed driver leaves (a task's table pushed under the
+        # staging prefix): kept while young, then removed by the URL.
+        staged = push(tmp_path / "t", "ray-write/.staging/w9/t0")
+        assert lray.gc(url) == [], "younger than an hour: a write may be under way"
+        removed = lray.gc(url, keep_newer_than=0)
+        assert removed and all(u.startswith(staged + "/") for u in removed), removed
+        assert lray.gc(url, keep_newer_than=0) == [] and Table(url).rows == 1800
+        with pytest.raises(ValueError, match="keep_newer_than"):
+            lray.gc(url, keep_newer_than=-1)
         with pytest.raises(ValueError, match="holds a dataset, not a table"):
             lray.Sink(push(_dataset(tmp_path), "ray-not-a-table"))
     finally:

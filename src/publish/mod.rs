@@ -41,11 +41,14 @@
 //! store, dataset and table layers (it opens stores, reads `shards.json`
 //! and `table.json`); the I/O layer knows none of them. The commit of a
 //! Ray write to object storage, which adopts pushed tables into a
-//! published one, is `adopt.rs`'s.
+//! published one, is `adopt.rs`'s; reclaiming the objects that failed
+//! writes left unlisted is `gc.rs`'s.
 
 mod adopt;
+mod gc;
 
 pub use adopt::{adopt_published, remove_published};
+pub use gc::{GcReport, remove_unlisted_objects};
 
 use std::collections::BTreeMap;
 use std::io;

@@ -81,6 +81,13 @@ for col in "$work/imported"/col-*; do
     "$cli" cat "$work/pulled-table/$(basename "$col")" 29999 --out "$work/last-col-pulled.bin"
     cmp "$work/last-col.bin" "$work/last-col-pulled.bin"
 done
+echo "== remote: gc by URL (a staged table a killed write left: kept while young, then removed)"
+"$cli" gc "$turl" --keep-newer-than 0 --json | grep -q '"removed":\[\]'
+"$cli" push "$work/imported" "$turl/.staging/w0/t0" >/dev/null
+"$cli" gc "$turl" --json | grep -q '"removed":\[\]'
+"$cli" gc "$turl" --keep-newer-than 0 --json | grep -q "\"removed\":\\[\"$turl/.staging/w0/t0/"
+"$cli" gc "$turl" --keep-newer-than 0 --json | grep -q '"removed":\[\]'
+"$cli" pull "$turl" "$work/pulled-after-gc" --json | grep -q '"rows":30000'
 echo "== remote: a sharded dataset by URL (push, stats, verify, cat, pull)"
 surl="s3://$LOADERX_S3_TEST_BUCKET/cli-sharded"
 "$cli" convert "$work/rows.npy" "$work/sharded" --codec zstd --shard-records 1500

@@ -426,7 +426,7 @@ def write(ds: "ray.data.Dataset", dest: Any, **sink_args) -> Sink:
     return sink
 
 
-def gc(dest: Any) -> List[str]:
+def gc(dest: Any, keep_newer_than: float = 3600.0) -> List[str]:
     """Removes the staging directories under `dest/.staging` of writes
     no longer running (their driver's lock is free: it failed or was
     killed before its cleanup), and, when no writer holds the table, the
@@ -435,12 +435,14 @@ def gc(dest: Any) -> List[str]:
     now may be creating its directory in it. The CLI's `loaderx gc DEST`
     does the same.
 
-    For an `s3://` URL, removes every object under `dest/.staging/`: object
-    storage gives no lock to tell a running write from a dead one, so run
-    it only when no write to `dest` runs. Returns `[dest/.staging]` if it
-    removed anything."""
+    For an `s3://` URL, removes the objects that no published manifest
+    lists (a failed write's staged tables, a failed commit's copies, the
+    commit files a killed driver left replaced) and that were written more
+    than `keep_newer_than` seconds ago. Object storage gives no lock to
+    tell a running write from a dead one: the bound keeps the objects of a
+    write under way for that long. Where nothing is published yet, only
+    staged objects are removed. Returns the removed objects' URLs."""
     dest = os.fspath(dest)
     if _is_url(dest):
-        staging = f"{dest.rstrip('/')}/{STAGING_DIR}"
-        return [staging] if loaderx_rs._remove_published(staging) else []
+        return loaderx_rs._remove_unlisted(dest, float(keep_newer_than))
     return [str(p) for p in loaderx_rs._gc(dest)]

@@ -55,7 +55,7 @@ impl ObjectInfo {
 
 /// Whether `key` may hold the bytes of file `name`: `name` itself, or
 /// `name.` and 1 to 32 lowercase hexadecimal digits.
-fn is_version_of(key: &str, name: &str) -> bool {
+pub(crate) fn is_version_of(key: &str, name: &str) -> bool {
     key.strip_prefix(name).and_then(|v| v.strip_prefix('.')).is_some_and(|v| {
         (1..=32).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     })

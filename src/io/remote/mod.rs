@@ -30,6 +30,7 @@ mod manifest;
 pub use crate::format::MANIFEST_FILE;
 pub use bucket::{BUCKET_LIST_MAX, BUCKET_READ_AHEAD, BucketFs};
 pub use fetch::{FetchCounters, ObjectRef, RemoteError, RemoteErrorKind};
+pub(crate) use manifest::is_version_of;
 pub use manifest::{Manifest, ObjectInfo, Published};
 
 use std::collections::BTreeMap;
