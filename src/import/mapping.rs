@@ -609,7 +609,7 @@ mod tests {
     fn sliced() -> (RecordBatch, Vec<Vec<Vec<u8>>>) {
         let text: Vec<String> = (0..9).map(|i| "é".repeat(i % 4)).collect();
         let blob: Vec<Vec<u8>> = (0..9).map(|i| vec![i as u8; i % 3]).collect();
-        let ids: Vec<Vec<i32>> = (0..9).map(|i| (0..i as i32 % 5).collect()).collect();
+        let ids: Vec<Vec<i32>> = (0..9usize).map(|i| (0..(i % 5) as i32).collect()).collect();
         let schema = Schema::new(vec![
             Field::new("s", DataType::Utf8, false),
             Field::new("b", DataType::LargeBinary, false),
