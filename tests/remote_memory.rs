@@ -920,3 +920,33 @@ fn a_gc_keeps_young_and_foreign_objects_and_only_staging_where_nothing_is_publis
     assert!(names.contains(&"README.md".to_string()), "{names:?}");
     assert_eq!(published_table_rows(location(&remote, options())), (0..5).map(table_row).collect::<Vec<_>>());
 }
+
+/// One write at a time per location: a second lock is refused naming the
+/// holder, an unlock by another holder leaves it, the holder's unlock frees
+/// it; a gc removes a stale lock only past its bound.
+#[test]
+fn the_write_lock_is_held_by_one_write_and_a_gc_removes_a_stale_one() {
+    use loaderx::publish::{LockTaken, adopt_published, lock_writes, remove_unlisted_objects, unlock_writes};
+    let remote = Faulty::new();
+    let dest = location(&remote, options());
+    assert_eq!(lock_writes(&dest, "w1").unwrap(), LockTaken::Held { unenforced: false });
+    match lock_writes(&dest, "w2").unwrap() {
+        LockTaken::Refused(held) => assert!(held.starts_with("w1 "), "{held}"),
+        other => panic!("a second write took the lock: {other:?}"),
+    }
+    assert!(!unlock_writes(&dest, "w2").unwrap(), "not w2's to remove");
+    assert!(matches!(lock_writes(&dest, "w3").unwrap(), LockTaken::Refused(_)));
+    assert!(unlock_writes(&dest, "w1").unwrap());
+    assert!(!unlock_writes(&dest, "w1").unwrap(), "already removed");
+    assert_eq!(lock_writes(&dest, "w2").unwrap(), LockTaken::Held { unenforced: false });
+    assert!(matches!(lock_writes(&dest, "bad/name"), Err(Error::InvalidArgument(_))));
+    // w2's driver dies holding it: a gc within its bound keeps the lock,
+    // one past it removes it, and the next write takes it.
+    stage_table(&dest, ".staging/w0/t0", 0..3, "text");
+    adopt_published(&dest, &[".staging/w0/t0"]).unwrap();
+    assert!(remove_unlisted_objects(&dest, Duration::from_secs(3600)).unwrap().removed.is_empty());
+    assert!(matches!(lock_writes(&dest, "w4").unwrap(), LockTaken::Refused(_)));
+    let report = remove_unlisted_objects(&dest, Duration::ZERO).unwrap();
+    assert_eq!(report.removed, [".staging/write.lock"], "{report:?} {:?}", object_names(&remote));
+    assert_eq!(lock_writes(&dest, "w4").unwrap(), LockTaken::Held { unenforced: false });
+}

@@ -68,6 +68,8 @@ fn loaderx_rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(table::_adopt_published, m)?)?;
     m.add_function(wrap_pyfunction!(table::_remove_published, m)?)?;
     m.add_function(wrap_pyfunction!(table::_remove_unlisted, m)?)?;
+    m.add_function(wrap_pyfunction!(table::_lock_writes, m)?)?;
+    m.add_function(wrap_pyfunction!(table::_unlock_writes, m)?)?;
     m.add_function(wrap_pyfunction!(arrow_stream::_arrow_stream_rows, m)?)?;
     m.add_class::<arrow_stream::ArrowStream>()?;
     m.add_function(wrap_pyfunction!(arrow_stream::to_arrow, m)?)?;
@@ -90,7 +92,7 @@ fn loaderx_rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// `__all__`: the public names, and the private ones the package's
 /// `__init__.py` must re-export (`from .loaderx_rs import *`, in
 /// python/python/loaderx_rs/__init__.py): `_restore` and `_table_column`, which
-/// pickles name, `_adopt_tables`, `_gc`, `_published`, `_push`, `_adopt_published`, `_remove_published` and `_remove_unlisted` (`loaderx_rs.ray`'s commits, gc, what a URL holds, and its writes to object storage), `_arrow_stream_rows` (the tests of the Arrow stream
+/// pickles name, `_adopt_tables`, `_gc`, `_published`, `_push`, `_adopt_published`, `_remove_published`, `_remove_unlisted`, `_lock_writes` and `_unlock_writes` (`loaderx_rs.ray`'s commits, gc, what a URL holds, and its writes to object storage), `_arrow_stream_rows` (the tests of the Arrow stream
 /// source), and the reference's private submodules `_sampler` and `_zrecord`.
 fn export_all(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let mut names: Vec<String> = Vec::new();
@@ -111,6 +113,8 @@ fn export_all(m: &Bound<'_, PyModule>) -> PyResult<()> {
             "_adopt_published",
             "_remove_published",
             "_remove_unlisted",
+            "_lock_writes",
+            "_unlock_writes",
             "_arrow_stream_rows",
             "_sampler",
             "_zrecord",

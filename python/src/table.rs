@@ -594,6 +594,29 @@ pub fn _remove_unlisted(py: Python<'_>, url: &str, keep_newer_than: f64) -> PyRe
     Ok(report.removed.iter().map(|name| format!("{}/{name}", at.url())).collect())
 }
 
+/// Takes the write lock of the table at `url` for `holder`
+/// (`loaderx::publish::lock_writes`): `(True, unenforced, "")` when taken,
+/// `(False, False, held)` when another write holds it (`held`: its id and
+/// since when, in seconds since the epoch).
+#[pyfunction]
+pub fn _lock_writes(py: Python<'_>, url: &str, holder: &str) -> PyResult<(bool, bool, String)> {
+    use loaderx::publish::LockTaken;
+    let at = location(py, url)?;
+    match py.detach(|| loaderx::publish::lock_writes(&at, holder)) {
+        Ok(LockTaken::Held { unenforced }) => Ok((true, unenforced, String::new())),
+        Ok(LockTaken::Refused(held)) => Ok((false, false, held)),
+        Err(e) => Err(crate::errors::store_error(py, &e)),
+    }
+}
+
+/// Removes the write lock of the table at `url` if `holder` holds it;
+/// whether it did.
+#[pyfunction]
+pub fn _unlock_writes(py: Python<'_>, url: &str, holder: &str) -> PyResult<bool> {
+    let at = location(py, url)?;
+    py.detach(|| loaderx::publish::unlock_writes(&at, holder)).map_err(|e| crate::errors::store_error(py, &e))
+}
+
 /// What `loaderx gc` removes (`loaderx_rs.ray.gc`): the staged tables of
 /// writes to `dest` no longer running (`loaderx::table::remove_staging`),
 /// then, if no writer holds the table, the shard directories a crashed

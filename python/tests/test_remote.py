@@ -243,6 +243,15 @@ def test_ray_writes_a_table_to_a_url(tmp_path):
         assert lray.gc(url, keep_newer_than=0) == [] and Table(url).rows == 1800
         with pytest.raises(ValueError, match="keep_newer_than"):
             lray.gc(url, keep_newer_than=-1)
+        # One write at a time: while another holds the lock, a write fails
+        # before it stages anything, and leaves the other's lock alone.
+        import loaderx_rs
+        assert loaderx_rs._lock_writes(url, "other")[:2] == (True, False), "SeaweedFS enforces If-None-Match"
+        with pytest.raises(Exception, match="another write holds"):
+            lray.write(ds, url)
+        assert loaderx_rs._lock_writes(url, "third")[0] is False, "the refused write left the lock held"
+        assert loaderx_rs._unlock_writes(url, "other")
+        assert lray.write(ds, url).rows == 2700 and Table(url).rows == 2700
         with pytest.raises(ValueError, match="holds a dataset, not a table"):
             lray.Sink(push(_dataset(tmp_path), "ray-not-a-table"))
     finally:

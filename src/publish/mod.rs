@@ -42,13 +42,16 @@
 //! and `table.json`); the I/O layer knows none of them. The commit of a
 //! Ray write to object storage, which adopts pushed tables into a
 //! published one, is `adopt.rs`'s; reclaiming the objects that failed
-//! writes left unlisted is `gc.rs`'s.
+//! writes left unlisted is `gc.rs`'s, and the lock that lets one write at
+//! a time adopt into a location is `lock.rs`'s.
 
 mod adopt;
 mod gc;
+mod lock;
 
 pub use adopt::{adopt_published, remove_published};
 pub use gc::{GcReport, remove_unlisted_objects};
+pub use lock::{LockTaken, WRITE_LOCK_FILE, lock_writes, unlock_writes};
 
 use std::collections::BTreeMap;
 use std::io;

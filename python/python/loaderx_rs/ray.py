@@ -23,6 +23,7 @@ import os
 import shutil
 import tempfile
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -358,6 +359,17 @@ class Sink(Datasink):
 
     def on_write_start(self, schema=None) -> None:
         if self.remote:
+            # One write at a time per URL: a second would number its shards
+            # from the same place (docs/ray.md, "Writing to object storage").
+            taken, unenforced, held = loaderx_rs._lock_writes(self.dest, self.write_id)
+            if not taken:
+                raise RuntimeError(
+                    f"{self.dest}: another write holds {STAGING_DIR}/write.lock (write and since when, in "
+                    f"seconds since the epoch: {held!r}); if its driver died, gc(url, keep_newer_than=...) "
+                    "removes the lock once it is older than that")
+            if unenforced:
+                warnings.warn(f"{self.dest}: the server ignores conditional PUTs (If-None-Match), so the "
+                              "write lock excludes no other write: run one write at a time to this URL")
             return
         os.makedirs(self.staging, exist_ok=True)
         fd = os.open(self.staging + ".lock", os.O_CREAT | os.O_RDWR, 0o644)
@@ -407,6 +419,7 @@ class Sink(Datasink):
         if self.remote:
             # A failed or retried task's pushed table, never adopted.
             loaderx_rs._remove_published(self.staging)
+            loaderx_rs._unlock_writes(self.dest, self.write_id)
             return
         shutil.rmtree(self.staging, ignore_errors=True)
         try:
