@@ -117,11 +117,13 @@ pub fn adopt_published(dest: &Location, staged: &[&str]) -> Result<u64> {
     Ok(total)
 }
 
-fn remote<'a>(at: &'a Location, op: &'static str) -> impl FnOnce(io::Error) -> Error + 'a {
+/// An I/O error at `at` during `op`, as a store error naming the URL.
+pub(super) fn remote<'a>(at: &'a Location, op: &'static str) -> impl FnOnce(io::Error) -> Error + 'a {
     move |source| Error::Io { path: at.url().into(), op, source }
 }
 
-fn invalid(at: &Location, why: String) -> Error {
+/// Input at `at` that is not what this format writes there.
+pub(super) fn invalid(at: &Location, why: String) -> Error {
     Error::InvalidArgument(format!("{}: {why}", at.url()))
 }
 
