@@ -117,13 +117,11 @@ pub fn adopt_published(dest: &Location, staged: &[&str]) -> Result<u64> {
     Ok(total)
 }
 
-/// An I/O error at `at` during `op`, as a store error naming the URL.
-pub(super) fn remote<'a>(at: &'a Location, op: &'static str) -> impl FnOnce(io::Error) -> Error + 'a {
+fn remote<'a>(at: &'a Location, op: &'static str) -> impl FnOnce(io::Error) -> Error + 'a {
     move |source| Error::Io { path: at.url().into(), op, source }
 }
 
-/// Input at `at` that is not what this format writes there.
-pub(super) fn invalid(at: &Location, why: String) -> Error {
+fn invalid(at: &Location, why: String) -> Error {
     Error::InvalidArgument(format!("{}: {why}", at.url()))
 }
 

@@ -24,9 +24,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
 
-use super::adopt::{invalid, remote};
 use crate::dataset::ShardTable;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::{
     MANIFEST_FILE, SHARDS_FILE, STAGING_DIR, TABLE_FILE, column_dir_name, column_of_dir_name, shard_dir_name,
     shard_of_dir_name,
@@ -159,6 +158,14 @@ fn remove_candidates(
             Ok(report)
         })
         .map_err(remote(at, "remove unlisted objects"))
+}
+
+fn remote<'a>(at: &'a Location, op: &'static str) -> impl FnOnce(std::io::Error) -> Error + 'a {
+    move |source| Error::Io { path: at.url().into(), op, source }
+}
+
+fn invalid(at: &Location, why: String) -> Error {
+    Error::InvalidArgument(format!("{}: {why}", at.url()))
 }
 
 #[cfg(test)]
