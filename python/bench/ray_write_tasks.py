@@ -46,10 +46,14 @@ def main():
     ap.add_argument("--dir", default="/tmp/loaderx-ray-bench")
     ap.add_argument("--blocks", type=int, default=4)
     ap.add_argument("--cpus", type=int, default=2)
+    ap.add_argument("--no-reservation", action="store_true",
+                    help="DataContext.op_resource_reservation_enabled = False: write tasks two at a time")
     args = ap.parse_args()
     data = pq.read_table(os.path.join(args.dir, "parquet"))
     ray.init(num_cpus=args.cpus, logging_level="ERROR", include_dashboard=False)
     ray.data.DataContext.get_current().enable_progress_bars = False
+    if args.no_reservation:
+        ray.data.DataContext.get_current().op_resource_reservation_enabled = False
     blocks = ray.data.from_arrow(data).repartition(args.blocks).materialize()
     for k in range(2):
         t = time.perf_counter()
