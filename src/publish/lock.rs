@@ -71,11 +71,7 @@ pub fn lock_writes(dest: &Location, holder: &str) -> Result<LockTaken> {
                 Err(e) => Err(e.into()),
             }
         })
-        .map_err(|source| Error::Io {
-            path: format!("{}/{STAGING_DIR}/{WRITE_LOCK_FILE}", dest.url()).into(),
-            op: "lock",
-            source,
-        })
+        .map_err(lock_error(dest, "lock"))
 }
 
 /// Removes the write lock of `dest` if `holder` holds it; returns whether
@@ -93,11 +89,7 @@ pub fn unlock_writes(dest: &Location, holder: &str) -> Result<bool> {
             store.delete(&key).await?;
             Ok(true)
         })
-        .map_err(|source| Error::Io {
-            path: format!("{}/{STAGING_DIR}/{WRITE_LOCK_FILE}", dest.url()).into(),
-            op: "unlock",
-            source,
-        })
+        .map_err(lock_error(dest, "unlock"))
 }
 
 /// The lock's first [`LOCK_BYTES_MAX`] bytes (its object is input), or
@@ -109,6 +101,12 @@ async fn read_lock(store: &dyn ObjectStore, key: &ObjectPath) -> std::io::Result
         Err(object_store::Error::NotFound { .. }) => Ok(None),
         Err(e) => Err(e.into()),
     }
+}
+
+/// An I/O error of `op` on the lock of `dest`, naming the lock's URL.
+fn lock_error(dest: &Location, op: &'static str) -> impl FnOnce(std::io::Error) -> Error {
+    let path = format!("{}/{STAGING_DIR}/{WRITE_LOCK_FILE}", dest.url()).into();
+    move |source| Error::Io { path, op, source }
 }
 
 fn lock_key(dest: &Location) -> ObjectPath {
