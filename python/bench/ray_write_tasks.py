@@ -48,16 +48,23 @@ def main():
     ap.add_argument("--cpus", type=int, default=2)
     ap.add_argument("--no-reservation", action="store_true",
                     help="DataContext.op_resource_reservation_enabled = False: write tasks two at a time")
+    ap.add_argument("--task-cpus", type=float, default=None,
+                    help="ray_remote_args num_cpus of each write task (Ray's default: 1)")
+    ap.add_argument("--concurrency", type=int, default=None, help="write_datasink's concurrency")
     args = ap.parse_args()
+    remote_args = {"num_cpus": args.task_cpus} if args.task_cpus is not None else None
     data = pq.read_table(os.path.join(args.dir, "parquet"))
     ray.init(num_cpus=args.cpus, logging_level="ERROR", include_dashboard=False)
     ray.data.DataContext.get_current().enable_progress_bars = False
     if args.no_reservation:
         ray.data.DataContext.get_current().op_resource_reservation_enabled = False
-    blocks = ray.data.from_arrow(data).repartition(args.blocks).materialize()
+    part = data.num_rows // args.blocks
+    blocks = ray.data.from_arrow([data.slice(k * part, part if k < args.blocks - 1 else data.num_rows - k * part)
+                                  for k in range(args.blocks)]).materialize()
     for k in range(2):
         t = time.perf_counter()
-        blocks.write_datasink(TimedSink(fresh(os.path.join(args.dir, f"timed-{k}"))))
+        blocks.write_datasink(TimedSink(fresh(os.path.join(args.dir, f"timed-{k}"))),
+                              ray_remote_args=remote_args, concurrency=args.concurrency)
         print(f"write through Ray {k}: {time.perf_counter() - t:.3f} s", flush=True)
     ray.shutdown()
     # At the niceness of Ray's workers (15), so that outside load weighs alike.

@@ -331,3 +331,41 @@ def test_a_worker_killed_mid_write_is_retried_with_every_row_once(cluster, tmp_p
     check_rows(pa.table(loaderx_rs.to_arrow(dest)), np.arange(4000))
     assert lray.gc(dest) == []
     assert not (dest / lray.STAGING_DIR / sink.write_id).exists()
+
+
+@pytest.mark.skipif(not S3_BUCKET, reason="needs an S3 server: tests/remote/run.sh starts one and runs this test")
+def test_a_worker_killed_mid_write_to_object_storage_is_retried_with_every_row_once(cluster, tmp_path):
+    """The killed task had staged part of its table on its node: the retry
+    commits every row once, no object is left unlisted, and the killed
+    task's directory on the node is removed by the tasks after it."""
+    url, marker = f"s3://{S3_BUCKET}/ray-kill-{os.getpid()}-{time.time_ns()}", str(tmp_path / "killed")
+    ds = ray.data.range(4000, override_num_blocks=4).map_batches(
+        lambda b: die_once(b["id"], marker), batch_format="numpy", batch_size=200)
+    sink = lray.write(ds, url)
+    assert os.path.exists(marker), "no worker was killed"
+    assert sink.rows == 4000
+    check_rows(pa.concat_tables(ray.get(lray.read(url).to_arrow_refs())), np.arange(4000))
+    assert lray.gc(url, keep_newer_than=0) == [], "an object no manifest lists"
+    staging = Path(tempfile.gettempdir(), lray._NodeStaging.ROOT)
+    assert sorted(p.name for p in staging.glob("task-*")) == [], "a task's directory left on the node"
+
+
+def test_a_killed_tasks_node_staging_is_swept_and_a_live_ones_kept(tmp_path):
+    """`_NodeStaging`: a process that dies inside it leaves its directory
+    with its lock free; the next task's sweep removes exactly that one."""
+    root = tmp_path / "stage"
+    with lray._NodeStaging(str(root)) as live:
+        Path(live, "part").write_bytes(b"live")
+        child = ("import os, sys; from pathlib import Path; import loaderx_rs.ray as lray\n"
+                 "path = lray._NodeStaging(sys.argv[1]).__enter__()\n"
+                 "Path(path, 'part').write_bytes(b'dead'); print(path, flush=True); os._exit(0)")
+        out = subprocess.run([sys.executable, "-c", child, str(root)], check=True, capture_output=True,
+                             text=True, timeout=120)
+        dead = Path(out.stdout.strip())
+        assert dead.is_dir() and dead.parent == root
+        with lray._NodeStaging(str(root)) as other:
+            assert not dead.exists() and not Path(str(dead) + ".lock").exists()
+            assert Path(live, "part").read_bytes() == b"live"
+            assert lray._NodeStaging(str(root)).sweep() == [], "two live tasks' directories"
+        assert not Path(other).exists()
+    assert list(root.iterdir()) == []

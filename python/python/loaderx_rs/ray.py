@@ -308,6 +308,86 @@ def _to_storable(table: pa.Table) -> pa.Table:
     return table
 
 
+class _NodeStaging:
+    """A write task's directory on its node, for the table it stages before
+    pushing it to object storage: `<tmp>/loaderx-ray/task-<id>`, held by an
+    exclusive `flock` on `task-<id>.lock` while the task lives, removed
+    with its lock when the task ends. A task whose process was killed
+    leaves both behind, its lock free: each task entering removes those
+    first (`sweep`), so a node keeps no more than its running tasks'."""
+
+    ROOT = "loaderx-ray"
+
+    def __init__(self, root: Optional[str] = None):
+        self.root = root or os.path.join(tempfile.gettempdir(), self.ROOT)
+
+    def __enter__(self) -> str:
+        os.makedirs(self.root, exist_ok=True)
+        self.sweep()
+        while True:
+            name = f"task-{uuid.uuid4().hex}"
+            lock = os.path.join(self.root, name + ".lock")
+            fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            # A sweep may have taken the lock file between its creation and
+            # the flock, and removed it: then the lock held is no one's.
+            if _same_file(lock, fd):
+                break
+            os.close(fd)
+        self.fd, self.lock, self.path = fd, lock, os.path.join(self.root, name)
+        os.mkdir(self.path)
+        return self.path
+
+    def __exit__(self, *exc) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+        _unlink_quietly(self.lock)
+        os.close(self.fd)
+
+    def sweep(self) -> List[str]:
+        """Removes the directories of tasks whose lock is free (their
+        process died); returns them."""
+        removed = []
+        for entry in os.listdir(self.root):
+            if not (entry.startswith("task-") and entry.endswith(".lock")):
+                continue
+            lock = os.path.join(self.root, entry)
+            try:
+                fd = os.open(lock, os.O_RDWR)
+            except FileNotFoundError:
+                continue
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # a live task's
+                if not _same_file(lock, fd):
+                    continue  # removed and maybe made again meanwhile
+                path = lock[: -len(".lock")]
+                shutil.rmtree(path, ignore_errors=True)
+                _unlink_quietly(lock)
+                removed.append(path)
+            finally:
+                os.close(fd)
+        return removed
+
+
+def _same_file(path: str, fd: int) -> bool:
+    """True when `path` names the file open as `fd`."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    ft = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (ft.st_dev, ft.st_ino)
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 class Sink(Datasink):
     """A Ray `Datasink` writing into the table at `dest` (created by the
     first write): `ds.write_datasink(Sink(dest))`.
@@ -322,10 +402,11 @@ class Sink(Datasink):
     existing table's columns keep theirs.
 
     `dest` may be an `s3://` URL: each task then writes its table in a
-    temporary directory of its node and pushes it under the staging
-    prefix, and the driver's commit copies the staged objects into the
-    table's shards, server-side, and replaces the table's manifest last
-    (`loaderx::publish::adopt_published`). One write at a time per URL:
+    directory of its node (`<tmp>/loaderx-ray/task-<id>`, removed when the
+    task ends, or by a later task if its process was killed) and pushes it
+    under the staging prefix, and the driver's commit copies the staged
+    objects into the table's shards, server-side, and replaces the table's
+    manifest last (`loaderx::publish::adopt_published`). One write at a time per URL:
     object storage gives no lock here."""
 
     def __init__(self, dest: Any, *, codec: Optional[str] = None, codecs: Optional[Dict[str, str]] = None):
@@ -394,7 +475,7 @@ class Sink(Datasink):
             rows = self._write_blocks(path, blocks)
         else:
             # Staged on this node, then pushed: the commit reads it by URL.
-            with tempfile.TemporaryDirectory(prefix="loaderx-ray-") as tmp:
+            with _NodeStaging() as tmp:
                 rows = self._write_blocks(os.path.join(tmp, "table"), blocks)
                 if rows:
                     loaderx_rs._push(os.path.join(tmp, "table"), f"{self.staging}/{name}")
