@@ -36,6 +36,31 @@ class TimedSink(lray.Sink):
         return {"path": path, "rows": rows, "task": ctx.task_idx}
 
 
+def show_budget():
+    """Prints, each time it changes, what Ray Data's resource allocator
+    tells the write operator: may it start a task, its budget, its active
+    tasks and the execution's global limits (Ray 2.60 internals; a probe,
+    not an API)."""
+    from ray.data._internal.execution import resource_manager as rm
+
+    allocator = rm.ReservationOpResourceAllocator
+    asked = allocator.can_submit_new_task
+    last = [None]
+
+    def can_submit_new_task(self, op):
+        can = asked(self, op)
+        if "Write" in str(op):
+            now = (can, str(self.get_budget(op)), op.num_active_tasks(),
+                   str(self._resource_manager.get_global_limits()))
+            if now != last[0]:
+                last[0] = now
+                print(f"write operator: may start a task {now[0]}, budget {now[1]}, active {now[2]}, "
+                      f"limits {now[3]}", flush=True)
+        return can
+
+    allocator.can_submit_new_task = can_submit_new_task
+
+
 def fresh(path):
     shutil.rmtree(path, ignore_errors=True)
     return path
@@ -51,7 +76,11 @@ def main():
     ap.add_argument("--task-cpus", type=float, default=None,
                     help="ray_remote_args num_cpus of each write task (Ray's default: 1)")
     ap.add_argument("--concurrency", type=int, default=None, help="write_datasink's concurrency")
+    ap.add_argument("--show-budget", action="store_true",
+                    help="print what Ray Data's resource allocator grants the write operator")
     args = ap.parse_args()
+    if args.show_budget:
+        show_budget()
     remote_args = {"num_cpus": args.task_cpus} if args.task_cpus is not None else None
     data = pq.read_table(os.path.join(args.dir, "parquet"))
     ray.init(num_cpus=args.cpus, logging_level="ERROR", include_dashboard=False)
