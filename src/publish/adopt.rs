@@ -34,7 +34,7 @@ use std::path::Path;
 use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
 
-use super::{Source, remove_replaced, upload, upload_version};
+use super::objects::{Source, remove_replaced, upload, upload_version};
 use crate::dataset::{Schema, ShardTable};
 use crate::error::{Error, Result};
 use crate::format::{
