@@ -24,13 +24,22 @@ intermediate blocks made the object store spill at 1.6M rows) or, for the import
                  Arrow and write nothing
   w-import       write_table(dest, arrow_table), one process, no Ray
   w-parquet      blocks.write_parquet(dir)
+  w-cli          `loaderx import PARQUET_DIR DEST`: the CLI's import of the
+                 same rows from their Parquet files, one process, no Ray
+                 (the decoding included; `--cli`, default the workspace's
+                 target/release/loaderx)
+  w-ray-parquet  lray.write(ray.data.read_parquet(PARQUET_DIR), dest): the
+                 route from the same files through Ray, to set beside w-cli
 
 Each measurement runs in a process of its own, which connects to Ray
 (`--address`, a cluster from `ray start`; else a local instance of
-`--cpus`), prepares its side and then times it alone. The sides alternate,
+`--cpus`), prepares its side and then times it alone. Before the clock,
+the write sides through Ray also start the job's worker processes (a tiny
+Ray Data job), as the stages ahead of a write in a pipeline start them;
+`--cold-workers` leaves them to the write. The sides alternate,
 their order rotating by round; the figures are medians over the rounds.
 The sides that work in their own process, not in Ray's workers (w-import,
-loader), run at the niceness Ray gives its workers (`--nice`, Ray's
+w-cli, loader), run at the niceness Ray gives its workers (`--nice`, Ray's
 `worker_niceness`, 15): load from outside the run then weighs on every
 side alike. At niceness 0 against workers at 15, a loaded machine starves
 the Ray sides alone (docs/benchmarks.md, "Ray Data").
@@ -53,7 +62,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 READS = ["ray", "ray-blocks", "ceiling", "ceiling-blocks", "loader", "parquet", "parquet-blocks"]
-WRITES = ["w-ray", "w-null", "w-import", "w-parquet"]
+WRITES = ["w-ray", "w-null", "w-import", "w-parquet", "w-cli", "w-ray-parquet"]
 
 
 def make_table(rows, seed=0):
@@ -124,6 +133,11 @@ def prepare(side, args, paths):
         return lambda: consume(ray.data.read_parquet(pq_dir), batch)
     dest = os.path.join(args.dir, "out-" + side)
     shutil.rmtree(dest, ignore_errors=True)
+    if side == "w-cli":
+        return lambda: subprocess.run([args.cli, "import", pq_dir, dest, "--json"], check=True,
+                                      stdout=subprocess.DEVNULL)
+    if side == "w-ray-parquet":
+        return lambda: lray.write(ray.data.read_parquet(pq_dir), dest)
     data = pq.read_table(pq_dir)
     if side == "w-import":
         return lambda: loaderx_rs.write_table(dest, data)
@@ -149,6 +163,15 @@ def slices(data, n):
     return [data.slice(k * part, part if k < n - 1 else data.num_rows - k * part) for k in range(n)]
 
 
+def start_workers(ray):
+    """Starts the job's worker processes before the clock, as the stages
+    ahead of a write in a pipeline start them: a Ray Data job of one tiny
+    task per CPU, then a pause for the leases to return."""
+    cpus = int(ray.cluster_resources().get("CPU", 1))
+    ray.data.range(cpus, override_num_blocks=cpus).map_batches(lambda b: b).materialize()
+    time.sleep(2)
+
+
 def run_side(side, args):
     """One measurement in this process: prints its seconds as JSON."""
     import ray
@@ -159,7 +182,9 @@ def run_side(side, args):
         ray.init(num_cpus=args.cpus, logging_level="ERROR", log_to_driver=False, include_dashboard=False)
     paths = {"table": os.path.join(args.dir, "table"), "parquet": os.path.join(args.dir, "parquet")}
     work = prepare(side, args, paths)
-    if side in ("w-import", "loader"):
+    if side in ("w-ray", "w-null", "w-parquet", "w-ray-parquet") and not args.cold_workers:
+        start_workers(ray)
+    if side in ("w-import", "w-cli", "loader"):
         os.nice(max(0, args.nice - os.nice(0)))
     t = time.perf_counter()
     work()
@@ -195,6 +220,11 @@ def main():
     ap.add_argument("--address", help="a running Ray cluster's address (else a local instance of --cpus)")
     ap.add_argument("--nice", type=int, default=15,
                     help="the niceness of the sides that run outside Ray's workers (Ray's worker_niceness: 15)")
+    ap.add_argument("--cli", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "target",
+                                                  "release", "loaderx"),
+                    help="the loaderx CLI for w-cli (cargo build --release -p loaderx-cli)")
+    ap.add_argument("--cold-workers", action="store_true",
+                    help="do not start the write sides' Ray workers before the clock (each write then pays them)")
     ap.add_argument("--side", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.side:
@@ -228,7 +258,8 @@ def report(args, value_bytes, times, nodes, load):
               ("ray-blocks / ceiling-blocks", "ceiling-blocks", "ray-blocks"),
               ("ceiling / loader", "loader", "ceiling"), ("ray / parquet", "parquet", "ray"),
               ("w-ray / w-import", "w-import", "w-ray"), ("w-null / w-import", "w-import", "w-null"),
-              ("w-ray / w-parquet", "w-parquet", "w-ray")]
+              ("w-ray / w-parquet", "w-parquet", "w-ray"), ("w-ray / w-cli", "w-cli", "w-ray"),
+              ("w-ray-parquet / w-cli", "w-cli", "w-ray-parquet")]
     print("\n| throughput ratio | median of per-round ratios (range) |\n|---|---|")
     for name, num, den in ratios:
         if num in times and den in times:
