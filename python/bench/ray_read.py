@@ -20,6 +20,9 @@ Writes, of the same rows in Ray's object store
 clock starts: one block per slice, no copy through a repartition, whose
 intermediate blocks made the object store spill at 1.6M rows) or, for the import, in memory as one Arrow table:
   w-ray          loaderx_rs.ray.write(blocks, dest)
+  w-ray-0cpu     the same, its tasks asking no CPU (ray_remote_args
+                 {"num_cpus": 0}) and at most one per CPU (concurrency):
+                 Ray Data then starts them side by side from the start
   w-null         Ray's ceiling: a Datasink whose tasks take each block as
                  Arrow and write nothing
   w-import       write_table(dest, arrow_table), one process, no Ray
@@ -62,7 +65,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 READS = ["ray", "ray-blocks", "ceiling", "ceiling-blocks", "loader", "parquet", "parquet-blocks"]
-WRITES = ["w-ray", "w-null", "w-import", "w-parquet", "w-cli", "w-ray-parquet"]
+WRITES = ["w-ray", "w-ray-0cpu", "w-null", "w-import", "w-parquet", "w-cli", "w-ray-parquet"]
 
 
 def make_table(rows, seed=0):
@@ -151,6 +154,8 @@ def prepare(side, args, paths):
 
     if side == "w-ray":
         return lambda: lray.write(blocks, dest)
+    if side == "w-ray-0cpu":
+        return lambda: lray.write(blocks, dest, ray_remote_args={"num_cpus": 0}, concurrency=cpus)
     if side == "w-null":
         return lambda: blocks.write_datasink(NullSink())
     return lambda: blocks.write_parquet(dest)
@@ -182,7 +187,7 @@ def run_side(side, args):
         ray.init(num_cpus=args.cpus, logging_level="ERROR", log_to_driver=False, include_dashboard=False)
     paths = {"table": os.path.join(args.dir, "table"), "parquet": os.path.join(args.dir, "parquet")}
     work = prepare(side, args, paths)
-    if side in ("w-ray", "w-null", "w-parquet", "w-ray-parquet") and not args.cold_workers:
+    if side in ("w-ray", "w-ray-0cpu", "w-null", "w-parquet", "w-ray-parquet") and not args.cold_workers:
         start_workers(ray)
     if side in ("w-import", "w-cli", "loader"):
         os.nice(max(0, args.nice - os.nice(0)))
@@ -259,7 +264,8 @@ def report(args, value_bytes, times, nodes, load):
               ("ceiling / loader", "loader", "ceiling"), ("ray / parquet", "parquet", "ray"),
               ("w-ray / w-import", "w-import", "w-ray"), ("w-null / w-import", "w-import", "w-null"),
               ("w-ray / w-parquet", "w-parquet", "w-ray"), ("w-ray / w-cli", "w-cli", "w-ray"),
-              ("w-ray-parquet / w-cli", "w-cli", "w-ray-parquet")]
+              ("w-ray-parquet / w-cli", "w-cli", "w-ray-parquet"),
+              ("w-ray-0cpu / w-import", "w-import", "w-ray-0cpu"), ("w-ray-0cpu / w-ray", "w-ray", "w-ray-0cpu")]
     print("\n| throughput ratio | median of per-round ratios (range) |\n|---|---|")
     for name, num, den in ratios:
         if num in times and den in times:

@@ -306,6 +306,20 @@ def test_append_adds_a_set_of_shards(cluster, tmp_path):
     check_rows(t, np.arange(5000))
 
 
+def test_write_passes_ray_remote_args_and_concurrency_to_the_tasks(cluster, tmp_path):
+    """`lray.write(..., ray_remote_args=, concurrency=)` go to Ray's write
+    tasks (here: no CPU asked, two at most), the other arguments to the
+    sink; the rows come back exactly."""
+    dest = tmp_path / "t"
+    sink = lray.write(source(3000, 4), dest, ray_remote_args={"num_cpus": 0}, concurrency=2, codec="zstd")
+    assert sink.rows == 3000
+    table = loaderx_rs.Table(dest)
+    assert {table[c].codec for c in table.columns} == {"zstd"}
+    check_rows(pa.table(loaderx_rs.to_arrow(dest)), np.arange(3000))
+    with pytest.raises(TypeError):
+        lray.Sink(dest, concurrency=2)  # Ray's arguments are write's, not the sink's
+
+
 def test_a_sink_refuses_a_dataset(tmp_path):
     loaderx_rs.write_dataset(str(tmp_path / "d"), np.zeros((4, 2), dtype=np.float32))
     with pytest.raises(ValueError, match="not a table"):

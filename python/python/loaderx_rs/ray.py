@@ -512,11 +512,14 @@ class Sink(Datasink):
             os.close(fd)
 
 
-def write(ds: "ray.data.Dataset", dest: Any, **sink_args) -> Sink:
-    """`ds.write_datasink(Sink(dest, **sink_args))`; returns the sink
-    (`sink.rows`: the table's rows after the commit)."""
+def write(ds: "ray.data.Dataset", dest: Any, *, ray_remote_args: Optional[Dict[str, Any]] = None,
+          concurrency: Optional[int] = None, **sink_args) -> Sink:
+    """`ds.write_datasink(Sink(dest, **sink_args), ray_remote_args=...,
+    concurrency=...)`; returns the sink (`sink.rows`: the table's rows
+    after the commit). `ray_remote_args` and `concurrency` are Ray's, for
+    the write tasks (docs/ray.md, "Short writes")."""
     sink = Sink(dest, **sink_args)
-    ds.write_datasink(sink)
+    ds.write_datasink(sink, ray_remote_args=ray_remote_args, concurrency=concurrency)
     return sink
 
 
