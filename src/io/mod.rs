@@ -407,6 +407,29 @@ pub fn write_all_at(file: &dyn VfsFile, mut buf: &[u8], mut offset: u64) -> io::
     Ok(())
 }
 
+/// Puts `bytes` at `offset` of `file`, which `map` maps writable, for a
+/// sync of the mapping's range ([`Map::flush_range`]) to make durable.
+/// Where a write of the file shows in a shared mapping of it at once (one
+/// page cache: Linux, Apple), a `pwrite`: a page dirtied by stores through
+/// a shared mapping is write-protected again when it is written back, a
+/// TLB flush of every thread of the process per page (an interrupt to
+/// each other core: a VM exit under a hypervisor), and a store's table
+/// entries and checksum slots are pages of them. Windows does not promise
+/// that coherence (`CreateFileMapping`), so there the mapping's stores.
+///
+/// # Safety
+/// As [`Map::write`]: no other thread or process reads or writes the range
+/// meanwhile (the caller is the store's one writer, past what readers read).
+pub unsafe fn write_mapped(file: &dyn VfsFile, map: &dyn Map, offset: u64, bytes: &[u8]) -> io::Result<()> {
+    if cfg!(windows) {
+        let at = usize::try_from(offset).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset"))?;
+        // SAFETY: the forwarded contract.
+        unsafe { map.write(at, bytes) };
+        return Ok(());
+    }
+    write_all_at(file, bytes, offset)
+}
+
 /// Reads a whole small file, refusing one longer than `max` bytes (a length
 /// read from disk never sizes an allocation unchecked).
 pub fn read_file(vfs: &dyn Vfs, path: &Path, max: u64) -> io::Result<Vec<u8>> {

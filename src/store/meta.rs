@@ -1,5 +1,5 @@
 //! `meta.zr`: the header, the record table and the intent area. [`Meta`] is
-//! the only code that creates, grows, stores into or syncs them, in the order
+//! the only code that creates, grows, writes, stores into or syncs them, in the order
 //! `docs/crash-safety.md` gives, and the only holder of the frontier and the
 //! length: their one source is the header's two words, read back with
 //! atomic word loads ([`Meta::header`]); the published length that readers
@@ -24,7 +24,9 @@ use crate::format::{
     CHUNKS_MAX, ENTRY_BYTES, Entry, Frontier, HEADER_BYTES, HEADER_WORD1_OFFSET, Header, MAGIC, META_BYTES, META_FILE,
     META_TMP_FILE, RECORDS_MAX, VERSION, entry_offset,
 };
-use crate::io::{LockKind, Map, MapMode, OpenMode, Residency, SyncKind, Vfs, VfsFile, read_exact_at, write_all_at};
+use crate::io::{
+    LockKind, Map, MapMode, OpenMode, Residency, SyncKind, Vfs, VfsFile, read_exact_at, write_all_at, write_mapped,
+};
 use crate::sync::{AtomicU32, Mutex, MutexGuard, Ordering};
 
 /// Entries a table scan reads at once (64 KiB): [`Meta::try_for_each_written_entry`].
@@ -286,18 +288,15 @@ impl AppendGuard<'_> {
         assert_eq!(sums.len(), entries.len(), "an append sums every record");
         let end = first + entries.len() as u32;
         assert!(end <= meta.capacity, "an append past the table");
-        for (k, entry) in entries.iter().enumerate() {
-            // SAFETY: entries at and past the published length, which readers
-            // never read; the append mutex excludes other appenders.
-            unsafe { meta.map.write(entry_offset(first + k as u32) as usize, bytemuck::bytes_of(entry)) };
-        }
+        // SAFETY: entries at and past the published length, which readers
+        // never read; the append mutex excludes other appenders.
+        unsafe { write_mapped(&*meta.file, &*meta.map, entry_offset(first), bytemuck::cast_slice(entries))? };
         if let Some(store) = &meta.sums {
             // SAFETY: the append mutex is held; readers load no slot at or
             // past the published length `first`.
             unsafe { store.zero_ahead(first, end)? }; // SYNC K4
-            for (k, sum) in sums.iter().enumerate() {
-                self.put_sum(first + k as u32, *sum);
-            }
+            // SAFETY: as above.
+            unsafe { store.put_all(first, sums)? };
             store.store_seal(meta.header(), Header::new(frontier, end));
         }
         // The entries and the checksums with the seal: neither needs the

@@ -30,7 +30,7 @@ use crate::format::{
     Entry, Header, RECORDS_MAX, SUM_BYTES, SUMS_BYTES, SUMS_FILE, SUMS_HEADER_BYTES, SUMS_MAGIC, SUMS_TMP_FILE,
     SUMS_VERSION, sum_offset,
 };
-use crate::io::{Map, MapMode, OpenMode, SyncKind, Vfs, VfsFile, read_exact_at, write_all_at};
+use crate::io::{Map, MapMode, OpenMode, SyncKind, Vfs, VfsFile, read_exact_at, write_all_at, write_mapped};
 use crate::sync::{AtomicBool, AtomicU32, Ordering};
 
 /// The seal's word in `sums.zr`'s header.
@@ -245,6 +245,20 @@ impl Sums {
         unsafe { self.map.store_word(sum_offset(index) as usize, sum.to_word()) };
     }
 
+    /// Puts slots `first..first + sums.len()` (an append's, past the
+    /// length) in one write ([`write_mapped`]); not durable until
+    /// [`Sums::flush`].
+    ///
+    /// # Safety
+    /// As [`Sums::put`]; no reader loads slots at or past `first`.
+    pub(crate) unsafe fn put_all(&self, first: u32, sums: &[Sum]) -> io::Result<()> {
+        let end = first as usize + sums.len();
+        assert!(end <= self.capacity as usize, "sum slots {first}..{end} past the {} slots", self.capacity);
+        let words: Vec<u64> = sums.iter().map(|sum| sum.to_word()).collect();
+        // SAFETY: the forwarded contract: slots past the length, one writer.
+        unsafe { write_mapped(&*self.file, &*self.map, sum_offset(first), bytemuck::cast_slice(&words)) }
+    }
+
     /// Before an append stores slots `first..end` (`first`: the length):
     /// unless this writer zeroed them already, zeros over the slots from
     /// `first` (or the end of the last zeroing) to some way past `end`, made
@@ -266,9 +280,10 @@ impl Sums {
         let to = end.saturating_add(step).min(self.capacity);
         let (start, stop) = (sum_offset(zeroed.max(first)) as usize, sum_offset(to) as usize);
         for at in (start..stop).step_by(ZEROS.len()) {
+            let zeros = &ZEROS[..(stop - at).min(ZEROS.len())];
             // SAFETY: slots at or past the length, which readers never load;
             // the caller is the one writer.
-            unsafe { self.map.write(at, &ZEROS[..(stop - at).min(ZEROS.len())]) };
+            unsafe { write_mapped(&*self.file, &*self.map, at as u64, zeros)? };
         }
         self.map.flush_range(start, stop - start)?; // SYNC K4
         self.zeroed.store(to, Ordering::Relaxed);
