@@ -39,11 +39,34 @@ struct LoomFs(SimFs);
 struct LoomFile {
     inner: Box<dyn VfsFile>,
     fail_next_sync: StdMutex<bool>,
+    /// The race tokens of this file's writable mapping, once it has one:
+    /// a write of the file (`io::write_mapped`'s `pwrite`) touches them as
+    /// a store into the mapping does, so that loom orders it against the
+    /// mapping's readers.
+    slots: StdMutex<Option<Slots>>,
+}
+
+/// Race tokens, one per 16-byte slot of a file's writable mapping, created
+/// on first touch.
+type Slots = std::sync::Arc<StdMutex<BTreeMap<usize, std::sync::Arc<Token>>>>;
+
+/// The tokens of `offset..offset + len` in `slots`.
+fn tokens_of(slots: &Slots, offset: usize, len: usize) -> Vec<std::sync::Arc<Token>> {
+    let mut slots = slots.lock().unwrap();
+    (offset / 16..(offset + len.max(1)).div_ceil(16))
+        .map(|s| slots.entry(s).or_insert_with(|| std::sync::Arc::new(Token(UnsafeCell::new(())))).clone())
+        .collect()
 }
 
 /// A race token: a loom cell holding nothing, touched on every access to the
 /// slot it stands for.
 struct Token(UnsafeCell<()>);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token")
+    }
+}
 
 // SAFETY: a token holds no data; it is only passed to loom's `with` and
 // `with_mut`, which exist to detect unordered accesses across threads.
@@ -51,10 +74,11 @@ unsafe impl Sync for Token {}
 // SAFETY: as above.
 unsafe impl Send for Token {}
 
-/// Race tokens, one per 16-byte slot of the mapping, created on first touch.
+/// A writable mapping, its accesses checked by loom through race tokens
+/// (shared with its file's writes).
 struct LoomMap {
     inner: Box<dyn Map>,
-    slots: StdMutex<BTreeMap<usize, std::sync::Arc<Token>>>,
+    slots: Slots,
 }
 
 impl std::fmt::Debug for LoomMap {
@@ -65,10 +89,7 @@ impl std::fmt::Debug for LoomMap {
 
 impl LoomMap {
     fn tokens(&self, offset: usize, len: usize) -> Vec<std::sync::Arc<Token>> {
-        let mut slots = self.slots.lock().unwrap();
-        (offset / 16..(offset + len.max(1)).div_ceil(16))
-            .map(|s| slots.entry(s).or_insert_with(|| std::sync::Arc::new(Token(UnsafeCell::new(())))).clone())
-            .collect()
+        tokens_of(&self.slots, offset, len)
     }
 }
 
@@ -86,7 +107,11 @@ impl Vfs for LoomFs {
         self.0.sync_dir(path)
     }
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn VfsFile>> {
-        Ok(Box::new(LoomFile { inner: self.0.open(path, mode)?, fail_next_sync: StdMutex::new(false) }))
+        Ok(Box::new(LoomFile {
+            inner: self.0.open(path, mode)?,
+            fail_next_sync: StdMutex::new(false),
+            slots: StdMutex::new(None),
+        }))
     }
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         self.0.remove_file(path)
@@ -107,6 +132,11 @@ impl VfsFile for LoomFile {
         if buf.contains(&POISON) {
             *self.fail_next_sync.lock().unwrap() = true;
         }
+        if let Some(slots) = self.slots.lock().unwrap().as_ref() {
+            for token in tokens_of(slots, offset as usize, buf.len()) {
+                token.0.with_mut(|_| ());
+            }
+        }
         self.inner.write_at(buf, offset)
     }
     fn set_len(&self, len: u64) -> io::Result<()> {
@@ -126,7 +156,8 @@ impl VfsFile for LoomFile {
         Ok(if mode == MapMode::Read {
             inner
         } else {
-            Box::new(LoomMap { inner, slots: StdMutex::new(BTreeMap::new()) })
+            let slots = self.slots.lock().unwrap().get_or_insert_with(Slots::default).clone();
+            Box::new(LoomMap { inner, slots })
         })
     }
     fn handle(&self) -> Handle {
