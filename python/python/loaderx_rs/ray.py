@@ -335,7 +335,11 @@ class _NodeStaging:
                 break
             os.close(fd)
         self.fd, self.lock, self.path = fd, lock, os.path.join(self.root, name)
-        os.mkdir(self.path)
+        try:
+            os.mkdir(self.path)
+        except BaseException:
+            self.__exit__()
+            raise
         return self.path
 
     def __exit__(self, *exc) -> None:
