@@ -306,18 +306,43 @@ def test_append_adds_a_set_of_shards(cluster, tmp_path):
     check_rows(t, np.arange(5000))
 
 
-def test_write_passes_ray_remote_args_and_concurrency_to_the_tasks(cluster, tmp_path):
+class ResourceNotingSink(lray.Sink):
+    """`lray.Sink` whose tasks note the resources Ray assigned them, a file
+    per task in the directory `notes`."""
+
+    def __init__(self, dest, *, notes, **sink_args):
+        super().__init__(dest, **sink_args)
+        self.notes = notes
+
+    def write(self, blocks, ctx):
+        assigned = ray.get_runtime_context().get_assigned_resources()
+        Path(self.notes, f"{ctx.task_idx}-{os.getpid()}").write_text(repr(sorted(assigned.items())))
+        return super().write(blocks, ctx)
+
+
+def test_write_passes_ray_remote_args_and_concurrency_to_the_tasks(cluster, tmp_path, monkeypatch):
     """`lray.write(..., ray_remote_args=, concurrency=)` go to Ray's write
-    tasks (here: no CPU asked, two at most), the other arguments to the
-    sink; the rows come back exactly."""
+    tasks (here: no CPU asked, and every task sees none assigned; with the
+    default, each sees its CPU), the other arguments to the sink; the rows
+    come back exactly."""
+    with pytest.raises(TypeError, match="concurrency"):
+        lray.Sink(tmp_path / "t", concurrency=2)  # Ray's arguments are write's, not the sink's
+    monkeypatch.setattr(lray, "Sink", ResourceNotingSink)
+    notes = {k: tmp_path / f"notes-{k}" for k in ("none", "default")}
+    for path in notes.values():
+        path.mkdir()
     dest = tmp_path / "t"
-    sink = lray.write(source(3000, 4), dest, ray_remote_args={"num_cpus": 0}, concurrency=2, codec="zstd")
+    sink = lray.write(source(3000, 4), dest, ray_remote_args={"num_cpus": 0}, concurrency=2, codec="zstd",
+                      notes=str(notes["none"]))
     assert sink.rows == 3000
+    seen = [p.read_text() for p in notes["none"].iterdir()]
+    assert seen and all("CPU" not in text for text in seen), seen
+    lray.write(source(1000, 2), tmp_path / "u", notes=str(notes["default"]))
+    seen = [p.read_text() for p in notes["default"].iterdir()]
+    assert seen and all("CPU" in text for text in seen), seen
     table = loaderx_rs.Table(dest)
     assert {table[c].codec for c in table.columns} == {"zstd"}
     check_rows(pa.table(loaderx_rs.to_arrow(dest)), np.arange(3000))
-    with pytest.raises(TypeError):
-        lray.Sink(dest, concurrency=2)  # Ray's arguments are write's, not the sink's
 
 
 def test_a_sink_refuses_a_dataset(tmp_path):

@@ -259,7 +259,7 @@ impl Sums {
         unsafe { write_mapped(&*self.file, &*self.map, sum_offset(first), bytemuck::cast_slice(&words)) }
     }
 
-    /// Before an append stores slots `first..end` (`first`: the length):
+    /// Before an append writes slots `first..end` (`first`: the length):
     /// unless this writer zeroed them already, zeros over the slots from
     /// `first` (or the end of the last zeroing) to some way past `end`, made
     /// durable (SYNC K4). Their blocks are then allocated and written, so
