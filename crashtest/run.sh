@@ -11,6 +11,7 @@
 #                                  gap (4), and the mutant on each filesystem
 #   JOBS=N (default 2): guests at a time; KINDS="K..." (default all): the workloads;
 #   TABLE_FS="FS..." (default every filesystem; ext4 in --ci): where the table runs
+#   STALL_S=N (default 300): how long one step in the guest may last
 #   crashtest/run.sh one FS KIND SEED OPS BETWEEN [mutant]   one guest run
 #
 # Each run boots a QEMU guest (TCG) from guest/build.sh's kernel and
@@ -26,6 +27,9 @@ qemu_share=()
 [ -d "$out/qemu/usr/share/qemu" ] && qemu_share=(-L "$out/qemu/usr/share/qemu" -L "$out/qemu/usr/share/seabios")
 # Seconds a guest may run before it is killed.
 GUEST_TIMEOUT_S=${GUEST_TIMEOUT_S:-900}
+# Seconds one step of a guest's run may last before its watchdog reports
+# it and powers the guest off (crashtest/src/watchdog.rs).
+STALL_S=${STALL_S:-300}
 
 fs_bytes() { case "$1" in xfs) echo 320M ;; btrfs) echo 256M ;; *) echo 128M ;; esac; }
 mkfs_for() { # FS IMAGE
@@ -37,12 +41,27 @@ mkfs_for() { # FS IMAGE
 }
 
 # One guest run; prints its SUMMARY and VIOLATION lines; returns 0 when
-# the run finished (violations or not), 1 when it did not.
+# the run finished (violations or not), 1 when it did not. A run that does
+# not finish (its guest's watchdog found a step stalled, or the timeout
+# killed it) is booted once more with the same settings, which replay the
+# same workload: a run that found a violation is never run again, and the
+# stalled attempt's report stays in the output and in serial-1.log.
 run_one() { # FS KIND SEED OPS BETWEEN [mutant]
+    local name="$1-$2-$3-$4-$5"
+    [ "${6:-}" = mutant ] && name="$name-mutant"
+    rm -rf "$out/runs/$name"
+    boot "$@" && return 0
+    mv "$out/runs/$name/serial.log" "$out/runs/$name/serial-1.log"
+    echo "[$name] booted again after the stall above"
+    boot "$@"
+}
+
+# One boot of a guest for run_one.
+boot() { # FS KIND SEED OPS BETWEEN [mutant]
     local fs=$1 kind=$2 seed=$3 ops=$4 between=$5 mutant=0 name="$1-$2-$3-$4-$5"
     if [ "${6:-}" = mutant ]; then mutant=1 name="$name-mutant"; fi
     local dir="$out/runs/$name"
-    rm -rf "$dir" && mkdir -p "$dir"
+    mkdir -p "$dir"
     truncate -s "$(fs_bytes "$fs")" "$dir/data.img"
     mkfs_for "$fs" "$dir/data.img"
     cp --sparse=always "$dir/data.img" "$dir/replay.img"
@@ -57,7 +76,7 @@ run_one() { # FS KIND SEED OPS BETWEEN [mutant]
     local started=$SECONDS
     timeout --kill-after=10 "$GUEST_TIMEOUT_S" nice -n 19 "$qemu" "${qemu_share[@]}" -accel tcg -cpu max -m 1G -smp 1 \
         -nographic -no-reboot -kernel "$out/vmlinuz" -initrd "$out/initramfs.gz" \
-        -append "console=ttyS0 quiet panic=-1 ct.fs=$fs ct.kind=$kind ct.seed=$seed ct.ops=$ops ct.between=$between ct.mutant=$mutant" \
+        -append "console=ttyS0 quiet panic=-1 ct.fs=$fs ct.kind=$kind ct.seed=$seed ct.ops=$ops ct.between=$between ct.mutant=$mutant ct.stall=$STALL_S" \
         "${drives[@]}" </dev/null >"$dir/serial.log" 2>&1 || true
     local prefix="[$name $((SECONDS - started))s]"
     # The first violations in full (a lost record stays lost in every
@@ -65,7 +84,13 @@ run_one() { # FS KIND SEED OPS BETWEEN [mutant]
     grep -a 'crashtest: \(VIOLATION\|ERROR\)' "$dir/serial.log" | head -n 3 | cut -c1-400 | sed "s/^/$prefix /" || true
     grep -a 'crashtest: SUMMARY' "$dir/serial.log" | sed "s/^/$prefix /" | tee -a "$results" || true
     rm -f "$dir"/*.img
-    grep -aq 'crashtest: SUMMARY' "$dir/serial.log"
+    grep -aq 'crashtest: SUMMARY' "$dir/serial.log" && return 0
+    # Unfinished: where it stopped (the guest's watchdog prints the step,
+    # the stacks and the blocked tasks; crashtest/src/watchdog.rs).
+    echo "$prefix unfinished; its serial log from the watchdog's report (or its end):"
+    { grep -aq 'crashtest: STALLED' "$dir/serial.log" && sed -n '/crashtest: STALLED/,$p' "$dir/serial.log" ||
+        tail -n 30 "$dir/serial.log"; } | head -n 120 | tr -cd '\11\12\40-\176' | cut -c1-300 | sed "s/^/$prefix   /"
+    return 1
 }
 
 # The table of docs/crash-safety.md from the SUMMARY lines of $results.

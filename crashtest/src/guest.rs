@@ -10,6 +10,7 @@
 use crate::check::check_state;
 use crate::log::{Log, read_log};
 use crate::replay::{Point, PointKind, Replayer, between_points, kept_writes, prefix_points};
+use crate::watchdog::{self, step};
 use crate::workload::{Kind, Op, execute, models, ops};
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
@@ -41,6 +42,8 @@ pub struct Settings {
     pub ops: usize,
     /// Sampled states per gap between flush points.
     pub between: usize,
+    /// How long one step may last before the watchdog ends the run.
+    pub stall: std::time::Duration,
     /// The data, log, replay and snapshot devices.
     pub devices: [PathBuf; 4],
 }
@@ -100,10 +103,12 @@ pub fn record(settings: &Settings, ops: &[Op]) -> Result<(), String> {
     let dir = Path::new(DATA_MOUNT).join(STORE_DIR);
     let mut handle = None;
     for (k, op) in ops.iter().enumerate() {
+        step(format!("op {} ({})", k + 1, op.describe()));
         execute(&mut handle, &dir, op).map_err(|e| format!("op {} ({}): {e}", k + 1, op.describe()))?;
         run("dmsetup", &["message", LOG_TARGET, "0", "mark", &format!("op-{}", k + 1)])?;
     }
     drop(handle);
+    step("the recording's unmount");
     run("umount", &[DATA_MOUNT])?;
     run("dmsetup", &["remove", LOG_TARGET])
 }
@@ -124,6 +129,7 @@ pub fn replay_and_check(settings: &Settings, ops: &[Op]) -> Result<Tally, String
     let models = models(ops);
     let mut tally = Tally { entries: log.entries.len(), ..Tally::default() };
     for point in &points {
+        step(format!("the replay to {}", point.label()));
         replayer.advance(&log.entries, point.prefix).map_err(|e| format!("replay: {e}"))?;
         replayer.target().sync_all().map_err(|e| format!("sync replay device: {e}"))?;
         if let Err(what) = check_point(settings, &log, &mut replayer, point, ops, &models) {
@@ -189,8 +195,11 @@ fn build_and_check(
         snap.sync_all().map_err(|e| format!("harness: {e}"))?;
     }
     std::fs::create_dir_all(CHECK_MOUNT).map_err(|e| e.to_string())?;
+    step(format!("the mount of {}", point.label()));
     run("mount", &["-t", &settings.fs, device, CHECK_MOUNT]).map_err(|e| format!("mount failed: {e}"))?;
+    step(format!("the check of {}", point.label()));
     let checked = check_state(&Path::new(CHECK_MOUNT).join(STORE_DIR), ops, models, point);
+    step(format!("the unmount of {}", point.label()));
     let unmounted = run("umount", &[CHECK_MOUNT]).map_err(|e| format!("harness: {e}"));
     checked.and(unmounted)
 }
@@ -198,6 +207,7 @@ fn build_and_check(
 /// The whole run: generate, record, replay and check, print the summary.
 pub fn run_all(settings: &Settings) -> Result<Tally, String> {
     let started = Instant::now();
+    watchdog::start(settings.stall);
     let ops = ops(settings.kind, settings.seed, settings.ops);
     record(settings, &ops)?;
     let recorded = started.elapsed().as_secs_f64();

@@ -6,7 +6,8 @@
 //! acknowledged operation. The log ([`log`]) is then replayed ([`replay`])
 //! to every flush point, every mark and sampled states between flushes;
 //! each state is mounted (journal recovery included) and checked
-//! ([`check`]) against the model. [`guest`] runs all of it in the guest.
+//! ([`check`]) against the model. [`guest`] runs all of it in the guest;
+//! [`watchdog`] ends a run whose step stops making progress.
 //! See `docs/crash-safety.md`, "On the real kernel".
 
 pub mod check;
@@ -14,4 +15,5 @@ pub mod guest;
 pub mod log;
 pub mod replay;
 pub mod table;
+pub mod watchdog;
 pub mod workload;

@@ -9,7 +9,7 @@ use std::io::{Seek, SeekFrom};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: loaderx-crashtest guest [fs=ext4] [kind=append] [seed=1] [ops=10] [between=2]
+const USAGE: &str = "usage: loaderx-crashtest guest [fs=ext4] [kind=append] [seed=1] [ops=10] [between=2] [stall=300]
        loaderx-crashtest ops [kind=append] [seed=1] [ops=10]   (lists a workload's operations)
        loaderx-crashtest dump LOG";
 
@@ -20,6 +20,7 @@ fn settings(args: &[String]) -> Result<Settings, String> {
         seed: 1,
         ops: 10,
         between: 2,
+        stall: loaderx_crashtest::watchdog::STALL,
         devices: ["/dev/vda", "/dev/vdb", "/dev/vdc", "/dev/vdd"].map(PathBuf::from),
     };
     for arg in args {
@@ -31,6 +32,7 @@ fn settings(args: &[String]) -> Result<Settings, String> {
             "seed" => s.seed = number()?,
             "ops" => s.ops = number()? as usize,
             "between" => s.between = number()? as usize,
+            "stall" => s.stall = std::time::Duration::from_secs(number()?),
             _ => return Err(format!("unknown setting {arg}")),
         }
     }
