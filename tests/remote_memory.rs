@@ -833,12 +833,13 @@ fn push_copy_as_column(remote: &Arc<Faulty>) {
 /// rows: a reader sees the rows committed before it or all of them, never
 /// a part, and never an error; and an adoption of the same rows staged
 /// again then commits exactly them after the committed rows. A gc after
-/// the failure removes no object a reader reaches, and one after the
-/// second adoption leaves no orphan.
+/// the failure removes no object a reader reaches (after a failed first
+/// adoption, nothing while it is young and then every object), and one
+/// after the second adoption leaves no orphan.
 #[test]
 fn an_adoption_failed_at_any_write_leaves_the_commit_whole() {
     use loaderx::publish::{adopt_published, remove_unlisted_objects};
-    let mut reclaimed = 0;
+    let (mut reclaimed, mut first_reclaimed) = (0, 0);
     for base in [0usize, 7] {
         let setup = || {
             let remote = Faulty::new();
@@ -877,6 +878,14 @@ fn an_adoption_failed_at_any_write_leaves_the_commit_whole() {
                 reclaimed += report.removed.iter().filter(|n| !n.starts_with(".staging/")).count();
                 let rows = published_table_rows(location(&remote, options()));
                 assert_eq!(rows, (0..committed).map(table_row).collect::<Vec<_>>(), "gc after write {n}");
+            } else {
+                // A failed first write: kept while young (it may be under
+                // way), then every object of it reclaimed, by its mark.
+                let young = remove_unlisted_objects(&dest, Duration::from_secs(3600)).unwrap();
+                assert!(young.removed.is_empty(), "write {n}: {young:?}");
+                let report = remove_unlisted_objects(&dest, Duration::ZERO).unwrap();
+                first_reclaimed += report.removed.iter().filter(|n| !n.starts_with(".staging/")).count();
+                assert_eq!(object_names(&remote), Vec::<String>::new(), "gc after write {n}: {report:?}");
             }
             stage_table(&dest, ".staging/w2/t0", committed..committed + 3, "text");
             assert_eq!(adopt_published(&dest, &[".staging/w2/t0"]).unwrap(), (committed + 3) as u64, "after write {n}");
@@ -887,6 +896,7 @@ fn an_adoption_failed_at_any_write_leaves_the_commit_whole() {
         }
     }
     assert!(reclaimed > 0, "failed adoptions left copies outside the staging that a gc reclaimed");
+    assert!(first_reclaimed > 0, "failed first adoptions left copies outside the staging that a gc reclaimed");
 }
 
 /// A gc keeps what is younger than its bound (a write under way) and what

@@ -13,6 +13,10 @@
 //! - R0: every staged table read and checked (its columns the
 //!   destination's, each column one store of exactly its committed rows,
 //!   the schema the column's); nothing is written before all of them pass;
+//! - R0b: where nothing is published yet, the object
+//!   `.staging/first-commit` ([`FIRST_COMMIT_FILE`]) put, so that a gc can
+//!   tell a failed first write's copies from objects of no write of ours
+//!   (`publish/gc.rs`); it is removed after R3;
 //! - R1: per column, each staged store's objects copied to the prefix of
 //!   its new shard, and for shards 1 on its manifest uploaded after them;
 //! - R2: per column, once every copy is done, `shards.json` uploaded (the
@@ -38,10 +42,16 @@ use super::objects::{Source, remove_replaced, upload, upload_version};
 use crate::dataset::{Schema, ShardTable};
 use crate::error::{Error, Result};
 use crate::format::{
-    MANIFEST_FILE, SHARDS_FILE, SHARDS_MAX, TABLE_FILE, TABLE_ROWS_MAX, column_dir_name, shard_dir_name,
+    MANIFEST_FILE, SHARDS_FILE, SHARDS_MAX, STAGING_DIR, TABLE_FILE, TABLE_ROWS_MAX, column_dir_name, shard_dir_name,
 };
 use crate::io::remote::{BUCKET_LIST_MAX, Location, Manifest, ObjectInfo, Published, RemoteFs, read_manifest};
 use crate::table::{ColumnType, Commit, columns_differ};
+
+/// `first-commit`: the object under `.staging/` that an adoption where
+/// nothing is published puts before its first copy (R0b) and removes after
+/// its commit. While it is there and nothing is published, the objects of
+/// this format's names under the location are a first write's (`publish/gc.rs`).
+pub const FIRST_COMMIT_FILE: &str = "first-commit";
 
 /// A staged table that passed R0: where it is, its rows, and each
 /// column's store (its manifest read once).
@@ -102,6 +112,10 @@ pub fn adopt_published(dest: &Location, staged: &[&str]) -> Result<u64> {
         return Ok(rows);
     }
     check_schemas(&found, &parts, columns.len())?;
+    let first = found.manifest.is_none();
+    if first {
+        mark_first_commit(dest)?; // R0b
+    }
     let mut tables = Vec::with_capacity(columns.len());
     for k in 0..columns.len() {
         tables.push(copy_column(dest, k, found.columns.get(k), rows, &parts)?); // R1
@@ -111,6 +125,9 @@ pub fn adopt_published(dest: &Location, staged: &[&str]) -> Result<u64> {
     }
     let commit = Commit { rows: total, columns, mark: None };
     publish_commit(dest, &commit, found.manifest.as_ref())?; // R3
+    if first {
+        remove_first_commit_mark(dest)?;
+    }
     for part in &parts {
         remove_published(&part.at)?; // R4
     }
@@ -374,6 +391,26 @@ fn publish_commit(dest: &Location, commit: &Commit, old: Option<&Manifest>) -> R
     let next = Manifest { published: Published::Table { rows: commit.rows }, objects };
     upload_manifest(dest, &next)?;
     remove_replaced(dest, old, &next, TABLE_FILE).map_err(remote(dest, "remove"))
+}
+
+/// R0b: puts `.staging/first-commit` at `dest`.
+fn mark_first_commit(dest: &Location) -> Result<()> {
+    let staging = dest.child(STAGING_DIR);
+    let text = b"a first write's adoption: its copies are reclaimed by a gc if it fails\n".to_vec();
+    upload(&staging, FIRST_COMMIT_FILE, &Source::Memory(text)).map_err(remote(dest, "upload .staging/first-commit"))?;
+    Ok(())
+}
+
+/// After a first commit: removes `.staging/first-commit` (a gc removes it
+/// too, if this fails, as an unlisted staged object).
+fn remove_first_commit_mark(dest: &Location) -> Result<()> {
+    let key = dest.child(STAGING_DIR).key(FIRST_COMMIT_FILE);
+    dest.fetcher()
+        .run(async |store| match store.delete(&key).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        })
+        .map_err(remote(dest, "remove .staging/first-commit"))
 }
 
 /// Removes every object under `at` (at most [`BUCKET_LIST_MAX`] of them a

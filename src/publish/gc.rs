@@ -16,6 +16,14 @@
 //! published manifests (the location's, its columns', their shards') do
 //! not list it and it was written before `keep_newer_than` ago: a write
 //! under way (its staging, its copies before its commit) is younger.
+//!
+//! Where nothing is published, nothing tells this format's objects from
+//! others' of the same names, except the mark `.staging/first-commit` that
+//! a first adoption puts before its copies and removes after its commit
+//! (`publish/adopt.rs`, R0b). Without it, only staged objects are
+//! candidates. With it, and older than the bound, every name above is: a
+//! failed first write's copies. The mark itself goes last, once nothing
+//! younger than the bound (a write under way) was kept.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -24,6 +32,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
 
+use super::adopt::FIRST_COMMIT_FILE;
 use crate::dataset::ShardTable;
 use crate::error::{Error, Result};
 use crate::format::{
@@ -47,16 +56,14 @@ pub struct GcReport {
 
 /// Removes the objects under `at` that no published manifest lists and
 /// that are older than `keep_newer_than` (see the module's comment).
-/// Where nothing is published, only staged objects are: what else is
-/// there is not known to be this format's (the copies of a first write
-/// whose commit failed are written over by the next write's, and a gc
-/// after it removes the rest). A write under way for longer than
+/// Where nothing is published, only staged objects are, unless a failed
+/// first write left its mark (see the module's comment). A write under way for longer than
 /// `keep_newer_than` may lose its objects: object storage gives no lock
 /// to tell a running write's objects from a dead one's.
 pub fn remove_unlisted_objects(at: &Location, keep_newer_than: Duration) -> Result<GcReport> {
     let cutoff = SystemTime::now().checked_sub(keep_newer_than).unwrap_or(UNIX_EPOCH);
     let Some(manifest) = read_manifest(at).map_err(remote(at, "read manifest.json"))? else {
-        return remove_candidates(at, &BTreeSet::new(), cutoff, |name| name.starts_with(STAGING_PREFIX));
+        return remove_unpublished(at, cutoff);
     };
     let mut live = BTreeSet::from([MANIFEST_FILE.to_string()]);
     match manifest.published {
@@ -77,6 +84,39 @@ pub fn remove_unlisted_objects(at: &Location, keep_newer_than: Duration) -> Resu
 
 /// The names under `.staging/`.
 const STAGING_PREFIX: &str = ".staging/";
+
+/// Where nothing is published at `at`: the staged objects, or, if a first
+/// write's mark is older than `cutoff`, every candidate, the mark last.
+fn remove_unpublished(at: &Location, cutoff: SystemTime) -> Result<GcReport> {
+    let mark_name = format!("{STAGING_PREFIX}{FIRST_COMMIT_FILE}");
+    let mark = at.child(STAGING_DIR).key(FIRST_COMMIT_FILE);
+    let marked = at
+        .fetcher()
+        .run(async |store| match store.head(&mark).await {
+            Ok(meta) => Ok(Some(meta.last_modified)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        })
+        .map_err(remote(at, "read .staging/first-commit"))?;
+    let keep = BTreeSet::from([mark_name.clone()]);
+    let old = marked.is_some_and(|t| SystemTime::from(t) <= cutoff);
+    if !old {
+        let mut report = remove_candidates(at, &keep, cutoff, |name| name.starts_with(STAGING_PREFIX))?;
+        report.kept_recent += usize::from(marked.is_some());
+        return Ok(report);
+    }
+    let mut report = remove_candidates(at, &keep, cutoff, is_candidate)?;
+    if report.kept_recent == 0 && !report.truncated {
+        at.fetcher()
+            .run(async |store| match store.delete(&mark).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                Err(e) => Err(e.into()),
+            })
+            .map_err(remote(at, "remove .staging/first-commit"))?;
+        report.removed.push(mark_name);
+    }
+    Ok(report)
+}
 
 /// Adds the objects `manifest` (read at the prefix `under`) lists, each by
 /// the key that holds it.

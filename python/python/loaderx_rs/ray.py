@@ -542,7 +542,9 @@ def gc(dest: Any, keep_newer_than: float = 3600.0) -> List[str]:
     than `keep_newer_than` seconds ago. Object storage gives no lock to
     tell a running write from a dead one: the bound keeps the objects of a
     write under way for that long. Where nothing is published yet, only
-    staged objects are removed. Returns the removed objects' URLs."""
+    staged objects are removed, and a failed first write's copies (by the
+    mark `.staging/first-commit` that its commit would have removed).
+    Returns the removed objects' URLs."""
     dest = os.fspath(dest)
     if _is_url(dest):
         return loaderx_rs._remove_unlisted(dest, float(keep_newer_than))
