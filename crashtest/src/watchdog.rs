@@ -4,19 +4,19 @@
 //!
 //! The run names each step ([`step`]): an operation of the workload, or
 //! a state's replay, mount, check and unmount. When one step lasts
-//! longer than its limit (`stall=SECONDS`, [`STALL`] by default), the watchdog prints `crashtest: STALLED` with
-//! the step, the stacks of the run's threads and the kernel's list of
-//! blocked tasks (SysRq `w`), then powers off (SysRq `o`). A task stuck
-//! in the kernel cannot be killed, and the guest's init would wait for
-//! it.
+//! longer than its limit (`stall=SECONDS`, [`STALL`] by default), the
+//! watchdog prints `crashtest: STALLED` with the step, the stacks of the
+//! run's threads and the kernel's list of blocked tasks (SysRq `w`), then
+//! powers off (SysRq `o`). A task stuck in the kernel cannot be killed,
+//! and the guest's init would wait for it.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// How long one step may last by default. The slowest steps take seconds under TCG
-/// (a replay of a few MiB, a table's check); CI's guests run at the
-/// lowest priority beside the builds, which the guest's clock does not
-/// see as time stopped.
+/// How long one step may last by default. The slowest steps take
+/// seconds under TCG (a replay of a few MiB, a table's check); CI's
+/// guests run at the lowest priority beside the builds, which the guest's
+/// clock does not see as time stopped.
 pub const STALL: Duration = Duration::from_secs(300);
 
 /// The step in progress and when it began.

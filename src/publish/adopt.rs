@@ -38,7 +38,7 @@ use std::path::Path;
 use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
 
-use super::objects::{Source, remove_replaced, upload, upload_version};
+use super::objects::{Source, remove, remove_replaced, upload, upload_version};
 use crate::dataset::{Schema, ShardTable};
 use crate::error::{Error, Result};
 use crate::format::{
@@ -404,13 +404,7 @@ fn mark_first_commit(dest: &Location) -> Result<()> {
 /// After a first commit: removes `.staging/first-commit` (a gc removes it
 /// too, if this fails, as an unlisted staged object).
 fn remove_first_commit_mark(dest: &Location) -> Result<()> {
-    let key = dest.child(STAGING_DIR).key(FIRST_COMMIT_FILE);
-    dest.fetcher()
-        .run(async |store| match store.delete(&key).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(e.into()),
-        })
-        .map_err(remote(dest, "remove .staging/first-commit"))
+    remove(&dest.child(STAGING_DIR), FIRST_COMMIT_FILE).map_err(remote(dest, "remove .staging/first-commit"))
 }
 
 /// Removes every object under `at` (at most [`BUCKET_LIST_MAX`] of them a

@@ -33,6 +33,7 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
 
 use super::adopt::FIRST_COMMIT_FILE;
+use super::objects::remove;
 use crate::dataset::ShardTable;
 use crate::error::{Error, Result};
 use crate::format::{
@@ -107,12 +108,7 @@ fn remove_unpublished(at: &Location, cutoff: SystemTime) -> Result<GcReport> {
     }
     let mut report = remove_candidates(at, &keep, cutoff, is_candidate)?;
     if report.kept_recent == 0 && !report.truncated {
-        at.fetcher()
-            .run(async |store| match store.delete(&mark).await {
-                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-                Err(e) => Err(e.into()),
-            })
-            .map_err(remote(at, "remove .staging/first-commit"))?;
+        remove(&at.child(STAGING_DIR), FIRST_COMMIT_FILE).map_err(remote(at, "remove .staging/first-commit"))?;
         report.removed.push(mark_name);
     }
     Ok(report)

@@ -51,7 +51,7 @@ mod gc;
 mod lock;
 mod objects;
 
-pub use adopt::{FIRST_COMMIT_FILE, adopt_published, remove_published};
+pub use adopt::{adopt_published, remove_published};
 pub use gc::{GcReport, remove_unlisted_objects};
 pub use lock::{LockTaken, WRITE_LOCK_FILE, lock_writes, unlock_writes};
 

@@ -1,6 +1,7 @@
 //! Objects at a location: uploading a local file or bytes (in parts when
 //! large; the entity tag read back), a file's new version beside the one a
-//! manifest lists, and removing the version a new manifest replaced. What
+//! manifest lists, removing the version a new manifest replaced, or any one
+//! object. What
 //! a push (`mod.rs`) and an adoption (`adopt.rs`) write goes through here.
 
 use std::io;
@@ -75,7 +76,12 @@ pub(super) fn upload_version(to: &Location, name: &str, bytes: Vec<u8>) -> io::R
 pub(super) fn remove_replaced(at: &Location, old: Option<&Manifest>, new: &Manifest, name: &str) -> io::Result<()> {
     let key = |m: &Manifest| m.objects.get(name).map(|o| o.key.clone().unwrap_or_else(|| name.to_string()));
     let Some(stale) = old.and_then(key).filter(|k| Some(k) != key(new).as_ref()) else { return Ok(()) };
-    let path = at.key(&stale);
+    remove(at, &stale)
+}
+
+/// Removes object `name` at `at`; one already gone is no error.
+pub(super) fn remove(at: &Location, name: &str) -> io::Result<()> {
+    let path = at.key(name);
     at.fetcher().run(async |store| match store.delete(&path).await {
         Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
         Err(e) => Err(e.into()),
