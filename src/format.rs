@@ -32,10 +32,14 @@ pub const SUMS_FILE: &str = "sums.zr";
 pub const SUMS_TMP_FILE: &str = "sums.zr.tmp";
 /// The magic of `sums.zr`'s header.
 pub const SUMS_MAGIC: [u8; 4] = *b"ZSUM";
-/// The version of `sums.zr`'s layout.
-pub const SUMS_VERSION: u32 = 1;
-/// `sums.zr`'s header: magic, version, the seal's word at offset 8, zeros
-/// to the end (`docs/format.md`, "Checksums").
+/// The version of `sums.zr`'s layout: 2, with the covered word. Version 1
+/// (no covered word: every slot below the length was durable before its
+/// commit) is read as covering every slot, and a writer's open rewrites it
+/// as version 2.
+pub const SUMS_VERSION: u32 = 2;
+/// `sums.zr`'s header: magic, version, the seal's word at offset 8, the
+/// covered word at offset 16, zeros to the end (`docs/format.md`,
+/// "Checksums").
 pub const SUMS_HEADER_BYTES: u64 = 64;
 /// One slot of `sums.zr`: the record's sum, then its entry's tag (0: the
 /// slot covers no record), both little-endian `u32`s: one 8-byte word.

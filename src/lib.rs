@@ -29,6 +29,6 @@ pub mod table;
 pub use error::{Corruption, Error, Result};
 pub use format::Codec;
 pub use store::{
-    APPEND_SEGMENT_BYTES_DEFAULT, CompactOptions, CompactPlan, CompactReport, CoverReport, Options, ReadMode,
-    ReadOptions, ReadStats, Stats, VerifyReads, VerifyReport, Zrecord, default_dict_size,
+    APPEND_SEGMENT_BYTES_DEFAULT, CHECKSUM_LAG_BYTES_DEFAULT, CompactOptions, CompactPlan, CompactReport, CoverReport,
+    Options, ReadMode, ReadOptions, ReadStats, Stats, VerifyReads, VerifyReport, Zrecord, default_dict_size,
 };

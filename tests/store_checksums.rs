@@ -255,6 +255,148 @@ fn another_writers_delete_is_no_error_and_is_covered_again() {
     assert_eq!(failing(dir.path(), &model), [2]);
 }
 
+/// `sums.zr`'s header and slots `0..n`, as on disk now.
+fn sums_head(dir: &Path, n: u32) -> Vec<u8> {
+    let mut bytes = vec![0u8; sum_offset(n) as usize];
+    OpenOptions::new().read(true).open(dir.join(SUMS_FILE)).unwrap().read_exact_at(&mut bytes, 0).unwrap();
+    bytes
+}
+
+/// A power loss after appends whose slots (and perhaps seal) were never
+/// written back: `sums.zr` gets `old`'s bytes at `range` again.
+fn lose_sums(dir: &Path, old: &[u8], range: std::ops::Range<usize>) {
+    let file = OpenOptions::new().write(true).open(dir.join(SUMS_FILE)).unwrap();
+    file.write_all_at(&old[range.clone()], range.start as u64).unwrap();
+}
+
+/// 12 raw records, the last 4 deleted (their slots left behind, past the
+/// length: another record's sum and tag), then 4 others appended over
+/// them; `sums.zr` before those appends, and the model after them.
+fn appended_over_leftovers(dir: &Path) -> (Vec<u8>, Vec<Vec<u8>>) {
+    let mut model = build(dir, Kind::RawFixed);
+    let mut store = Zrecord::open(dir).unwrap();
+    store.delete(&[8, 9, 10, 11]).unwrap();
+    model.truncate(8);
+    drop(store);
+    let before = sums_head(dir, 12);
+    let store = Zrecord::open(dir).unwrap();
+    let later: Vec<Vec<u8>> = (20..24u64).map(|k| record(k, 300)).collect();
+    append_all(&store, &later, Codec::Raw);
+    drop(store);
+    model.extend(later);
+    (before, model)
+}
+
+#[test]
+fn appends_whose_checksums_a_crash_lost_are_unchecked_then_summed_at_the_next_writers_open() {
+    // The slots and the covered word lost; the seal lost too, or written
+    // back (it shares the covered word's page).
+    for seal_lost in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let (before, model) = appended_over_leftovers(dir.path());
+        assert_ne!(sums_head(dir.path(), 12)[sum_offset(8) as usize..], before[sum_offset(8) as usize..]);
+        let kept_seal = if seal_lost { 8 } else { 16 };
+        lose_sums(dir.path(), &before, kept_seal..sum_offset(12) as usize);
+        if !seal_lost {
+            lose_sums(dir.path(), &before, 16..24);
+        }
+        // A reader: no false error, the lost slots' records unchecked.
+        let report = Zrecord::open_read_only(dir.path()).unwrap().verify().unwrap();
+        assert!(report.is_ok(), "seal lost {seal_lost}: {report:?}");
+        assert_eq!(report.sealed, !seal_lost, "{report:?}");
+        assert_eq!((report.checksummed, report.unchecked), (8, 4), "{report:?}");
+        assert!(failing(dir.path(), &model).is_empty(), "seal lost {seal_lost}");
+        // The next writer's open sums them again and the seal holds.
+        drop(Zrecord::open(dir.path()).unwrap());
+        let report = Zrecord::open_read_only(dir.path()).unwrap().verify().unwrap();
+        assert!(report.is_ok() && report.sealed, "seal lost {seal_lost}: {report:?}");
+        assert_eq!((report.checksummed, report.unchecked), (12, 0), "{report:?}");
+        // Checked again: a flipped bit in one of them is named.
+        let e = entry(dir.path(), 10);
+        flip(&dir.path().join("0.zr"), u64::from(e.loc().offset) + 7, 2);
+        assert_eq!(named(dir.path()), [10], "seal lost {seal_lost}");
+        assert_eq!(failing(dir.path(), &model), [10], "seal lost {seal_lost}");
+    }
+}
+
+/// `sums.zr`'s covered word, as the file holds it (`None`: it does not check).
+fn covered(dir: &Path) -> Option<u32> {
+    let head = sums_head(dir, 0);
+    let covered = u32::from_le_bytes(head[16..20].try_into().unwrap());
+    let check = u32::from_le_bytes(head[20..24].try_into().unwrap());
+    (crc32c::crc32c(&head[16..20]) | 1 == check).then_some(covered)
+}
+
+#[test]
+fn the_covered_word_moves_with_the_lags_sync_at_its_bound_and_at_close() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path(), Kind::RawFixed);
+    assert_eq!(covered(dir.path()), Some(12), "synced at close");
+    // The default lag: appends leave it where it was until the close.
+    let store = Zrecord::open(dir.path()).unwrap();
+    append_all(&store, &[record(30, 300), record(31, 300)], Codec::Raw);
+    assert_eq!(covered(dir.path()), Some(12));
+    store.sync_checksums().unwrap();
+    assert_eq!(covered(dir.path()), Some(14));
+    append_all(&store, &[record(32, 300)], Codec::Raw);
+    drop(store);
+    assert_eq!(covered(dir.path()), Some(15));
+    // A lag of 600 bytes: the second append of 300 makes it due.
+    let store = Zrecord::open_with(dir.path(), Options { checksum_lag_bytes: 600, ..Options::default() }).unwrap();
+    append_all(&store, &[record(33, 300)], Codec::Raw);
+    assert_eq!(covered(dir.path()), Some(15));
+    append_all(&store, &[record(34, 300)], Codec::Raw);
+    assert_eq!(covered(dir.path()), Some(17));
+    // A delete lowers it with the length, before the length shrinks.
+    let mut store = store;
+    store.delete(&[16]).unwrap();
+    assert_eq!(covered(dir.path()), Some(16));
+    drop(store);
+    let report = Zrecord::open_read_only(dir.path()).unwrap().verify().unwrap();
+    assert!(report.is_ok() && report.sealed && report.checksummed == 16, "{report:?}");
+}
+
+#[test]
+fn a_version_1_sums_file_is_read_as_covered_whole_and_a_writer_rewrites_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = build(dir.path(), Kind::RawVariable);
+    // As a build before the covered word wrote it.
+    let file = OpenOptions::new().write(true).open(dir.path().join(SUMS_FILE)).unwrap();
+    file.write_all_at(&1u32.to_le_bytes(), 4).unwrap();
+    file.write_all_at(&[0; 8], 16).unwrap();
+    drop(file);
+    let e = entry(dir.path(), 11);
+    flip(&dir.path().join("0.zr"), u64::from(e.loc().offset), 3);
+    assert_eq!(named(dir.path()), [11], "every slot checked");
+    assert_eq!(failing(dir.path(), &model), [11]);
+    drop(Zrecord::open(dir.path()).unwrap());
+    let head = sums_head(dir.path(), 0);
+    assert_eq!(u32::from_le_bytes(head[4..8].try_into().unwrap()), 2);
+    assert_eq!(covered(dir.path()), Some(12));
+    assert_eq!(named(dir.path()), [11]);
+}
+
+#[test]
+fn another_writers_delete_after_a_crash_of_appends_breaks_the_seal() {
+    let dir = tempfile::tempdir().unwrap();
+    let (before, mut model) = appended_over_leftovers(dir.path());
+    lose_sums(dir.path(), &before, 8..sum_offset(12) as usize);
+    // The reference package deletes record 2: record 11 (one whose slot
+    // was lost) swapped into its place, the length 11, still past the
+    // covered word (8).
+    foreign_delete(dir.path(), 2, 12);
+    model.swap_remove(2);
+    drop(Zrecord::open(dir.path()).unwrap());
+    let report = Zrecord::open_read_only(dir.path()).unwrap().verify().unwrap();
+    assert!(report.is_ok() && !report.sealed, "{report:?}");
+    assert!(failing(dir.path(), &model).is_empty());
+    // `cover` mends it.
+    let mut store = Zrecord::open(dir.path()).unwrap();
+    store.cover().unwrap();
+    let report = store.verify().unwrap();
+    assert!(report.is_ok() && report.sealed && report.unchecked == 0, "{report:?}");
+}
+
 #[test]
 fn delete_and_compaction_keep_every_record_covered() {
     for kind in KINDS {

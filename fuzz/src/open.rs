@@ -11,8 +11,10 @@
 //! cut short, extended with holes (also past 4 GiB). `dict.zr` is absent, a
 //! trained dictionary, or arbitrary bytes; `schema.json` and leftover
 //! temporary files are arbitrary bytes. `sums.zr` is absent, or a header
-//! (this build's or not) whose seal is 0, arbitrary, or names the table's
-//! header (so that its slots are believed), with arbitrary slot words at
+//! (this build's, version 1's or not) whose seal is 0, arbitrary, or names
+//! the table's header (so that its slots are believed), whose covered word
+//! is arbitrary or checks (any count, or the table's length), with
+//! arbitrary slot words at
 //! hinted indices: a read then gives the record's bytes or a checksum
 //! error, never other bytes.
 
@@ -444,9 +446,14 @@ fn mutate(u: &mut In, mut store: Zrecord, disk: &Disk, sums: bool) {
 /// A `sums.zr` from the input (see the module's doc); `header` is the
 /// table's header as written.
 fn sums_file(u: &mut In, header: &[u8], hints: &[u64]) -> FileModel {
-    let mut head = Vec::with_capacity(16);
+    let mut head = Vec::with_capacity(24);
     head.extend_from_slice(if u.below(16) == 0 { b"ZSUX" } else { &SUMS_MAGIC });
-    head.extend_from_slice(&(if u.below(16) == 0 { u.u32() } else { SUMS_VERSION }).to_le_bytes());
+    let version = match u.below(16) {
+        0 => u.u32(),
+        1..4 => 1, // before the covered word: read as covering every slot
+        _ => SUMS_VERSION,
+    };
+    head.extend_from_slice(&version.to_le_bytes());
     let seal = match u.below(4) {
         0 => [0; 8],
         1 => u.u64().to_le_bytes(),
@@ -459,6 +466,20 @@ fn sums_file(u: &mut In, header: &[u8], hints: &[u64]) -> FileModel {
         }
     };
     head.extend_from_slice(&seal);
+    // The covered word: a count that checks (any, or the table's length),
+    // or any 8 bytes.
+    let covered = match u.below(4) {
+        0 => u.u32(),
+        1 => u32::from_le_bytes(header[12..16].try_into().expect("4 bytes")),
+        _ => u32::MAX,
+    };
+    match covered {
+        u32::MAX => head.extend_from_slice(&u.u64().to_le_bytes()),
+        n => {
+            head.extend_from_slice(&n.to_le_bytes());
+            head.extend_from_slice(&(crc32c::crc32c(&n.to_le_bytes()) | 1).to_le_bytes());
+        }
+    }
     let len = match u.below(4) {
         0 => u.below(SUMS_HEADER_BYTES + 16),
         1 => SUMS_HEADER_BYTES,

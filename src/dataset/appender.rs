@@ -278,6 +278,12 @@ impl DatasetAppender {
         Ok(holds - rows)
     }
 
+    /// Syncs the checksums appends left to sync later
+    /// ([`crate::Zrecord::sync_checksums`]).
+    pub fn sync_checksums(&self) -> Result<(), DatasetError> {
+        self.target_ref().sync_checksums()
+    }
+
     /// Makes what was appended durable, creating an empty dataset if none
     /// exists yet.
     pub fn finish(&mut self) -> Result<(), DatasetError> {

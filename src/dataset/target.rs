@@ -339,6 +339,13 @@ impl Target {
         Ok(())
     }
 
+    /// Syncs the last store's checksums that appends left to sync later
+    /// ([`Zrecord::sync_checksums`]; the sealed shards' were at their
+    /// rollover).
+    pub(crate) fn sync_checksums(&self) -> Result<(), DatasetError> {
+        Ok(self.store.as_ref().map_or(Ok(()), Zrecord::sync_checksums)?)
+    }
+
     /// Makes everything written durable (creating an empty dataset if none).
     pub(crate) fn finish(&mut self) -> Result<(), DatasetError> {
         Ok(self.prepare(None)?.sync()?)

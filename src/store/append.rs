@@ -340,7 +340,9 @@ impl Zrecord {
         for entry in &entries {
             assert_committable(entry, cursor, has_dict);
         }
-        writer.commit_append(first, &entries, &sums, cursor).map_err(|e| self.sync_failed(e))?; // steps 3, A2, A3, 4 (in Meta)
+        writer
+            .commit_append(first, &entries, &sums, cursor, self.options.checksum_lag_bytes)
+            .map_err(|e| self.sync_failed(e))?; // steps 3, A2, A3, 4 (in Meta)
         self.debug_check_invariants();
         Ok(u64::from(first))
     }

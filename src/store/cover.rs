@@ -6,7 +6,7 @@
 
 use super::Zrecord;
 use super::codec;
-use super::sums::{Sum, Sums};
+use super::sums::{SealAtOpen, Sum, Sums};
 use crate::error::{Error, Result};
 
 /// What [`Zrecord::cover`] did.
@@ -62,8 +62,96 @@ impl Zrecord {
             report.summed += 1;
         }
         sums.flush(0, view.len()).map_err(|e| self.sync_failed(e))?; // SYNC K1
-        sums.mend(header).map_err(|e| self.sync_failed(e))?; // SYNC K2
+        sums.covered_to(view.len());
+        sums.mend(header).map_err(|e| self.sync_failed(e))?; // SYNC K2, K5
         Ok(report)
+    }
+
+    /// A writer's open, before recovery: a version 1 `sums.zr` rewritten as
+    /// version 2, and the seal checked against the header. A stale seal is
+    /// this crate's own (an append's seal, not synced, lost in a crash) when
+    /// no intent is pending (`intent`: a delete or compaction syncs the seal
+    /// before its intent), the header is one appends reach from the sealed
+    /// one, and every slot below the covered word holds its record's sum
+    /// (its entry's tag, or the bytes match); otherwise another writer
+    /// changed the table, and the seal is broken. O(1) unless a crash lost
+    /// the seal: then one pass over the table below the covered word.
+    pub(super) fn settle_seal(&self, intent: bool) -> Result<()> {
+        let Some(sums) = self.meta.sums() else { return Ok(()) };
+        let sync_failed = |e| self.sync_failed(e);
+        sums.upgrade(self.len()).map_err(sync_failed)?;
+        let header = self.meta.header();
+        let at_open = sums.seal_at_open(header);
+        let ours = at_open == SealAtOpen::Stale && !intent && sums.appends_reach(header) && self.slots_fit(sums)?;
+        sums.settle_seal(header, at_open, ours).map_err(sync_failed)
+    }
+
+    /// Whether every slot below the covered word holds the sum of the
+    /// record its index names now ([`Sums::fits`]). A read that fails
+    /// fails the open (it may not fail again): no seal is broken for it.
+    fn slots_fit(&self, sums: &Sums) -> Result<bool> {
+        let view = self.view();
+        let below = sums.covered().min(view.len());
+        let mut scratch = Vec::new();
+        let scan = self.meta.try_for_each_written_entry(below, |index, entry| {
+            let mut failed = None;
+            let stored = || {
+                let valid = self.valid_entry(u64::from(index), view).ok()?;
+                match self.chunks.stored(&valid, &mut scratch) {
+                    Ok(stored) => Some(stored.to_vec()),
+                    Err(e) => {
+                        failed = Some(e).filter(|e| matches!(e, Error::Io { .. }));
+                        None
+                    }
+                }
+            };
+            let fits = sums.fits(index, &entry, stored);
+            match failed {
+                Some(e) => Err(Some(e)),
+                None if fits => Ok(()),
+                None => Err(None),
+            }
+        });
+        match scan {
+            Ok(()) => Ok(true),
+            Err(None) => Ok(false),
+            Err(Some(e)) => Err(e),
+        }
+    }
+
+    /// A writer's open: the records past the covered word (whose slots a
+    /// crash may have lost, `Sums`) summed again from their bytes, durable
+    /// before their commit, and the covered word moved up to the length
+    /// (SYNC K1, then K5). Nothing under a broken seal (mismatches are
+    /// unchecked there; `cover` mends it). A record whose entry does not
+    /// validate gets a slot that covers nothing (verify names it).
+    /// O(records past the word): at most the lag
+    /// ([`super::Options::checksum_lag_bytes`]) and the last append.
+    pub(super) fn cover_tail(&self) -> Result<()> {
+        let Some(sums) = self.meta.sums().filter(|s| s.sealed(|| self.meta.header())) else { return Ok(()) };
+        let view = self.view();
+        let from = sums.covered().min(view.len());
+        if from == view.len() {
+            return Ok(());
+        }
+        let appends = self.meta.lock_appends();
+        let mut scratch = Vec::new();
+        for index in from..view.len() {
+            let sum = match self.valid_entry(u64::from(index), view) {
+                Err(_) => Sum::NONE,
+                Ok(valid) => match self.chunks.stored(&valid, &mut scratch) {
+                    Ok(stored) => Sum::of(valid.entry(), stored),
+                    // A read that failed may not fail again: the open
+                    // fails, the covered word where it was.
+                    Err(e @ Error::Io { .. }) => return Err(e),
+                    Err(_) => Sum::NONE,
+                },
+            };
+            appends.put_sum(index, sum);
+        }
+        sums.flush(from, view.len()).map_err(|e| self.sync_failed(e))?; // SYNC K1
+        sums.covered_to(view.len());
+        sums.flush_header().map_err(|e| self.sync_failed(e)) // SYNC K5
     }
 
     /// Writes `sums.zr` for a store that has none and opens it.

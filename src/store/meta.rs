@@ -92,11 +92,7 @@ impl Meta {
         let map =
             meta.map(map_len as usize, MapMode::Shared { writable: !read_only }).map_err(io_err("map meta.zr"))?;
         let sums = Sums::open(vfs, path, read_only).map_err(io_err("open sums.zr"))?;
-        let meta = Meta::new(meta, map, map_len, sums);
-        if let Some(sums) = meta.sums.as_ref().filter(|_| !read_only) {
-            sums.check_seal_at_open(meta.header()).map_err(io_err("sync sums.zr"))?;
-        }
-        Ok((meta, meta_len))
+        Ok((Meta::new(meta, map, map_len, sums), meta_len))
     }
 
     /// Creates `meta.zr` in `dir` (which holds none): whole, by rename, or
@@ -282,6 +278,7 @@ impl AppendGuard<'_> {
         entries: &[Entry],
         sums: &[Sum],
         frontier: Frontier,
+        lag_bytes: u64,
     ) -> io::Result<()> {
         let meta = self.meta;
         assert_eq!(first, meta.len(), "an append commits at the published length");
@@ -299,18 +296,23 @@ impl AppendGuard<'_> {
             unsafe { store.put_all(first, sums)? };
             store.store_seal(meta.header(), Header::new(frontier, end));
         }
-        // The entries and the checksums with the seal: neither needs the
-        // other durable first, so the two syncs run at once.
-        let sums = meta.sums.as_ref();
+        // The slots and the seal are synced only when the lag is due: then
+        // with the entries, as neither needs the other durable first.
+        let bytes = entries.iter().map(|e| u64::from(e.phys_length())).sum();
+        let lag = meta.sums.as_ref().filter(|s| s.lagging(end, bytes, lag_bytes));
         let (entries, sealed) = crate::sync::join_blocking(
-            || meta.flush_entries(first, end),               // SYNC A2
-            || sums.map_or(Ok(()), |s| s.flush_sealed(end)), // SYNC K1 + K2
+            || meta.flush_entries(first, end),              // SYNC A2
+            || lag.map_or(Ok(()), |s| s.flush_sealed(end)), // SYNC K1 + K2 (the lag's)
         );
         entries?;
         sealed?;
-        // SAFETY: the append mutex is held. Its K2 finds the seal durable.
+        // SAFETY: the append mutex is held. Its K2 finds the seal stored
+        // (durable when the lag's sync ran; see `Sums`).
         unsafe { meta.store_header(frontier, end)? }; // SYNC A3 (H1, H2)
         meta.len.store(end, Ordering::Release);
+        if let Some(sums) = lag {
+            sums.covered_to(end);
+        }
         Ok(())
     }
 }
@@ -419,6 +421,9 @@ impl Meta {
     /// Writes an intent past the table and makes it durable, `meta.zr`'s
     /// new size included.
     pub(crate) fn write_intent(&self, intent: &Intent) -> io::Result<()> {
+        // The appends' slots and the seal first: a writer's open that finds
+        // an intent finds the seal naming the header (see `settle_seal`).
+        self.flush_lag()?; // SYNC K1 + K2, K5
         crate::io::write_all_at(&*self.file, &intent.encode(), META_BYTES)?;
         self.file.sync(SyncKind::All) // SYNC D1 (delete), C2a (compaction round)
     }
@@ -432,6 +437,12 @@ impl Meta {
             other => other?,
         }
         self.file.sync(SyncKind::All) // SYNC D4 (delete), C2b (compaction round)
+    }
+
+    /// The lag's sync ([`Sums::flush_lag`]): every slot below the length
+    /// and the seal durable, the covered word moved up to the length.
+    pub(crate) fn flush_lag(&self) -> io::Result<()> {
+        self.sums.as_ref().map_or(Ok(()), |sums| sums.flush_lag(self.len()))
     }
 
     /// Makes the header durable.

@@ -114,6 +114,15 @@ pub struct Options {
     /// by default those from the device. `verify` and compaction always
     /// check.
     pub verify_reads: VerifyReads,
+    /// Stored bytes of appended records whose checksums may wait for their
+    /// sync: an append writes its records' checksums before its commit but
+    /// syncs them (one device flush) only once the appends since the last
+    /// sync reach this many bytes or 65,536 records, before a delete or
+    /// compaction, and when the store closes. After a power loss, the
+    /// records past the last sync are unchecked until the next writer's
+    /// open sums them again from their bytes (`docs/crash-safety.md`,
+    /// "Checksums"). 0 syncs them with every append.
+    pub checksum_lag_bytes: u64,
 }
 
 /// Which gathers check each record's stored bytes against its checksum
@@ -216,6 +225,9 @@ impl ReadMode {
     }
 }
 
+/// The default [`Options::checksum_lag_bytes`]: 64 MiB.
+pub const CHECKSUM_LAG_BYTES_DEFAULT: u64 = 64 << 20;
+
 /// The default [`Options::append_segment_bytes`]: 2 MiB.
 pub const APPEND_SEGMENT_BYTES_DEFAULT: usize = 2 << 20;
 
@@ -230,6 +242,7 @@ impl Default for Options {
             append_segment_bytes: APPEND_SEGMENT_BYTES_DEFAULT,
             read_mode: ReadMode::Auto,
             verify_reads: VerifyReads::Device,
+            checksum_lag_bytes: CHECKSUM_LAG_BYTES_DEFAULT,
         }
     }
 }
@@ -406,7 +419,8 @@ impl Zrecord {
     }
 
     /// Makes everything durable. Every mutation is already durable when it
-    /// returns, so this only re-checks (it exists for the reference's API).
+    /// returns, so this re-checks, and syncs the checksums appends left to
+    /// sync later ([`Zrecord::sync_checksums`]).
     pub fn sync(&self) -> Result<()> {
         if self.is_read_only() {
             return Ok(());
@@ -415,7 +429,24 @@ impl Zrecord {
         let writer = self.meta.lock_appends();
         let last = writer.frontier().chunk;
         self.chunks.sync_data(last..last + 1).map_err(|e| self.sync_failed(e))?;
-        self.meta.flush_header().map_err(|e| self.sync_failed(e))
+        self.meta.flush_header().map_err(|e| self.sync_failed(e))?;
+        drop(writer);
+        self.sync_checksums()
+    }
+
+    /// Syncs the checksums of the appends since their last sync
+    /// ([`Options::checksum_lag_bytes`]), so that every reader checks every
+    /// record even after a power loss. Closing the store does it too (an
+    /// error there is dropped: the next writer's open sums those records
+    /// again); a table's commit and a shard's rollover do it first. Costs
+    /// nothing when no append is waiting.
+    pub fn sync_checksums(&self) -> Result<()> {
+        if self.is_read_only() {
+            return Ok(());
+        }
+        self.check_writable()?;
+        let _writer = self.meta.lock_appends();
+        self.meta.flush_lag().map_err(|e| self.sync_failed(e))
     }
 
     /// For a read-only store: picks up records another process appended
@@ -480,5 +511,18 @@ impl Zrecord {
     /// A failed sync: the store refuses writes from now on (fail-stop).
     fn sync_failed(&self, source: std::io::Error) -> Error {
         self.fail_stop.sync_failed(self.path(), source)
+    }
+}
+
+impl Drop for Zrecord {
+    /// A writer's close: the appends' checksums synced (the lag's sync,
+    /// `Sums::flush_lag`), so that readers check every record. Not after a
+    /// failed sync (what the page cache holds need not be on disk: the next
+    /// writer's open sums those records again), and an error is dropped
+    /// with the store: the next writer's open does the same.
+    fn drop(&mut self) {
+        if self.home.check_writable().is_ok() && self.fail_stop.check(self.path()).is_ok() {
+            let _ = self.meta.flush_lag();
+        }
     }
 }

@@ -65,6 +65,7 @@ pub(super) fn open(vfs: Arc<dyn Vfs>, path: &Path, options: Options) -> Result<Z
         reads: Default::default(),
     };
     if !read_only {
+        store.settle_seal(intent.is_some())?;
         store.recover(intent, meta_len)?;
     }
     Ok(store)
@@ -143,6 +144,7 @@ impl Zrecord {
             None => {}
         }
         self.repair_frontier()?;
+        self.cover_tail()?;
         self.settle()?;
         self.debug_check_invariants();
         Ok(())

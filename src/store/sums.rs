@@ -18,6 +18,16 @@
 //! reported (the record counts as unchecked) until `loaderx checksum`
 //! covers the store again. So the sums never report a false error.
 //!
+//! The covered word says how many slots, from the first, were durable when
+//! it was stored. An append writes its slots before its commit, as every
+//! mutation does, but does not sync them: they are synced, with the seal,
+//! once the appends since the last sync reach a bound (the lag), before a
+//! delete or compaction, and when the writer closes; the covered word then
+//! moves up. After a crash the slots past it may hold what an earlier
+//! record left there, so a mismatch past the covered word is unchecked, not
+//! corruption, and a writer's open sums those records again from their
+//! bytes (durable before the commit) and moves the word up.
+//!
 //! This file is the only code that reads or writes `sums.zr`; [`super::meta::Meta`]
 //! calls it in the table's crash order, and the reads call [`Sums::judge`].
 
@@ -31,10 +41,20 @@ use crate::format::{
     SUMS_VERSION, sum_offset,
 };
 use crate::io::{Map, MapMode, OpenMode, SyncKind, Vfs, VfsFile, read_exact_at, write_all_at, write_mapped};
-use crate::sync::{AtomicBool, AtomicU32, Ordering};
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
+/// The magic and the version's word in `sums.zr`'s header.
+const VERSION_OFFSET: usize = 0;
 /// The seal's word in `sums.zr`'s header.
 const SEAL_OFFSET: usize = 8;
+/// The covered word's offset in `sums.zr`'s header (version 2).
+const COVERED_OFFSET: usize = 16;
+/// The version without the covered word, whose writers synced every slot
+/// before its commit: read as covering them all.
+const VERSION_STRICT: u32 = 1;
+/// The most records whose slots an append leaves unsynced before the lag's
+/// sync (512 KiB of slots).
+pub(crate) const LAG_RECORDS_MAX: u32 = 1 << 16;
 /// How often a reader loads the seal and the header again when they did not
 /// match: a commit running meanwhile moves both.
 const SEAL_TRIES: usize = 3;
@@ -142,6 +162,25 @@ pub(crate) struct Sums {
     /// A writer's: how many slots past an append's end its next zeroing
     /// reaches.
     zero_step: AtomicU32,
+    /// A version 1 file, read as covering every slot (a writer's open
+    /// rewrites it as version 2 first: [`Sums::upgrade`]).
+    strict: AtomicBool,
+    /// A writer's: the stored bytes of the records appended since the lag's
+    /// last sync; `u64::MAX` once a sync of it is due at the writer's close.
+    lag_bytes: AtomicU64,
+}
+
+/// What a writer's open finds the seal to say of the table's header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SealAtOpen {
+    /// It names the header: this crate's writers alone moved it.
+    Names,
+    /// It names other headers: this crate's appends moved the header past
+    /// a seal a crash lost, or another writer moved it. The caller tells
+    /// the two apart ([`Sums::slots_keep_their_entries`]).
+    Stale,
+    /// Broken (0): another writer changed the table, and no cover since.
+    Broken,
 }
 
 /// The hash of one header word in the seal: 16 bits of its CRC-32C, never 0.
@@ -159,6 +198,32 @@ fn seal_word(from: Header, to: Header) -> u64 {
     for (k, word) in [a[0], a[1], b[0], b[1]].into_iter().enumerate() {
         bytes[2 * k..2 * k + 2].copy_from_slice(&word_hash(word).to_le_bytes());
     }
+    u64::from_ne_bytes(bytes)
+}
+
+/// The covered word for `covered` slots: the count, then its CRC-32C with
+/// the low bit set (so that a zero word, a version 1 file's, or a damaged
+/// one, covers nothing).
+fn covered_word(covered: u32) -> u64 {
+    let mut bytes = [0; 8];
+    bytes[..4].copy_from_slice(&covered.to_le_bytes());
+    bytes[4..].copy_from_slice(&(crc32c::crc32c(&covered.to_le_bytes()) | 1).to_le_bytes());
+    u64::from_ne_bytes(bytes)
+}
+
+/// The slots a covered word says were durable: 0 for a word that does not
+/// check.
+fn covered_of(word: u64) -> u32 {
+    let bytes = word.to_ne_bytes();
+    let covered = u32::from_le_bytes(bytes[..4].try_into().expect("4 bytes"));
+    if covered_word(covered) == word { covered } else { 0 }
+}
+
+/// The word at [`VERSION_OFFSET`] of a file of version `version`.
+fn version_word(version: u32) -> u64 {
+    let mut bytes = [0; 8];
+    bytes[..4].copy_from_slice(&SUMS_MAGIC);
+    bytes[4..].copy_from_slice(&version.to_le_bytes());
     u64::from_ne_bytes(bytes)
 }
 
@@ -187,7 +252,8 @@ impl Sums {
         }
         let mut head = [0; 8];
         read_exact_at(&*file, &mut head, 0)?;
-        if head[..4] != SUMS_MAGIC || u32::from_le_bytes(head[4..].try_into().expect("4 bytes")) != SUMS_VERSION {
+        let version = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
+        if head[..4] != SUMS_MAGIC || (version != SUMS_VERSION && version != VERSION_STRICT) {
             return Ok(None);
         }
         if !read_only && len < SUMS_BYTES {
@@ -204,6 +270,8 @@ impl Sums {
             broken: AtomicBool::new(false),
             zeroed: AtomicU32::new(0),
             zero_step: AtomicU32::new(ZERO_STEP_MIN),
+            strict: AtomicBool::new(version == VERSION_STRICT),
+            lag_bytes: AtomicU64::new(0),
         }))
     }
 
@@ -217,10 +285,10 @@ impl Sums {
         }
         let file = vfs.open(&tmp, OpenMode::Create)?;
         file.set_len(SUMS_BYTES)?;
-        let mut head = [0u8; 16];
-        head[..4].copy_from_slice(&SUMS_MAGIC);
-        head[4..8].copy_from_slice(&SUMS_VERSION.to_le_bytes());
-        head[8..].copy_from_slice(&seal_word(header, header).to_ne_bytes());
+        let mut head = [0u8; 24];
+        head[..8].copy_from_slice(&version_word(SUMS_VERSION).to_ne_bytes());
+        head[8..16].copy_from_slice(&seal_word(header, header).to_ne_bytes());
+        head[16..].copy_from_slice(&covered_word(header.length()).to_ne_bytes());
         write_all_at(&*file, &head, 0)?;
         file.sync(SyncKind::All)?; // SYNC K0
         vfs.rename(&tmp, &dir.join(SUMS_FILE))
@@ -301,13 +369,15 @@ impl Sums {
     }
 
     /// The header and slots `0..len` as a file of their own, sealed to
-    /// `header` if `sealed` (see `Zrecord::sums_image`).
+    /// `header` if `sealed`, covering what this file covers of them (see
+    /// `Zrecord::sums_image`).
     pub(crate) fn image(&self, len: u32, header: Header, sealed: bool) -> Vec<u8> {
         let mut image = vec![0u8; SUMS_HEADER_BYTES as usize];
-        image[..4].copy_from_slice(&SUMS_MAGIC);
-        image[4..8].copy_from_slice(&SUMS_VERSION.to_le_bytes());
+        image[..8].copy_from_slice(&version_word(SUMS_VERSION).to_ne_bytes());
         let seal = if sealed { seal_word(header, header) } else { 0 };
         image[SEAL_OFFSET..SEAL_OFFSET + 8].copy_from_slice(&seal.to_ne_bytes());
+        let covered = covered_word(self.covered().min(len));
+        image[COVERED_OFFSET..COVERED_OFFSET + 8].copy_from_slice(&covered.to_ne_bytes());
         image.reserve(len as usize * SUM_BYTES as usize);
         for index in 0..len {
             image.extend_from_slice(&self.get(index).to_word().to_ne_bytes());
@@ -325,12 +395,81 @@ impl Sums {
     }
 
     /// Before the table header moves from `from` to `to`: the seal names
-    /// both, durably (SYNC K2). A broken seal stays broken.
+    /// both, and the covered word covers no slot past `to`'s length,
+    /// durably (SYNC K2). A broken seal stays broken.
     pub(crate) fn seal(&self, from: Header, to: Header) -> io::Result<()> {
-        if !self.store_seal(from, to) {
+        let lowered = self.covered() > to.length() && !self.strict.load(Ordering::Relaxed);
+        if lowered {
+            // A shorter table: the slots past its length cover nothing, and
+            // an append over them must not find them counted as durable.
+            self.store_covered(to.length());
+        }
+        if !self.store_seal(from, to) && !lowered {
             return Ok(());
         }
         self.map.flush_range(0, SUMS_HEADER_BYTES as usize) // SYNC K2
+    }
+
+    /// How many slots, from the first, were durable when the covered word
+    /// was stored (every slot, for a version 1 file).
+    pub(crate) fn covered(&self) -> u32 {
+        if self.strict.load(Ordering::Relaxed) {
+            return u32::MAX;
+        }
+        covered_of(self.map.load_word(COVERED_OFFSET))
+    }
+
+    /// Stores the covered word (durable with the header's next sync): only
+    /// once the slots below `covered` are durable.
+    fn store_covered(&self, covered: u32) {
+        // SAFETY: the covered word is 8-aligned and only ever accessed with
+        // word loads and stores; its one writer is the store's writer.
+        unsafe { self.map.store_word(COVERED_OFFSET, covered_word(covered)) };
+    }
+
+    /// A writer's open of a version 1 file (every slot below `len` durable,
+    /// as its writers synced each before its commit): the covered word for
+    /// `len`, then the version 2 word, durably. The two lie in one sector.
+    pub(crate) fn upgrade(&self, len: u32) -> io::Result<()> {
+        if !self.strict.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        self.store_covered(len);
+        // SAFETY: as `store_covered`.
+        unsafe { self.map.store_word(VERSION_OFFSET, version_word(SUMS_VERSION)) };
+        self.strict.store(false, Ordering::Relaxed);
+        self.map.flush_range(0, SUMS_HEADER_BYTES as usize)
+    }
+
+    /// An append of records `..end`, `bytes` of them stored, whose slots
+    /// were stored and not synced: true when the lag's sync is due with
+    /// this append's (its slots past [`LAG_RECORDS_MAX`], or their bytes
+    /// past `lag_bytes`); the caller then runs [`Sums::flush_sealed`]
+    /// before its commit and [`Sums::covered_to`] after it.
+    pub(crate) fn lagging(&self, end: u32, bytes: u64, lag_bytes: u64) -> bool {
+        let lag = self.lag_bytes.load(Ordering::Relaxed).saturating_add(bytes).max(1);
+        self.lag_bytes.store(lag, Ordering::Relaxed);
+        lag >= lag_bytes || end.saturating_sub(self.covered()) >= LAG_RECORDS_MAX
+    }
+
+    /// After a commit at length `end` whose slots and seal were synced
+    /// ([`Sums::flush_sealed`]): the covered word moves up to `end`.
+    pub(crate) fn covered_to(&self, end: u32) {
+        self.store_covered(end);
+        self.lag_bytes.store(0, Ordering::Relaxed);
+    }
+
+    /// The lag's sync, outside an append: before a delete or compaction
+    /// writes its intent, and at the writer's close. The slots below `len`
+    /// and the seal durable (SYNC K1 + K2), then the covered word moved up
+    /// to `len`. Nothing when no append left slots unsynced since.
+    pub(crate) fn flush_lag(&self, len: u32) -> io::Result<()> {
+        if self.lag_bytes.load(Ordering::Relaxed) == 0 {
+            return Ok(());
+        }
+        self.flush_sealed(len)?; // SYNC K1 + K2
+        self.covered_to(len);
+        self.flush_header() // SYNC K5
     }
 
     /// Stores the seal of a move from `from` to `to`, not durable until a
@@ -356,21 +495,62 @@ impl Sums {
         self.map.flush_range(0, sum_offset(end) as usize) // SYNC K1 + K2
     }
 
-    /// A writer's open: the seal against the table's header; a broken one
-    /// is stored as broken for good (a later header equal to one it named
-    /// must not mend it).
-    pub(crate) fn check_seal_at_open(&self, header: Header) -> io::Result<()> {
-        if seal_names(self.map.load_word(SEAL_OFFSET), header) {
-            return Ok(());
+    /// A writer's open: what the seal says of the table's header.
+    pub(crate) fn seal_at_open(&self, header: Header) -> SealAtOpen {
+        match self.map.load_word(SEAL_OFFSET) {
+            0 => SealAtOpen::Broken,
+            seal if seal_names(seal, header) => SealAtOpen::Names,
+            _ => SealAtOpen::Stale,
         }
-        self.broken.store(true, Ordering::Relaxed);
-        self.seal(header, header)
+    }
+
+    /// A writer's open that found the seal stale: true when `header`'s
+    /// length is at least the covered word. This crate never leaves a
+    /// length below it: the word moves up only to a committed length, and
+    /// down, durably, before a delete shrinks the table. Another writer's
+    /// delete lowers the length (and its swap moves an entry below the
+    /// word, which [`Sums::fits`] finds).
+    pub(crate) fn appends_reach(&self, header: Header) -> bool {
+        header.length() >= self.covered()
+    }
+
+    /// Whether slot `index` holds the sum of the record `entry` names:
+    /// taken for that very entry, or (a move within a chunk whose slot kept
+    /// the old tag, a crash between C2 and K1) a sum that `stored`, the
+    /// bytes, match; a slot that covers no record holds nothing false.
+    pub(crate) fn fits(&self, index: u32, entry: &Entry, stored: impl FnOnce() -> Option<Vec<u8>>) -> bool {
+        let slot = self.get(index);
+        if !slot.covers() || slot.tag == tag_of(entry) || entry.logic_length() == 0 {
+            return true;
+        }
+        stored().is_some_and(|bytes| stored_sum(entry.codec, entry.logic_length(), &bytes) == slot.sum)
+    }
+
+    /// A writer's open: the seal as `at_open` and `ours` (the caller's
+    /// judgement of a stale one) make it. A seal that names the header is
+    /// kept; a stale one of this crate's appends is made to name the header
+    /// (SYNC K2); any other is stored as broken for good (a later header
+    /// equal to one it named must not mend it).
+    pub(crate) fn settle_seal(&self, header: Header, at_open: SealAtOpen, ours: bool) -> io::Result<()> {
+        match at_open {
+            SealAtOpen::Names => Ok(()),
+            SealAtOpen::Stale if ours => self.seal(header, header),
+            _ => {
+                self.broken.store(true, Ordering::Relaxed);
+                self.seal(header, header)
+            }
+        }
     }
 
     /// Before slots are summed again: the seal broken, durably.
     pub(crate) fn break_seal(&self) -> io::Result<()> {
         self.broken.store(true, Ordering::Relaxed);
         self.seal(Header::zeroed(), Header::zeroed())
+    }
+
+    /// Makes `sums.zr`'s header durable: the seal and the covered word.
+    pub(crate) fn flush_header(&self) -> io::Result<()> {
+        self.map.flush_range(0, SUMS_HEADER_BYTES as usize)
     }
 
     /// After the whole store was covered again: the seal names `header`.
@@ -402,7 +582,9 @@ impl Sums {
         if stored_sum(entry.codec, entry.logic_length(), stored) == slot.sum {
             return Verdict::Good;
         }
-        if !self.sealed(header) {
+        // Past the covered word a slot may be one an earlier record left
+        // there, if a crash lost an append's unsynced slots.
+        if index >= self.covered() || !self.sealed(header) {
             return Verdict::Unchecked;
         }
         Verdict::Bad { entry_matches: slot.tag == tag_of(entry) }
@@ -430,6 +612,18 @@ mod tests {
         assert_ne!(Sum::of(&zstd, b"abc").sum, sum.sum);
         let longer = Entry::new(Loc { chunk: 1, offset: 7 }, 3, 4, Codec::Zstd);
         assert_ne!(Sum::of(&longer, b"abc").sum, Sum::of(&zstd, b"abc").sum);
+    }
+
+    #[test]
+    fn a_covered_word_checks_and_a_damaged_or_zero_one_covers_nothing() {
+        for n in [0, 1, 12, RECORDS_MAX] {
+            assert_eq!(covered_of(covered_word(n)), n);
+            for bit in 0..64 {
+                let flipped = covered_word(n) ^ (1 << bit);
+                assert_eq!(covered_of(flipped), 0, "{n}, bit {bit}");
+            }
+        }
+        assert_eq!(covered_of(0), 0, "a version 1 file's zeros");
     }
 
     #[test]

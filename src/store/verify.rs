@@ -35,7 +35,9 @@ pub struct VerifyReport {
     /// Records no checksum covers: a store without `sums.zr`, records
     /// another writer (the reference package) appended or moved, or a
     /// mismatch after another writer changed the table (not an error: it
-    /// may be that writer's change). `loaderx checksum` covers them.
+    /// may be that writer's change), or, after a crash, past the covered
+    /// word, whose slot the crash may have lost (the next writer's open
+    /// sums those again). `loaderx checksum` covers them all.
     pub unchecked: u32,
     /// The checksums' seal holds: no writer without checksums changed the
     /// table since they were kept, so a mismatch is corruption. False for a

@@ -328,6 +328,11 @@ impl TableWriter {
             )));
         }
         if self.pending > 0 || mark != self.commit.mark {
+            // K0b: the rows' checksums, which their appends left to sync
+            // later, durable with them (the rows are, since each append).
+            for column in &self.columns {
+                column.sync_checksums()?;
+            }
             let rows = self.commit.rows + self.pending;
             let next = Commit { rows, columns: self.commit.columns.clone(), mark };
             next.write(&*self.vfs, &self.root)?;
