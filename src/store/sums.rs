@@ -166,7 +166,8 @@ pub(crate) struct Sums {
     /// rewrites it as version 2 first: [`Sums::upgrade`]).
     strict: AtomicBool,
     /// A writer's: the stored bytes of the records appended since the lag's
-    /// last sync; `u64::MAX` once a sync of it is due at the writer's close.
+    /// last sync, at least 1 once any was (records of 0 bytes included); 0
+    /// when none was, and [`Sums::flush_lag`] has nothing to do.
     lag_bytes: AtomicU64,
 }
 
@@ -177,7 +178,8 @@ pub(crate) enum SealAtOpen {
     Names,
     /// It names other headers: this crate's appends moved the header past
     /// a seal a crash lost, or another writer moved it. The caller tells
-    /// the two apart ([`Sums::slots_keep_their_entries`]).
+    /// the two apart (`Zrecord::settle_seal`, with [`Sums::appends_reach`]
+    /// and [`Sums::fits`]).
     Stale,
     /// Broken (0): another writer changed the table, and no cover since.
     Broken,
@@ -390,7 +392,7 @@ impl Sums {
     /// `Zrecord::settle`). The seal's skip in [`Sums::seal`] relies on it.
     pub(crate) fn settle(&self, len: u32) -> io::Result<()> {
         self.flush(0, len.min(self.capacity))?;
-        self.map.flush_range(0, SUMS_HEADER_BYTES as usize)?;
+        self.flush_header()?;
         self.file.sync(SyncKind::All)
     }
 
@@ -407,7 +409,7 @@ impl Sums {
         if !self.store_seal(from, to) && !lowered {
             return Ok(());
         }
-        self.map.flush_range(0, SUMS_HEADER_BYTES as usize) // SYNC K2
+        self.flush_header() // SYNC K2
     }
 
     /// How many slots, from the first, were durable when the covered word
@@ -438,7 +440,7 @@ impl Sums {
         // SAFETY: as `store_covered`.
         unsafe { self.map.store_word(VERSION_OFFSET, version_word(SUMS_VERSION)) };
         self.strict.store(false, Ordering::Relaxed);
-        self.map.flush_range(0, SUMS_HEADER_BYTES as usize)
+        self.flush_header()
     }
 
     /// An append of records `..end`, `bytes` of them stored, whose slots
