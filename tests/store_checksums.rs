@@ -306,8 +306,12 @@ fn appends_whose_checksums_a_crash_lost_are_unchecked_then_summed_at_the_next_wr
         assert_eq!(report.sealed, !seal_lost, "{report:?}");
         assert_eq!((report.checksummed, report.unchecked), (8, 4), "{report:?}");
         assert!(failing(dir.path(), &model).is_empty(), "seal lost {seal_lost}");
-        // The next writer's open sums them again and the seal holds.
-        drop(Zrecord::open(dir.path()).unwrap());
+        // The next writer's open sums them again and the seal holds; the
+        // first cover reports them as summed, the next none.
+        let mut store = Zrecord::open(dir.path()).unwrap();
+        assert_eq!(store.cover().unwrap().summed, 4, "seal lost {seal_lost}");
+        assert_eq!(store.cover().unwrap().summed, 0, "seal lost {seal_lost}");
+        drop(store);
         let report = Zrecord::open_read_only(dir.path()).unwrap().verify().unwrap();
         assert!(report.is_ok() && report.sealed, "seal lost {seal_lost}: {report:?}");
         assert_eq!((report.checksummed, report.unchecked), (12, 0), "{report:?}");

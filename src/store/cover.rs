@@ -14,7 +14,10 @@ use crate::error::{Error, Result};
 pub struct CoverReport {
     /// Records in the store.
     pub records: u32,
-    /// Records whose checksum was written (the others were covered already).
+    /// Records whose checksum was written: by this call, or by the
+    /// writer's open before it (records past the covered word, such as
+    /// another writer's appends; the first `cover` after an open reports
+    /// them). The others were covered already.
     pub summed: u32,
     /// Records left uncovered: their bytes do not decode, so no checksum is
     /// taken of them (`verify` names them).
@@ -31,7 +34,8 @@ impl Zrecord {
     /// readers may read meanwhile (they check nothing they cannot).
     pub fn cover(&mut self) -> Result<CoverReport> {
         self.check_writable()?;
-        let mut report = CoverReport { records: self.len(), ..CoverReport::default() };
+        let summed = std::mem::take(&mut self.summed_at_open);
+        let mut report = CoverReport { records: self.len(), summed, ..CoverReport::default() };
         if self.meta.sums().is_none() {
             self.create_sums()?;
             report.created = true;
@@ -127,15 +131,16 @@ impl Zrecord {
     /// validate gets a slot that covers nothing (verify names it).
     /// O(records past the word): at most the lag
     /// ([`super::Options::checksum_lag_bytes`]) and the last append.
-    pub(super) fn cover_tail(&self) -> Result<()> {
-        let Some(sums) = self.meta.sums().filter(|s| s.sealed(|| self.meta.header())) else { return Ok(()) };
+    /// Returns how many records it summed (not those given such a slot).
+    pub(super) fn cover_tail(&self) -> Result<u32> {
+        let Some(sums) = self.meta.sums().filter(|s| s.sealed(|| self.meta.header())) else { return Ok(0) };
         let view = self.view();
         let from = sums.covered().min(view.len());
         if from == view.len() {
-            return Ok(());
+            return Ok(0);
         }
         let appends = self.meta.lock_appends();
-        let mut scratch = Vec::new();
+        let (mut scratch, mut summed) = (Vec::new(), 0);
         for index in from..view.len() {
             let sum = match self.valid_entry(u64::from(index), view) {
                 Err(_) => Sum::NONE,
@@ -147,11 +152,13 @@ impl Zrecord {
                     Err(_) => Sum::NONE,
                 },
             };
+            summed += u32::from(sum != Sum::NONE);
             appends.put_sum(index, sum);
         }
         sums.flush(from, view.len()).map_err(|e| self.sync_failed(e))?; // SYNC K1
         sums.covered_to(view.len());
-        sums.flush_header().map_err(|e| self.sync_failed(e)) // SYNC K5
+        sums.flush_header().map_err(|e| self.sync_failed(e))?; // SYNC K5
+        Ok(summed)
     }
 
     /// Writes `sums.zr` for a store that has none and opens it.

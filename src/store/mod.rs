@@ -299,6 +299,9 @@ pub struct Zrecord {
     residency: batch::Residency,
     /// What gathers read, by path ([`Zrecord::read_stats`]).
     reads: read_stats::ReadCounters,
+    /// Records this writer's open summed (`Zrecord::cover_tail`), which
+    /// the first [`Zrecord::cover`] reports as its own.
+    summed_at_open: u32,
 }
 
 impl Zrecord {

@@ -63,6 +63,7 @@ pub(super) fn open(vfs: Arc<dyn Vfs>, path: &Path, options: Options) -> Result<Z
         dict,
         residency: Default::default(),
         reads: Default::default(),
+        summed_at_open: 0,
     };
     if !read_only {
         store.settle_seal(intent.is_some())?;
@@ -144,7 +145,7 @@ impl Zrecord {
             None => {}
         }
         self.repair_frontier()?;
-        self.cover_tail()?;
+        self.summed_at_open = self.cover_tail()?;
         self.settle()?;
         self.debug_check_invariants();
         Ok(())
