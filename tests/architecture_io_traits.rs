@@ -1,5 +1,5 @@
 //! The I/O boundary's size and shape (docs/ARCHITECTURE.md, `src/io/mod.rs`):
-//! three traits of 24 methods at most, and no implementation that finds
+//! three traits of 25 methods at most, and no implementation that finds
 //! its own files by their type: a batch over several files names them by
 //! their `Handle`, so nothing in `src/io/`, `src/store/` or the
 //! simulator's filesystem downcasts.
@@ -28,12 +28,12 @@ fn trait_methods() -> Vec<(String, usize)> {
 }
 
 #[test]
-fn the_boundary_is_three_traits_of_24_methods_at_most() {
+fn the_boundary_is_three_traits_of_25_methods_at_most() {
     let traits = trait_methods();
     let names: Vec<&str> = traits.iter().map(|(name, _)| name.as_str()).collect();
     assert_eq!(names, ["Vfs", "VfsFile", "Map"], "{traits:?}");
     let total: usize = traits.iter().map(|(_, n)| n).sum();
-    assert!(total <= 24, "the I/O boundary grew to {total} methods: {traits:?}");
+    assert!(total <= 25, "the I/O boundary grew to {total} methods: {traits:?}");
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {

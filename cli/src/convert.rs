@@ -28,7 +28,7 @@ const CALL_BYTES: usize = 16 << 20;
 pub enum CodecArg {
     /// zstd level 3, each record its own frame.
     Zstd,
-    /// stored as is (reads at memory speed, no checksum).
+    /// stored as is (reads at memory speed; its CRC-32C in sums.zr).
     Raw,
     /// zstd with a dictionary trained on an evenly spaced sample of the file.
     #[value(name = "zstd_dict")]

@@ -109,7 +109,8 @@ def test_random_byte_flips_never_crash(tmp_path, rng):
                 store.gather([i], dst, 300)
             except loaderx_rs.ZrecordError:
                 continue
-            # Raw records carry no checksum: a flipped raw byte reads back flipped.
+            # A warm read checks no raw record by default (verify_reads="device"):
+            # a flipped raw byte may read back flipped; verify() names it.
             if store.stats()["codec_records"]["raw"] == 0:
                 np.testing.assert_array_equal(dst, data[i])
         store.verify()

@@ -14,7 +14,9 @@
 //! and batched positional reads over several files ([`Vfs::read_batch`])
 //! for records that are not in memory.
 //!
-//! Three traits, 24 methods: [`Vfs`] (9), [`VfsFile`] (8), [`Map`] (7).
+//! Three traits, 25 methods: [`Vfs`] (9), [`VfsFile`] (8), [`Map`] (8).
+//! One is a hint with a default that does nothing ([`Map::will_need`]:
+//! only the real filesystem has a kernel to ask).
 //! Methods that look alike stay apart where they do different things:
 //! [`Map::write`] (a copy under exclusive access) and [`Map::store_word`]
 //! (the atomic store that publishes, the ordering point of the crash
@@ -361,6 +363,10 @@ pub trait Map: Send + Sync + fmt::Debug {
     /// that lets a scan skip a [`Residency::Hole`], and a gather choose
     /// between the mapping and batched reads.
     fn residency(&self, offset: u64, len: usize) -> Residency;
+    /// Asks the kernel to read the bytes `offset..offset + len` (clamped to
+    /// the mapping) ahead, without waiting for them (`MADV_WILLNEED`). A
+    /// hint, which may do nothing.
+    fn will_need(&self, _offset: usize, _len: usize) {}
 }
 
 /// Whether `error`, from a [`VfsFile::set_len`] that shrinks, is the

@@ -502,6 +502,17 @@ impl Map for RealMap {
         let pages = (ptr as usize + len).div_ceil(page) - ptr as usize / page;
         resident(count_resident(ptr, len) == pages as u64)
     }
+    fn will_need(&self, offset: usize, len: usize) {
+        let len = len.min(self.len().saturating_sub(offset));
+        if len == 0 {
+            return;
+        }
+        #[cfg(unix)]
+        let _ = match &self.map {
+            Mapping::Writable(map) => map.advise_range(memmap2::Advice::WillNeed, offset, len),
+            Mapping::ReadOnly(map) => map.advise_range(memmap2::Advice::WillNeed, offset, len),
+        };
+    }
 }
 
 /// Whether every page of `offset..end` of `file` is in the page cache,

@@ -95,6 +95,9 @@ impl Zrecord {
     /// Reads `items` (record index, its output) on the batched path, through
     /// the page cache or, in [`ReadMode::Direct`], past it.
     pub(crate) fn read_batched(&self, view: View, items: &mut [(u64, &mut [u8])], mode: ReadMode) -> Result<()> {
+        if let Some(sums) = self.meta.sums().filter(|_| self.options.verify_reads != VerifyReads::Never) {
+            sums.read_ahead(view.len());
+        }
         let mut plans = Vec::with_capacity(items.len());
         let (mut staged, mut align) = (0usize, 1usize);
         for (index, out) in items.iter() {

@@ -114,10 +114,16 @@ impl Sum {
     }
 }
 
+/// The CRC-32C (Castagnoli, `crc-fast`'s CRC-32/ISCSI) of `bytes`: the one
+/// checksum `sums.zr` holds, of records, entries and its own words.
+fn crc32c(bytes: &[u8]) -> u32 {
+    crc_fast::crc32_iscsi(bytes)
+}
+
 /// The tag of a table entry: its CRC-32C with the low bit set, so that no
 /// entry's tag is 0, the mark of an empty slot.
 pub(crate) fn tag_of(entry: &Entry) -> u32 {
-    crc32c::crc32c(bytemuck::bytes_of(entry)) | 1
+    crc32c(bytemuck::bytes_of(entry)) | 1
 }
 
 /// The sum of bytes stored with codec tag `codec`, `logic` bytes decoded:
@@ -127,7 +133,10 @@ pub(crate) fn stored_sum(codec: u8, logic: u32, stored: &[u8]) -> u32 {
     let mut tail = [0; 5];
     tail[0] = codec;
     tail[1..].copy_from_slice(&logic.to_le_bytes());
-    crc32c::crc32c_append(crc32c::crc32c(stored), &tail)
+    let mut digest = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
+    digest.update(stored);
+    digest.update(&tail);
+    digest.finalize() as u32
 }
 
 /// What a record's bytes are, against its slot.
@@ -169,6 +178,8 @@ pub(crate) struct Sums {
     /// last sync, at least 1 once any was (records of 0 bytes included); 0
     /// when none was, and [`Sums::flush_lag`] has nothing to do.
     lag_bytes: AtomicU64,
+    /// The slots were asked of the kernel ahead ([`Sums::read_ahead`]).
+    read_ahead: AtomicBool,
 }
 
 /// What a writer's open finds the seal to say of the table's header.
@@ -187,7 +198,7 @@ pub(crate) enum SealAtOpen {
 
 /// The hash of one header word in the seal: 16 bits of its CRC-32C, never 0.
 fn word_hash(word: u64) -> u16 {
-    (crc32c::crc32c(&word.to_ne_bytes()) as u16) | 1
+    (crc32c(&word.to_ne_bytes()) as u16) | 1
 }
 
 /// The seal of a move of the table header from `from` to `to`: the hashes of
@@ -209,7 +220,7 @@ fn seal_word(from: Header, to: Header) -> u64 {
 fn covered_word(covered: u32) -> u64 {
     let mut bytes = [0; 8];
     bytes[..4].copy_from_slice(&covered.to_le_bytes());
-    bytes[4..].copy_from_slice(&(crc32c::crc32c(&covered.to_le_bytes()) | 1).to_le_bytes());
+    bytes[4..].copy_from_slice(&(crc32c(&covered.to_le_bytes()) | 1).to_le_bytes());
     u64::from_ne_bytes(bytes)
 }
 
@@ -274,6 +285,7 @@ impl Sums {
             zero_step: AtomicU32::new(ZERO_STEP_MIN),
             strict: AtomicBool::new(version == VERSION_STRICT),
             lag_bytes: AtomicU64::new(0),
+            read_ahead: AtomicBool::new(false),
         }))
     }
 
@@ -572,6 +584,16 @@ impl Sums {
         })
     }
 
+    /// The first check of a batched read (records read from the device):
+    /// the slots of `len` records asked of the kernel ahead, once, so that
+    /// the checks find them in memory, not in a fault of `sums.zr` that
+    /// the completions of the batch's other reads wait behind. A hint.
+    pub(crate) fn read_ahead(&self, len: u32) {
+        if !self.read_ahead.swap(true, Ordering::Relaxed) {
+            self.map.will_need(0, sum_offset(len.min(self.capacity)) as usize);
+        }
+    }
+
     /// Record `index`, stored as `stored` under `entry`, against its slot.
     pub(crate) fn judge(&self, index: u32, entry: &Entry, stored: &[u8], header: impl Fn() -> Header) -> Verdict {
         if entry.logic_length() == 0 {
@@ -614,6 +636,24 @@ mod tests {
         assert_ne!(Sum::of(&zstd, b"abc").sum, sum.sum);
         let longer = Entry::new(Loc { chunk: 1, offset: 7 }, 3, 4, Codec::Zstd);
         assert_ne!(Sum::of(&longer, b"abc").sum, Sum::of(&zstd, b"abc").sum);
+    }
+
+    /// The store's CRC-32C against an independent one (the `crc32c`
+    /// crate, the crc32 instruction): every length up to 300 bytes and
+    /// lengths around the folding paths' block sizes, at odd alignments.
+    #[test]
+    fn the_crc_is_crc32c_at_every_length_and_alignment() {
+        let bytes: Vec<u8> = (0..70_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let lens = (0..300).chain([511, 512, 513, 1023, 1024, 4095, 4096, 4097, 16_383, 65_536, 69_999]);
+        for len in lens {
+            for start in [0, 1, 3, 7] {
+                let piece = &bytes[start..][..len.min(bytes.len() - start)];
+                assert_eq!(crc32c(piece), ::crc32c::crc32c(piece), "{len} bytes at {start}");
+                let want = ::crc32c::crc32c_append(::crc32c::crc32c(piece), &[7, 1, 2, 3, 4]);
+                assert_eq!(stored_sum(7, u32::from_le_bytes([1, 2, 3, 4]), piece), want, "{len} at {start}");
+            }
+        }
+        assert_eq!(crc32c(b"123456789"), 0xe306_9283, "the check value of CRC-32C");
     }
 
     #[test]
