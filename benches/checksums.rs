@@ -2,10 +2,12 @@
 //! gather, the figures `Options::verify_reads`' default is chosen from:
 //! warm gathers (the mapped path, pages in memory) with `VerifyReads::Never`
 //! against `Always`, and cold gathers (every file of the store evicted
-//! with `POSIX_FADV_DONTNEED` first: chunks, table and `sums.zr`) with `Never` against `Device`, on the
-//! batched path through the page cache ("cold") and past it (`ReadMode::Direct`,
-//! "direct"), on three kinds of record: raw 64 KiB (images), raw 4 KiB
-//! (token arrays, small features) and zstd 16 KiB.
+//! with `POSIX_FADV_DONTNEED` first: chunks, table and `sums.zr`) with
+//! `Never` against `Device`, on the batched path through the page cache
+//! ("cold") and past it (`ReadMode::Direct`, "direct"), on three kinds of
+//! record: raw 64 KiB (images), raw 4 KiB (token arrays, small features)
+//! and zstd 16 KiB. The first line compares the store's CRC-32C with the
+//! `crc32c` crate's.
 //!
 //! ```text
 //! cargo bench -p loaderx --bench checksums -- [--rounds 7] [--mib 256]
