@@ -587,9 +587,11 @@ impl Sums {
     /// The first check of a batched read (records read from the device):
     /// the slots of `len` records asked of the kernel ahead, once, so that
     /// the checks find them in memory, not in a fault of `sums.zr` that
-    /// the completions of the batch's other reads wait behind. A hint.
+    /// the completions of the batch's other reads wait behind. A hint. A
+    /// load first: every later batched gather costs one shared read, not
+    /// a write that gathering threads would pass between them.
     pub(crate) fn read_ahead(&self, len: u32) {
-        if !self.read_ahead.swap(true, Ordering::Relaxed) {
+        if !self.read_ahead.load(Ordering::Relaxed) && !self.read_ahead.swap(true, Ordering::Relaxed) {
             self.map.will_need(0, sum_offset(len.min(self.capacity)) as usize);
         }
     }
