@@ -29,6 +29,7 @@ use loaderx::io::{
 
 use crate::point::{Action, Armed, IoKind, IoOp, Point};
 use crate::rng::Rng;
+use crate::trace::Trace;
 
 /// Page size of the model.
 pub const PAGE: u64 = 4096;
@@ -232,7 +233,7 @@ struct State {
     /// The name of each file opened: a [`SimFile`]'s [`Handle`] is its
     /// index here.
     handles: Vec<String>,
-    trace: Vec<String>,
+    trace: Trace,
     /// Semantic fault points ([`SimFs::arm`]).
     armed: Vec<Armed>,
     /// An armed EIO fired at the current operation (dirty pages dropped?).
@@ -404,7 +405,7 @@ impl SimFs {
             batched: (0, 0),
             direct_reads: 0,
             handles: Vec::new(),
-            trace: Vec::new(),
+            trace: Trace::default(),
             armed: Vec::new(),
             inject_eio: None,
         };
@@ -507,9 +508,16 @@ impl SimFs {
         None
     }
 
-    /// The operation trace so far.
+    /// The operation trace so far (its last lines, after
+    /// [`SimFs::keep_trace`]).
     pub fn trace(&self) -> Vec<String> {
-        self.lock().trace.clone()
+        self.lock().trace.lines()
+    }
+
+    /// Keeps only the trace's last `lines` from now on: for long runs that
+    /// print only a violation's tail (the fuzz harness; see `trace.rs`).
+    pub fn keep_trace(&self, lines: usize) {
+        self.lock().trace.keep_last(lines);
     }
 
     /// Appends a line to the trace (the workload logs its operations).

@@ -22,4 +22,5 @@ pub mod rng;
 pub mod scenarios;
 pub mod sharded;
 pub mod table;
+mod trace;
 pub mod workload;
