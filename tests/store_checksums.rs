@@ -360,6 +360,34 @@ fn the_covered_word_moves_with_the_lags_sync_at_its_bound_and_at_close() {
     assert!(report.is_ok() && report.sealed && report.checksummed == 16, "{report:?}");
 }
 
+/// A covered word past the length, under a seal that names the header, as
+/// an earlier build's writer's open could leave it (docs/fuzzing.md, F11):
+/// the next writer's open lowers it, so that appends over those indices
+/// whose slots a crash then loses are summed again, not left unchecked.
+#[test]
+fn a_covered_word_past_the_length_is_lowered_at_a_writers_open() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path(), Kind::RawFixed);
+    let file = OpenOptions::new().write(true).open(dir.path().join(SUMS_FILE)).unwrap();
+    file.write_all_at(&16u32.to_le_bytes(), 16).unwrap();
+    file.write_all_at(&(crc32c::crc32c(&16u32.to_le_bytes()) | 1).to_le_bytes(), 20).unwrap();
+    drop(file);
+    assert_eq!(covered(dir.path()), Some(16));
+    let store = Zrecord::open(dir.path()).unwrap();
+    assert_eq!(covered(dir.path()), Some(12), "lowered to the length, durably, at the open");
+    // Four appends whose slots, and the covered word after them, a power
+    // loss takes back to what the open left.
+    let before = sums_head(dir.path(), 16);
+    append_all(&store, &(40..44u64).map(|k| record(k, 300)).collect::<Vec<_>>(), Codec::Raw);
+    drop(store);
+    lose_sums(dir.path(), &before, 16..24);
+    lose_sums(dir.path(), &before, sum_offset(12) as usize..sum_offset(16) as usize);
+    drop(Zrecord::open(dir.path()).unwrap());
+    let report = Zrecord::open_read_only(dir.path()).unwrap().verify().unwrap();
+    assert!(report.is_ok() && report.sealed, "{report:?}");
+    assert_eq!((report.checksummed, report.unchecked), (16, 0), "{report:?}");
+}
+
 #[test]
 fn a_version_1_sums_file_is_read_as_covered_whole_and_a_writer_rewrites_it() {
     let dir = tempfile::tempdir().unwrap();

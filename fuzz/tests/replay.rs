@@ -27,7 +27,7 @@ const HANG_SECONDS: u64 = 2;
 /// still fail as described, which keeps this test green until the fix; a
 /// fix makes `open_findings_still_reproduce` fail, and then its line goes,
 /// and the file is an ordinary regression input from then on.
-/// F1 to F10 are fixed (docs/fuzzing.md; F10 was the harness's and has no input here).
+/// F1 to F11 are fixed (docs/fuzzing.md; F10 was the harness's and has no input here).
 const OPEN_FINDINGS: &[(&str, &str, Fails)] = &[];
 
 fn corpus(target: &str) -> std::path::PathBuf {

@@ -10,7 +10,7 @@
 //! of its points was never reached: a scenario that no longer reaches its
 //! situation says so instead of passing silently.
 
-use loaderx::format::{HEADER_WORD1_OFFSET, META_BYTES, META_FILE, META_TMP_FILE};
+use loaderx::format::{HEADER_WORD1_OFFSET, META_BYTES, META_FILE, META_TMP_FILE, SUMS_FILE};
 
 use crate::fs::{Faults, Persist};
 use crate::point::{Action, IoKind, IoOp, Point, Step};
@@ -73,6 +73,16 @@ fn header_word0(o: &IoOp<'_>) -> bool {
 fn header_word1(o: &IoOp<'_>) -> bool {
     o.is(IoKind::StoreWord, META_FILE) && o.offset == HEADER_WORD1_OFFSET
 }
+fn entries_msync(o: &IoOp<'_>) -> bool {
+    o.is(IoKind::Msync, META_FILE) && o.offset > 0
+}
+/// `sums.zr`'s seal and covered word (`docs/format.md`, "Checksums").
+fn seal_store(o: &IoOp<'_>) -> bool {
+    o.is(IoKind::StoreWord, SUMS_FILE) && o.offset == 8
+}
+fn covered_store(o: &IoOp<'_>) -> bool {
+    o.is(IoKind::StoreWord, SUMS_FILE) && o.offset == 16
+}
 
 const INTENT_WRITE: &str = "a pwrite into meta.zr's intent area (past the table)";
 const TRUNCATION: &str = "a set_len of meta.zr to the table's end (the intent removed)";
@@ -97,6 +107,7 @@ pub fn all() -> Vec<Scenario> {
         delete_recovery_trusts_the_cached_length(),
         empty_records_after_a_rollover_crash(),
         truncation_then_eio_keeps_the_end_zero(),
+        covered_word_past_a_length_a_failed_sync_dropped(),
     ]
 }
 
@@ -259,6 +270,50 @@ fn truncation_then_eio_keeps_the_end_zero() -> Scenario {
         persist: Persist::Nothing,
         points: vec![Point::new(Action::Eio { drop_dirty: true }, fsync_after_the_intent_is_truncated())],
         ops,
+    }
+}
+
+/// Found by CI's bounded `ops` fuzz run (2026-12-05; docs/fuzzing.md,
+/// F11). An append's commit failed (EIO at the header's `msync`, pages
+/// kept): the page cache held its length, the disk the one before. The
+/// reopen summed the records past the covered word up to that cached
+/// length and made the covered word durable (K5), then its `settle` failed
+/// on `meta.zr` (EIO, pages dropped): the length went back, the covered
+/// word stayed past it, under a seal that still named the header (as the
+/// move's first end). The next reopen found nothing past the word to sum;
+/// an append over those indices left its slots to the lag, and a power
+/// loss lost them: its records were unchecked for good. Operations: three
+/// appends, a crash. Points: EIO (pages kept) at the header's `msync` of
+/// the second append; EIO (pages dropped) at the reopen's first `msync` of
+/// `meta.zr`'s entries after it stored the covered word. A writer's open
+/// now covers the tail after `settle` (the length durable first), and
+/// lowers a covered word it finds past the length.
+fn covered_word_past_a_length_a_failed_sync_dropped() -> Scenario {
+    let mut rng = Rng::new(0);
+    let commit = vec![
+        Step::nth(2, "the second append's store of the seal", seal_store),
+        Step::first("its msync of the header (the commit)", header_msync),
+    ];
+    let mut settle = commit.clone();
+    settle.extend([
+        Step::first("the reopen's store of the covered word", covered_store),
+        Step::first("then an msync of meta.zr's entries (settle)", entries_msync),
+    ]);
+    Scenario {
+        name: "covered_word_past_a_length_a_failed_sync_dropped",
+        seeds: &[],
+        near_rollover: false,
+        persist: Persist::Nothing,
+        points: vec![
+            Point::new(Action::Eio { drop_dirty: false }, commit),
+            Point::new(Action::Eio { drop_dirty: true }, settle),
+        ],
+        ops: vec![
+            append(&mut rng, 0, &[300; 5]),
+            append(&mut rng, 0, &[300; 5]),
+            append(&mut rng, 0, &[300; 5]),
+            Op::Crash,
+        ],
     }
 }
 

@@ -145,8 +145,11 @@ impl Zrecord {
             None => {}
         }
         self.repair_frontier()?;
-        self.summed_at_open = self.cover_tail()?;
+        // The length durable before the covered word moves up to it: a
+        // writer whose commit failed may have left it in the page cache
+        // only (docs/fuzzing.md, F11).
         self.settle()?;
+        self.summed_at_open = self.cover_tail()?;
         self.debug_check_invariants();
         Ok(())
     }

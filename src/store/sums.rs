@@ -542,11 +542,14 @@ impl Sums {
 
     /// A writer's open: the seal as `at_open` and `ours` (the caller's
     /// judgement of a stale one) make it. A seal that names the header is
-    /// kept; a stale one of this crate's appends is made to name the header
-    /// (SYNC K2); any other is stored as broken for good (a later header
-    /// equal to one it named must not mend it).
+    /// kept, and a covered word past the length lowered to it (SYNC K2; an
+    /// earlier build's open could leave one: docs/fuzzing.md, F11); a stale
+    /// one of this crate's appends is made to name the header (K2); any
+    /// other is stored as broken for good (a later header equal to one it
+    /// named must not mend it).
     pub(crate) fn settle_seal(&self, header: Header, at_open: SealAtOpen, ours: bool) -> io::Result<()> {
         match at_open {
+            SealAtOpen::Names if self.covered() > header.length() => self.seal(header, header),
             SealAtOpen::Names => Ok(()),
             SealAtOpen::Stale if ours => self.seal(header, header),
             _ => {
