@@ -171,7 +171,7 @@ fn scenarios(only: Option<&str>) -> bool {
                 println!("scenario {}: ok, points fired at I/O {:?}", scenario.name, report.fired_at);
             }
             Err(f) => {
-                eprintln!("SCENARIO {} FAILED (seeds {:?}): {}", f.scenario, scenario.seeds, f.what);
+                eprintln!("SCENARIO {} FAILED ({}): {}", f.scenario, scenario.found_by(), f.what);
                 print_tail(&f.trace);
                 ok = false;
             }

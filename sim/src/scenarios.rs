@@ -23,6 +23,9 @@ pub struct Scenario {
     pub name: &'static str,
     /// The seeds of the random campaign that found the bug.
     pub seeds: &'static [u64],
+    /// Or the input of the `ops` fuzz target that found it, in the
+    /// repository (`fuzz/corpus/ops/...`).
+    pub fuzz_input: Option<&'static str>,
     /// Start with the frontier a few KiB before the end of chunk 0.
     pub near_rollover: bool,
     /// What every crash of the run keeps of the unsynced state.
@@ -31,6 +34,16 @@ pub struct Scenario {
     pub points: Vec<Point>,
     /// The store operations.
     pub ops: Vec<Op>,
+}
+
+impl Scenario {
+    /// What found the bug: `seeds [..]`, or `fuzz input PATH`.
+    pub fn found_by(&self) -> String {
+        match self.fuzz_input {
+            Some(input) => format!("fuzz input {input}"),
+            None => format!("seeds {:?}", self.seeds),
+        }
+    }
 }
 
 /// A scenario that found a violation or missed one of its points.
@@ -122,6 +135,7 @@ fn creation_eio_before_meta() -> Scenario {
     Scenario {
         name: "creation_eio_before_meta",
         seeds: &[25],
+        fuzz_input: None,
         near_rollover: false,
         persist: Persist::Everything,
         points: vec![Point::new(
@@ -150,6 +164,7 @@ fn stale_intent_after_failed_truncation() -> Scenario {
     Scenario {
         name: "stale_intent_after_failed_truncation",
         seeds: &[155],
+        fuzz_input: None,
         near_rollover: false,
         persist: Persist::Nothing,
         points: vec![Point::new(Action::Eio { drop_dirty: false }, fsync_after_the_intent_is_truncated())],
@@ -171,6 +186,7 @@ fn empty_records_past_the_chunk_end() -> Scenario {
     Scenario {
         name: "empty_records_past_the_chunk_end",
         seeds: &[497],
+        fuzz_input: None,
         near_rollover: true,
         persist: Persist::Everything,
         points: vec![Point::new(
@@ -215,6 +231,7 @@ fn delete_recovery_trusts_the_cached_length() -> Scenario {
     Scenario {
         name: "delete_recovery_trusts_the_cached_length",
         seeds: &[20703, 19933, 25694, 33346],
+        fuzz_input: None,
         near_rollover: false,
         persist: Persist::Nothing,
         points: vec![commit, truncation],
@@ -238,6 +255,7 @@ fn empty_records_after_a_rollover_crash() -> Scenario {
     Scenario {
         name: "empty_records_after_a_rollover_crash",
         seeds: &[27016],
+        fuzz_input: None,
         near_rollover: true,
         persist: Persist::Nothing,
         points: vec![Point::new(
@@ -266,6 +284,7 @@ fn truncation_then_eio_keeps_the_end_zero() -> Scenario {
     Scenario {
         name: "truncation_then_eio_keeps_the_end_zero",
         seeds: &[18547, 23327, 29301],
+        fuzz_input: None,
         near_rollover: false,
         persist: Persist::Nothing,
         points: vec![Point::new(Action::Eio { drop_dirty: true }, fsync_after_the_intent_is_truncated())],
@@ -302,6 +321,7 @@ fn covered_word_past_a_length_a_failed_sync_dropped() -> Scenario {
     Scenario {
         name: "covered_word_past_a_length_a_failed_sync_dropped",
         seeds: &[],
+        fuzz_input: Some("fuzz/corpus/ops/finding-f11-covered-word-past-a-dropped-length"),
         near_rollover: false,
         persist: Persist::Nothing,
         points: vec![
