@@ -37,10 +37,15 @@ pub const SUMS_MAGIC: [u8; 4] = *b"ZSUM";
 /// commit) is read as covering every slot, and a writer's open rewrites it
 /// as version 2.
 pub const SUMS_VERSION: u32 = 2;
-/// `sums.zr`'s header: magic, version, the seal's word at offset 8, the
-/// covered word at offset 16, zeros to the end (`docs/format.md`,
+/// `sums.zr`'s header: magic, version, the seal's word at
+/// [`SUMS_SEAL_OFFSET`], the covered word at [`SUMS_COVERED_OFFSET`], zeros
+/// to the end (`docs/format.md`,
 /// "Checksums").
 pub const SUMS_HEADER_BYTES: u64 = 64;
+/// The seal's word in `sums.zr`'s header.
+pub const SUMS_SEAL_OFFSET: u64 = 8;
+/// The covered word in `sums.zr`'s header (version 2).
+pub const SUMS_COVERED_OFFSET: u64 = 16;
 /// One slot of `sums.zr`: the record's sum, then its entry's tag (0: the
 /// slot covers no record), both little-endian `u32`s: one 8-byte word.
 pub const SUM_BYTES: u64 = 8;

@@ -10,7 +10,9 @@
 //! of its points was never reached: a scenario that no longer reaches its
 //! situation says so instead of passing silently.
 
-use loaderx::format::{HEADER_WORD1_OFFSET, META_BYTES, META_FILE, META_TMP_FILE, SUMS_FILE};
+use loaderx::format::{
+    HEADER_WORD1_OFFSET, META_BYTES, META_FILE, META_TMP_FILE, SUMS_COVERED_OFFSET, SUMS_FILE, SUMS_SEAL_OFFSET,
+};
 
 use crate::fs::{Faults, Persist};
 use crate::point::{Action, IoKind, IoOp, Point, Step};
@@ -89,12 +91,11 @@ fn header_word1(o: &IoOp<'_>) -> bool {
 fn entries_msync(o: &IoOp<'_>) -> bool {
     o.is(IoKind::Msync, META_FILE) && o.offset > 0
 }
-/// `sums.zr`'s seal and covered word (`docs/format.md`, "Checksums").
 fn seal_store(o: &IoOp<'_>) -> bool {
-    o.is(IoKind::StoreWord, SUMS_FILE) && o.offset == 8
+    o.is(IoKind::StoreWord, SUMS_FILE) && o.offset == SUMS_SEAL_OFFSET
 }
 fn covered_store(o: &IoOp<'_>) -> bool {
-    o.is(IoKind::StoreWord, SUMS_FILE) && o.offset == 16
+    o.is(IoKind::StoreWord, SUMS_FILE) && o.offset == SUMS_COVERED_OFFSET
 }
 
 const INTENT_WRITE: &str = "a pwrite into meta.zr's intent area (past the table)";

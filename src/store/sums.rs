@@ -37,8 +37,8 @@ use std::path::Path;
 use bytemuck::Zeroable;
 
 use crate::format::{
-    Entry, Header, RECORDS_MAX, SUM_BYTES, SUMS_BYTES, SUMS_FILE, SUMS_HEADER_BYTES, SUMS_MAGIC, SUMS_TMP_FILE,
-    SUMS_VERSION, sum_offset,
+    Entry, Header, RECORDS_MAX, SUM_BYTES, SUMS_BYTES, SUMS_COVERED_OFFSET, SUMS_FILE, SUMS_HEADER_BYTES, SUMS_MAGIC,
+    SUMS_SEAL_OFFSET, SUMS_TMP_FILE, SUMS_VERSION, sum_offset,
 };
 use crate::io::{Map, MapMode, OpenMode, SyncKind, Vfs, VfsFile, read_exact_at, write_all_at, write_mapped};
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -46,9 +46,9 @@ use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 /// The magic and the version's word in `sums.zr`'s header.
 const VERSION_OFFSET: usize = 0;
 /// The seal's word in `sums.zr`'s header.
-const SEAL_OFFSET: usize = 8;
+const SEAL_OFFSET: usize = SUMS_SEAL_OFFSET as usize;
 /// The covered word's offset in `sums.zr`'s header (version 2).
-const COVERED_OFFSET: usize = 16;
+const COVERED_OFFSET: usize = SUMS_COVERED_OFFSET as usize;
 /// The version without the covered word, whose writers synced every slot
 /// before its commit: read as covering them all.
 const VERSION_STRICT: u32 = 1;
